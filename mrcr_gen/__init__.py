@@ -1,0 +1,28 @@
+"""mrcr-gen: generate, validate and evaluate MRCR long-context datasets."""
+
+from ._bins import BIN_UPPER_EDGES, BINS, Bin, bin_by_upper, bin_for_tokens
+from ._catalog import Catalog, load_catalog
+from ._models import (
+    Answer,
+    Ask,
+    Conversation,
+    FormatSpec,
+    Message,
+    MrcrRow,
+    Needle,
+    Sample,
+    Writing,
+    ordinal,
+)
+from ._parquet import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows
+from ._tokens import count_tokens, count_tokens_batch, o200k, row_token_count
+
+# --- generator (lead) ---
+
+# --- validator ---
+
+# --- pool and LLM writer ---
+
+# --- grader and eval ---
+
+__version__ = "0.1.0"

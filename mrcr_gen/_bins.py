@@ -1,0 +1,51 @@
+"""Context-length bins of openai/mrcr: [4096, 8192], then (2^k, 2^(k+1)] up to 1048576."""
+
+from __future__ import annotations
+
+from ._models import _Frozen
+
+
+class Bin(_Frozen):
+    lower: int
+    upper: int
+    lower_inclusive: bool = False
+
+    def __contains__(self, n_tokens: object) -> bool:
+        if not isinstance(n_tokens, int):
+            return False
+        above = n_tokens >= self.lower if self.lower_inclusive else n_tokens > self.lower
+        return above and n_tokens <= self.upper
+
+    @property
+    def smallest(self) -> int:
+        """The smallest token count inside the bin."""
+        return self.lower if self.lower_inclusive else self.lower + 1
+
+    @property
+    def label(self) -> str:
+        return f"{'[' if self.lower_inclusive else '('}{self.lower}, {self.upper}]"
+
+    def __str__(self) -> str:
+        return self.label
+
+
+BINS: tuple[Bin, ...] = (Bin(lower=4096, upper=8192, lower_inclusive=True),) + tuple(
+    Bin(lower=2**k, upper=2 ** (k + 1)) for k in range(13, 20)
+)
+BIN_UPPER_EDGES: tuple[int, ...] = tuple(b.upper for b in BINS)
+
+
+def bin_by_upper(upper: int) -> Bin:
+    """The bin whose upper edge is `upper` (what `--bin` takes)."""
+    for candidate in BINS:
+        if candidate.upper == upper:
+            return candidate
+    raise ValueError(f"no bin has upper edge {upper}; choose one of {', '.join(map(str, BIN_UPPER_EDGES))}")
+
+
+def bin_for_tokens(n_tokens: int) -> Bin | None:
+    """The bin holding `n_tokens`, or None when it lies outside [4096, 1048576]."""
+    for candidate in BINS:
+        if n_tokens in candidate:
+            return candidate
+    return None

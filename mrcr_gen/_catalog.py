@@ -1,0 +1,47 @@
+"""The catalog of entities and formats, read from the plain files in `entities/` and `formats/`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+
+from ._models import Ask, FormatSpec, _Frozen
+
+
+def _data_dir(name: str) -> Path:
+    """Installed wheels carry the files in `mrcr_gen/_data/`; a source checkout has them at the top."""
+    packaged = Path(str(files("mrcr_gen"))) / "_data" / name
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / name
+
+
+class Catalog(_Frozen):
+    entities: tuple[str, ...]
+    formats: tuple[FormatSpec, ...]
+
+    def format(self, name: str) -> FormatSpec:
+        for spec in self.formats:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def asks(self) -> list[Ask]:
+        return [Ask(format=f.name, entity=e) for f in self.formats for e in self.entities]
+
+    @property
+    def sha256(self) -> str:
+        """Hash of the catalog's content, recorded in dataset cards."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    entities_file = _data_dir("entities") / "entities.txt"
+    formats_file = _data_dir("formats") / "formats.json"
+    entities = tuple(line.strip() for line in entities_file.read_text(encoding="utf-8").splitlines() if line.strip())
+    formats = tuple(FormatSpec(**spec) for spec in json.loads(formats_file.read_text(encoding="utf-8")))
+    return Catalog(entities=entities, formats=formats)

@@ -1,0 +1,49 @@
+"""The openai/mrcr parquet layout: exact columns, order and types."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._files import atomic_path
+from ._models import MrcrRow
+
+MRCR_SCHEMA = pa.schema(
+    [
+        ("prompt", pa.string()),
+        ("answer", pa.string()),
+        ("random_string_to_prepend", pa.string()),
+        ("n_needles", pa.int64()),
+        ("desired_msg_index", pa.int64()),
+        ("total_messages", pa.int64()),
+        ("n_chars", pa.int64()),
+        ("date_added", pa.string()),
+    ]
+)
+MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
+
+
+def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
+    records = [row.model_dump() for row in rows]
+    return pa.Table.from_pylist(records, schema=MRCR_SCHEMA)
+
+
+def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write zstd parquet atomically; the same table gives byte-identical files."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def write_rows(rows: Iterable[MrcrRow], path: str | os.PathLike) -> None:
+    write_table_atomic(rows_to_table(rows), path)
+
+
+def iter_rows(path: str | os.PathLike, batch_size: int = 64) -> Iterator[MrcrRow]:
+    """Stream the rows of an MRCR parquet file without loading it whole."""
+    with pq.ParquetFile(path) as parquet:
+        for batch in parquet.iter_batches(batch_size=batch_size, columns=list(MRCR_COLUMNS)):
+            for record in batch.to_pylist():
+                yield MrcrRow(**record)
