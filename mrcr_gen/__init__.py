@@ -1,5 +1,6 @@
 """mrcr-gen: generate, validate and evaluate MRCR long-context datasets."""
 
+from ._version import __version__
 from ._bins import BIN_UPPER_EDGES, BINS, Bin, bin_by_upper, bin_for_tokens
 from ._catalog import Catalog, load_catalog
 from ._models import (
@@ -18,6 +19,9 @@ from ._parquet import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows
 from ._tokens import count_tokens, count_tokens_batch, o200k, row_token_count
 
 # --- generator (lead) ---
+from ._assembler import Assembler, AssemblyError, normalize_ask
+from ._generate import GenerateConfig, GenerateResult, generate_dataset, generate_sample
+from .writers import OfflineWriter, Writer
 
 # --- validator ---
 
@@ -25,4 +29,3 @@ from ._tokens import count_tokens, count_tokens_batch, o200k, row_token_count
 
 # --- grader and eval ---
 
-__version__ = "0.1.0"

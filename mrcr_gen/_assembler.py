@@ -1,0 +1,273 @@
+"""Assemble one MRCR conversation around n identical needle asks, to an exact token budget.
+
+Token counts come from the writer (each writing tokenized once); assembly only adds them up.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._bins import Bin
+from ._models import (
+    PREAMBLE_HEADER,
+    QUERY_TEMPLATE,
+    Ask,
+    Message,
+    MrcrRow,
+    Sample,
+    Writing,
+    ordinal,
+)
+from ._seeding import derived_rng
+from ._tokens import count_tokens, count_tokens_batch
+from .writers._base import Writer
+from .writers._memo import OFFLINE_VARIANTS_PER_ASK
+
+RANDOM_STRING_ALPHABET = string.ascii_letters + string.digits
+# Give up filling the last gap after this many distractors in a row that do not fit.
+MAX_FILL_MISSES = 64
+MAX_ATTEMPTS = 50
+
+
+class AssemblyError(ValueError):
+    """The request cannot be met (e.g. the needles alone exceed the token budget)."""
+
+
+def normalize_ask(text: str) -> str:
+    """An ask with case, whitespace and punctuation removed: the near-duplicate key."""
+    return re.sub(r"[\W_]+", "", text.lower())
+
+
+def random_string(rng: random.Random) -> str:
+    return "".join(rng.choice(RANDOM_STRING_ALPHABET) for _ in range(10))
+
+
+class _AskTokens:
+    """o200k counts of ask texts, counted once per distinct ask."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def __call__(self, asks: Sequence[Ask]) -> list[int]:
+        missing = list(dict.fromkeys(a.text for a in asks if a.text not in self._counts))
+        self._counts.update(zip(missing, count_tokens_batch(missing)))
+        return [self._counts[a.text] for a in asks]
+
+
+@dataclass
+class _Pair:
+    ask: Ask
+    writing: Writing
+    ask_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return self.ask_tokens + self.writing.n_tokens
+
+
+class Assembler:
+    """Builds samples from a writer; reuse one instance so token counts are shared across rows."""
+
+    def __init__(self, writer: Writer, date_added: str) -> None:
+        self.writer = writer
+        self.date_added = date_added
+        self._asks = list(writer.asks())
+        if not self._asks:
+            raise AssemblyError(f"writer {writer.name!r} offers no asks")
+        self._ask_tokens = _AskTokens()
+
+    # -- drawing -----------------------------------------------------------------------------
+    def _variant_space(self, ask: Ask, at_least: int = 1) -> int:
+        return min(self.writer.n_variants(ask), max(at_least, OFFLINE_VARIANTS_PER_ASK))
+
+    def _needle_candidates(self, n_needles: int) -> list[Ask]:
+        candidates = [a for a in self._asks if self.writer.n_variants(a) >= n_needles]
+        if not candidates:
+            raise AssemblyError(f"writer {self.writer.name!r} has no ask with {n_needles} distinct writings")
+        return candidates
+
+    def _pairs(self, keys: Sequence[tuple[Ask, int]]) -> list[_Pair]:
+        writings = self.writer.writings(keys)
+        ask_tokens = self._ask_tokens([ask for ask, _ in keys])
+        return [_Pair(ask, w, t) for (ask, _), w, t in zip(keys, writings, ask_tokens)]
+
+    def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
+        keys = []
+        while len(keys) < count:
+            ask = rng.choice(self._asks)
+            if normalize_ask(ask.text) == needle_key:
+                continue
+            keys.append((ask, rng.randrange(self._variant_space(ask))))
+        return self._pairs(keys)
+
+    def _preamble(self, rng: random.Random, needle_key: str) -> str:
+        """Two worked examples in the real structure, each a tiny MRCR instance of its own."""
+
+        def pick_ask() -> Ask:
+            while True:
+                ask = rng.choice(self._asks)
+                if normalize_ask(ask.text) != needle_key and self.writer.n_variants(ask) >= 2:
+                    return ask
+
+        first = pick_ask()
+        second, third = pick_ask(), pick_ask()
+        examples = [
+            [(first, 0), (first, 1)],
+            [(second, 0)] if rng.random() < 0.5 or third == second else [(second, 0), (third, 0)],
+        ]
+        blocks = []
+        for pairs, target_ordinal in ((examples[0], rng.randint(1, 2)), (examples[1], 1)):
+            writings = self.writer.writings(pairs)
+            lines = []
+            for (ask, _), writing in zip(pairs, writings):
+                lines += [f"User: {ask.text}", f"Assistant: {writing.text}"]
+            target_ask = pairs[0][0]
+            target = [w for (a, _), w in zip(pairs, writings) if a == target_ask][target_ordinal - 1]
+            example_string = random_string(rng)
+            query = QUERY_TEMPLATE.format(
+                random_string=example_string,
+                ordinal=ordinal(target_ordinal),
+                format=target_ask.format,
+                entity=target_ask.entity,
+            )
+            lines += [f"User: {query}", f"Assistant: {example_string}{target.text}"]
+            blocks.append("======EXAMPLE======\n" + "\n".join(lines) + "\n\n======END EXAMPLE======\n")
+        return PREAMBLE_HEADER + "\n\n" + "\n".join(blocks)
+
+    # -- assembly ----------------------------------------------------------------------------
+    def sample(
+        self,
+        *,
+        n_needles: int,
+        seed: int,
+        token_bin: Bin | None = None,
+        tokens: int | None = None,
+    ) -> Sample:
+        """One sample whose token total lies in `token_bin`, or is just below `tokens`."""
+        if (token_bin is None) == (tokens is None):
+            raise ValueError("give exactly one of token_bin or tokens")
+        if n_needles < 1:
+            raise AssemblyError("n_needles must be at least 1")
+        candidates = self._needle_candidates(n_needles)
+        rng = derived_rng("sample", seed)
+        if token_bin is not None:
+            lowest, highest = token_bin.smallest, token_bin.upper
+        else:
+            lowest, highest = tokens - max(1, tokens // 100), tokens
+        # Uniform over the bin; every attempt re-draws the target so small bins stay uniform too.
+        smallest_fixed = None
+        for _ in range(MAX_ATTEMPTS):
+            target = rng.randint(lowest, highest) if token_bin is not None else tokens
+            sample = self._attempt(rng, candidates, n_needles, target, lowest, seed, token_bin)
+            if isinstance(sample, Sample):
+                return sample
+            if sample is not None:
+                smallest_fixed = sample if smallest_fixed is None else min(smallest_fixed, sample)
+        where = str(token_bin) if token_bin is not None else f"about {tokens} tokens"
+        raise AssemblyError(
+            f"cannot fit {n_needles} needles into {where}: the preamble, needles, query and answer "
+            f"alone take at least {smallest_fixed} tokens"
+        )
+
+    def _attempt(
+        self,
+        rng: random.Random,
+        candidates: list[Ask],
+        n_needles: int,
+        target: int,
+        lowest: int,
+        seed: int,
+        token_bin: Bin | None,
+    ) -> Sample | int | None:
+        """A sample, the fixed token cost that did not fit under `target`, or None to retry."""
+        needle_ask = rng.choice(candidates)
+        needle_key = normalize_ask(needle_ask.text)
+        variants = rng.sample(range(self._variant_space(needle_ask, n_needles)), n_needles)
+        needles = self._pairs([(needle_ask, v) for v in variants])
+        if len({p.writing.text for p in needles}) < n_needles:
+            return None  # the writer repeated itself; draw another needle ask
+        target_ordinal = rng.randint(1, n_needles)
+        secret = random_string(rng)
+        preamble = self._preamble(rng, needle_key)
+        query = QUERY_TEMPLATE.format(
+            random_string=secret,
+            ordinal=ordinal(target_ordinal),
+            format=needle_ask.format,
+            entity=needle_ask.entity,
+        )
+        answer = secret + needles[target_ordinal - 1].writing.text
+        preamble_tokens, query_tokens, answer_tokens = count_tokens_batch([preamble, query, answer])
+        fixed = preamble_tokens + query_tokens + answer_tokens + sum(p.tokens for p in needles)
+        if fixed > target:
+            return fixed
+
+        # Its own stream, so how far the fill reads ahead never shifts the draws that follow.
+        distractors = self._fill(random.Random(rng.getrandbits(64)), needle_key, target - fixed)
+        total = fixed + sum(p.tokens for p in distractors)
+        if total < lowest:
+            return fixed
+
+        n_pairs = len(distractors) + n_needles
+        # One needle in each of n equal strata of the depth: spread, yet any gap is possible.
+        slots = [rng.randrange(j * n_pairs // n_needles, (j + 1) * n_pairs // n_needles) for j in range(n_needles)]
+        remaining = iter(distractors)
+        needle_iter = iter(needles)
+        slot_set = set(slots)
+        pairs = [next(needle_iter) if i in slot_set else next(remaining) for i in range(n_pairs)]
+
+        messages = [Message(role="user", content=preamble)]
+        for pair in pairs:
+            messages += [Message(role="user", content=pair.ask.text), Message(role="assistant", content=pair.writing.text)]
+        messages.append(Message(role="user", content=query))
+
+        if any(secret in m.content for m in messages[:-1]):
+            return None  # vanishingly rare; a new random string means a new attempt
+        needle_indices = tuple(1 + 2 * slot for slot in slots)
+        prompt = _dump_prompt(messages)
+        row = MrcrRow(
+            prompt=prompt,
+            answer=answer,
+            random_string_to_prepend=secret,
+            n_needles=n_needles,
+            desired_msg_index=needle_indices[target_ordinal - 1],
+            total_messages=len(messages),
+            n_chars=sum(len(m.content) for m in messages),
+            date_added=self.date_added,
+        )
+        return Sample(
+            row=row,
+            needle_indices=needle_indices,
+            target_ordinal=target_ordinal,
+            n_tokens=total,
+            bin=str(token_bin) if token_bin is not None else f"tokens={target}",
+            format=needle_ask.format,
+            entity=needle_ask.entity,
+            seed=seed,
+        )
+
+    def _fill(self, rng: random.Random, needle_key: str, budget: int) -> list[_Pair]:
+        """Distractor pairs, uniform over asks, adding up to at most `budget` tokens and close to it."""
+        chosen: list[_Pair] = []
+        misses = 0
+        while budget > 0 and misses < MAX_FILL_MISSES:
+            batch = self._draw_distractors(rng, needle_key, max(8, budget // 360))
+            for pair in batch:
+                if pair.tokens <= budget:
+                    chosen.append(pair)
+                    budget -= pair.tokens
+                    misses = 0
+                else:
+                    misses += 1
+                    if misses >= MAX_FILL_MISSES:
+                        break
+        return chosen
+
+
+def _dump_prompt(messages: list[Message]) -> str:
+    import json
+
+    return json.dumps([{"role": m.role, "content": m.content} for m in messages])

@@ -1,0 +1,36 @@
+"""What the assembler needs from a source of writings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from .._models import Ask, Writing
+
+
+@runtime_checkable
+class Writer(Protocol):
+    """A source of assistant writings for asks.
+
+    A writer offers a finite set of asks, each with a number of distinct variants (different
+    writings for the same ask). The assembler draws distractor asks uniformly from `asks()`
+    and needles from asks with at least n variants.
+    """
+
+    name: str
+
+    def asks(self) -> Sequence[Ask]:
+        """Every ask this writer can answer (the universe distractors are drawn from)."""
+        ...
+
+    def n_variants(self, ask: Ask) -> int:
+        """How many pairwise distinct writings exist for `ask`."""
+        ...
+
+    def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
+        """The writings for (ask, variant) keys, in order, with their o200k token counts."""
+        ...
+
+    def describe(self) -> dict:
+        """What the dataset card records about this writer."""
+        ...

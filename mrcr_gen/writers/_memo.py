@@ -1,0 +1,63 @@
+"""Writers that compose text on demand and tokenize each distinct writing exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._catalog import Catalog, load_catalog
+from .._models import Ask, Writing
+from .._tokens import count_tokens_batch
+
+# A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
+OFFLINE_VARIANTS_PER_ASK = 8
+# Offline variants are unbounded (any needle count works); distractors use the first few only.
+UNBOUNDED_VARIANTS = 1 << 30
+
+
+class MemoizedWriter:
+    """Base for writers whose text is a pure function of (ask, variant)."""
+
+    name = "memoized"
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[Ask, int], Writing] = {}
+
+    def compose(self, ask: Ask, variant: int) -> str:
+        raise NotImplementedError
+
+    def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
+        missing = list(dict.fromkeys(key for key in keys if key not in self._cache))
+        if missing:
+            texts = [self.compose(ask, variant) for ask, variant in missing]
+            for key, text, n_tokens in zip(missing, texts, count_tokens_batch(texts)):
+                self._cache[key] = Writing(text=text, n_tokens=n_tokens)
+        return [self._cache[key] for key in keys]
+
+
+class OfflineWriter(MemoizedWriter):
+    """Deterministic, format-aware synthetic writings (Faker vocabulary); needs no network."""
+
+    name = "offline"
+
+    def __init__(self, seed: int = 0, catalog: Catalog | None = None) -> None:
+        super().__init__()
+        self.seed = seed
+        self.catalog = catalog or load_catalog()
+        self._asks = self.catalog.asks()
+        self._lengths = {
+            spec.name: (spec.tokens.median, spec.tokens.p10, spec.tokens.p90) for spec in self.catalog.formats
+        }
+
+    def asks(self) -> Sequence[Ask]:
+        return self._asks
+
+    def n_variants(self, ask: Ask) -> int:
+        return UNBOUNDED_VARIANTS
+
+    def compose(self, ask: Ask, variant: int) -> str:
+        from ._offline import compose_writing
+
+        return compose_writing(ask.format, ask.entity, variant, self.seed, self._lengths[ask.format])
+
+    def describe(self) -> dict:
+        return {"name": self.name, "seed": self.seed, "variants_per_distractor_ask": OFFLINE_VARIANTS_PER_ASK}
