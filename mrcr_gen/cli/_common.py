@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -21,21 +21,29 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
+def one_line(error: ValidationError) -> str:
+    """The first problem of a pydantic error as `field: message`."""
+    first = error.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {message}" if where else message
+
+
 def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> None:
     """Run a typer app; usage errors and CommandError become `prog: error: ...` and exit 2."""
     command = typer.main.get_command(app)
     try:
         code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-    except click.UsageError as exc:
-        print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
     except CommandError as exc:
         print(f"{prog_name}: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except (click.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         print(f"{prog_name}: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as exc:
+        # Usage errors: click's classes, or typer's vendored copies of them in newer releases.
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(EXIT_USAGE if exc.exit_code == EXIT_USAGE else exc.exit_code)
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.console import Console
 from rich.table import Table
@@ -16,7 +17,7 @@ from .._assembler import AssemblyError
 from .._bins import BINS, bin_by_upper
 from .._generate import DEFAULT_DATE_ADDED, GenerateConfig, generate_dataset, summarize
 from ..writers import OfflineWriter
-from ._common import CommandError, run_app, stderr
+from ._common import CommandError, one_line, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -79,8 +80,8 @@ def generate(
             shard=parse_shard(shard),
             date_added=date_added,
         )
-    except ValueError as exc:
-        raise CommandError(str(exc).splitlines()[-1] if "validation error" in str(exc) else str(exc)) from None
+    except ValidationError as exc:
+        raise CommandError(one_line(exc)) from None
     chosen_writer = make_writer(writer, seed)
     total = sum(len(f.rows) for f in config.shard_plan())
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])

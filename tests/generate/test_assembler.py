@@ -1,0 +1,141 @@
+"""Hypothesis properties for every guarantee the assembler makes."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from functools import lru_cache
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mrcr_gen import Assembler, AssemblyError, OfflineWriter, bin_by_upper, row_token_count
+from mrcr_gen._generate import DEFAULT_DATE_ADDED
+
+from .structure import assert_mrcr_structure, needle_indices
+
+SMALL_BINS = (8192, 16384, 32768)
+properties = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@lru_cache(maxsize=None)
+def assembler(writer_seed: int = 0) -> Assembler:
+    return Assembler(OfflineWriter(writer_seed), date_added=DEFAULT_DATE_ADDED)
+
+
+def sample(n: int, upper: int, seed: int):
+    return assembler().sample(n_needles=n, seed=seed, token_bin=bin_by_upper(upper))
+
+
+@properties
+@given(n=st.integers(1, 8), upper=st.sampled_from(SMALL_BINS), seed=st.integers(0, 2**32))
+def test_every_row_has_the_mrcr_structure(n, upper, seed):
+    s = sample(n, upper, seed)
+    assert_mrcr_structure(s.row)
+    assert s.row.n_needles == n
+    assert list(s.needle_indices) == needle_indices(s.row)
+    assert s.needle_indices[s.target_ordinal - 1] == s.row.desired_msg_index
+
+
+@properties
+@given(n=st.integers(1, 8), upper=st.sampled_from(SMALL_BINS), seed=st.integers(0, 2**32))
+def test_token_total_is_exact_and_inside_the_bin(n, upper, seed):
+    s = sample(n, upper, seed)
+    recount = row_token_count(json.loads(s.row.prompt), s.row.answer)
+    assert recount == s.n_tokens
+    assert recount in bin_by_upper(upper)
+    assert s.bin == str(bin_by_upper(upper))
+
+
+@properties
+@given(n=st.integers(1, 8), upper=st.sampled_from(SMALL_BINS), seed=st.integers(0, 2**32))
+def test_needles_lie_one_in_each_stratum_of_the_depth(n, upper, seed):
+    s = sample(n, upper, seed)
+    n_pairs = (s.row.total_messages - 2) // 2
+    for j, index in enumerate(s.needle_indices):
+        pair = (index - 1) // 2
+        assert j * n_pairs // n <= pair < (j + 1) * n_pairs // n
+
+
+@properties
+@given(n=st.integers(2, 8), seed=st.integers(0, 2**32))
+def test_distractor_asks_never_equal_the_needle_ask(n, seed):
+    s = sample(n, 32768, seed)
+    messages = json.loads(s.row.prompt)
+    asks = [m["content"] for m in messages[1:-1:2]]
+    needle = messages[s.row.desired_msg_index]["content"]
+    assert asks.count(needle) == n
+
+
+@pytest.mark.parametrize("tokens", [16384, 20000, 50000, 100000])
+def test_tokens_targets_an_exact_total_within_one_percent(tokens):
+    for seed in range(3):
+        s = assembler().sample(n_needles=4, seed=seed, tokens=tokens)
+        recount = row_token_count(json.loads(s.row.prompt), s.row.answer)
+        assert recount == s.n_tokens
+        assert tokens * 0.99 <= recount <= tokens
+
+
+def test_lengths_spread_over_the_whole_bin():
+    token_bin = bin_by_upper(16384)
+    counts = [sample(2, 16384, seed).n_tokens for seed in range(60)]
+    width = token_bin.upper - token_bin.lower
+    quarters = Counter(min(3, (c - token_bin.lower) * 4 // width) for c in counts)
+    assert all(quarters[q] >= 6 for q in range(4)), quarters
+
+
+def test_target_ordinal_is_uniform():
+    ordinals = Counter(sample(4, 8192, seed).target_ordinal for seed in range(200))
+    assert set(ordinals) == {1, 2, 3, 4}
+    assert all(30 <= count <= 70 for count in ordinals.values()), ordinals
+
+
+def test_distractors_repeat_and_confound_at_the_real_rates():
+    """Uniform draws over 438 x 10 asks, as the real data: repeats and same-format confounders occur."""
+    repeated, same_format, same_entity, pairs = [], [], [], []
+    for seed in range(12):
+        s = sample(2, 262144, seed)
+        messages = json.loads(s.row.prompt)
+        needle = messages[s.row.desired_msg_index]["content"]
+        asks = [m["content"] for m in messages[1:-1:2] if m["content"] != needle]
+        pairs.append(len(asks))
+        repeated.append(sum(1 for c in Counter(asks).values() if c > 1))
+        same_format.append(sum(a.startswith(f"write a {s.format} about ") for a in asks) / len(asks))
+        same_entity.append(sum(a.endswith(f" about {s.entity}") for a in asks))
+    # Real 2needle row: 385 pairs, 22 repeated asks, 38 same-format and 1 same-entity distractors.
+    expected_repeats = statistics.mean(p * (p - 1) / 2 / 4380 for p in pairs)
+    assert 0.5 * expected_repeats <= statistics.mean(repeated) <= 1.5 * expected_repeats
+    assert 0.07 <= statistics.mean(same_format) <= 0.13
+    assert statistics.mean(same_entity) <= 3
+
+
+def test_needle_writings_differ_but_repeated_distractor_asks_may_share_a_writing():
+    shared = 0
+    for seed in range(6):
+        messages = json.loads(sample(8, 262144, seed).row.prompt)
+        by_ask: dict[str, list[str]] = {}
+        for ask, writing in zip(messages[1:-1:2], messages[2:-1:2]):
+            by_ask.setdefault(ask["content"], []).append(writing["content"])
+        shared += sum(len(w) - len(set(w)) for w in by_ask.values())
+    assert shared > 0
+
+
+def test_the_largest_bin():
+    s = sample(8, 1048576, 7)
+    assert_mrcr_structure(s.row)
+    recount = row_token_count(json.loads(s.row.prompt), s.row.answer)
+    assert recount == s.n_tokens and 524288 < recount <= 1048576
+
+
+def test_impossible_requests_say_what_does_not_fit():
+    with pytest.raises(AssemblyError, match="cannot fit 200 needles into \\[4096, 8192\\]"):
+        sample(200, 8192, 0)
+
+
+def test_same_seed_same_sample_in_any_order():
+    first = [sample(4, 16384, seed).row for seed in (1, 2, 3)]
+    fresh = Assembler(OfflineWriter(0), date_added=DEFAULT_DATE_ADDED)
+    again = [fresh.sample(n_needles=4, seed=seed, token_bin=bin_by_upper(16384)).row for seed in (3, 2, 1)]
+    assert first == again[::-1]

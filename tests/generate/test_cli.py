@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from mrcr_gen import iter_rows
+
+
+def mrcr_gen(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    code = "from mrcr_gen.cli import gen_main; gen_main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def test_generates_prints_a_summary_and_writes_the_card(tmp_path):
+    result = mrcr_gen("--needles", "2", "--needles", "3", "--bin", "8192", "--samples", "2", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "[4096, 8192]" in result.stdout and "median" in result.stdout
+    assert len(list(iter_rows(tmp_path / "3needle" / "3needle_0.parquet"))) == 2
+    assert "mrcr-gen --needles 2 --needles 3" in (tmp_path / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bin", "5000"], "no bin has upper edge 5000"),
+        (["--bin", "big"], "--bin takes an upper edge or 'all'"),
+        (["--shard", "3/2"], "K must be between 1 and N"),
+        (["--shard", "x"], "--shard takes K/N"),
+        (["--needles", "0"], "needle counts must be at least 1"),
+        (["--samples", "0"], "--samples"),
+        (["--writer", "nope"], "unknown writer"),
+        (["--date-added", "2025-04-12"], "date_added"),
+        (["--needles", "200", "--bin", "8192", "--samples", "1"], "cannot fit 200 needles"),
+        (["--frobnicate"], "No such option"),
+    ],
+)
+def test_bad_options_get_one_line_and_exit_2(tmp_path, args, message):
+    result = mrcr_gen(*args, "--out", str(tmp_path))
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "generating" not in line]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("mrcr-gen: error: ") and message in lines[0]
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_help_explains_the_options():
+    result = mrcr_gen("--help")
+    assert result.returncode == 0
+    for option in ("--needles", "--bin", "--samples", "--seed", "--out", "--writer", "--tokens", "--shard"):
+        assert option in result.stdout

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from mrcr_gen import (
+    MRCR_SCHEMA,
+    GenerateConfig,
+    OfflineWriter,
+    bin_by_upper,
+    generate_dataset,
+    iter_rows,
+    write_rows,
+)
+from mrcr_gen._generate import sidecar_path
+
+from .structure import assert_mrcr_structure
+
+
+def config(out: Path, **overrides) -> GenerateConfig:
+    settings = dict(needles=(2, 4), bins=(bin_by_upper(8192), bin_by_upper(16384)), samples=3, seed=5, out=out, rows_per_file=4)
+    return GenerateConfig(**(settings | overrides))
+
+
+def run(cfg: GenerateConfig):
+    return generate_dataset(cfg, OfflineWriter(cfg.seed), command="test")
+
+
+def file_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != "README.md" and not p.name.startswith("README.")}
+
+
+def test_layout_schema_and_sidecars(tmp_path):
+    result = run(config(tmp_path))
+    names = sorted(str(p.relative_to(tmp_path)) for p in result.files)
+    assert names == ["2needle/2needle_0.parquet", "2needle/2needle_1.parquet", "4needle/4needle_0.parquet", "4needle/4needle_1.parquet"]
+    for path in result.files:
+        table = pq.read_table(path)
+        assert table.schema.equals(MRCR_SCHEMA, check_metadata=False)
+        assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "ZSTD"
+        meta = [json.loads(line) for line in sidecar_path(path).read_text().splitlines()]
+        rows = list(iter_rows(path))
+        assert len(meta) == len(rows)
+        for row, record in zip(rows, meta):
+            assert_mrcr_structure(row)
+            assert tuple(record["needle_indices"])[record["target_ordinal"] - 1] == row.desired_msg_index
+    card = (tmp_path / "README.md").read_text()
+    for fact in ("seed | 5", "o200k_base", "sha256", '"name": "offline"', "| 2 | [4096, 8192] | 3 |"):
+        assert fact in card
+
+
+def test_same_command_and_seed_give_byte_identical_files(tmp_path):
+    run(config(tmp_path / "a"))
+    run(config(tmp_path / "b"))
+    assert file_bytes(tmp_path / "a") == file_bytes(tmp_path / "b")
+    run(config(tmp_path / "c", seed=6))
+    assert file_bytes(tmp_path / "a") != file_bytes(tmp_path / "c")
+
+
+def test_shards_are_disjoint_and_together_equal_the_whole(tmp_path):
+    run(config(tmp_path / "whole"))
+    merged: dict[str, bytes] = {}
+    for k in (1, 2, 3):
+        part = file_bytes_after(run, config(tmp_path / f"s{k}", shard=(k, 3)))
+        assert not set(part) & set(merged)
+        merged |= part
+    assert merged == file_bytes(tmp_path / "whole")
+
+
+def file_bytes_after(runner, cfg):
+    runner(cfg)
+    return file_bytes(cfg.out)
+
+
+def test_interrupted_run_leaves_no_partial_parquet(tmp_path):
+    cfg = config(tmp_path)
+    calls = 0
+
+    def interrupt(_sample):
+        nonlocal calls
+        calls += 1
+        if calls == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=interrupt)
+    files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["2needle_0.parquet", "2needle_0.samples.jsonl"]
+
+
+def test_row_parquet_row_round_trip(tmp_path):
+    rows = [r for path in run(config(tmp_path / "gen")).files for r in iter_rows(path)]
+    write_rows(rows, tmp_path / "copy.parquet")
+    assert list(iter_rows(tmp_path / "copy.parquet")) == rows
+
+
+def test_tokens_mode_plans_one_target(tmp_path):
+    cfg = config(tmp_path, tokens=20000, needles=(3,))
+    result = run(cfg)
+    assert len(result.samples) == 3
+    assert all(19800 <= s["n_tokens"] <= 20000 for s in result.samples)
