@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .._assembler import AssemblyError
 from .._bins import BINS, bin_by_upper
+from .._schemas import export_schemas, stale_schemas
 from .._generate import DEFAULT_DATE_ADDED, GenerateConfig, generate_dataset, summarize
 from ..writers import OfflineWriter
 from ._common import CommandError, one_line, run_app, stderr
@@ -95,6 +96,21 @@ def generate(
         except AssemblyError as exc:
             raise CommandError(str(exc)) from None
     print_summary(result.samples, config.out)
+
+
+@app.command()
+def schemas(
+    out: Path = typer.Option(Path("schemas"), "--out", "-o", help="Directory for the *.schema.json files."),
+    check: bool = typer.Option(False, "--check", help="Only report schema files that are out of date (exit 1 if any)."),
+) -> None:
+    """Export the JSON Schema of every data model (the Pydantic models are the source of truth)."""
+    if check:
+        stale = stale_schemas(out)
+        for name in stale:
+            print(f"out of date: {out / name}")
+        raise typer.Exit(1 if stale else 0)
+    for path in export_schemas(out):
+        print(path)
 
 
 def print_summary(samples, out: Path) -> None:
