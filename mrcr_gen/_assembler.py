@@ -79,16 +79,39 @@ class Assembler:
         if not self._asks:
             raise AssemblyError(f"writer {writer.name!r} offers no asks")
         self._ask_tokens = _AskTokens()
+        self._candidates: dict[int, list[Ask]] = {}
 
     # -- drawing -----------------------------------------------------------------------------
     def _variant_space(self, ask: Ask, at_least: int = 1) -> int:
         return min(self.writer.n_variants(ask), max(at_least, OFFLINE_VARIANTS_PER_ASK))
 
     def _needle_candidates(self, n_needles: int) -> list[Ask]:
-        candidates = [a for a in self._asks if self.writer.n_variants(a) >= n_needles]
+        """Asks that can be the needle ask; an error saying exactly what is missing if none can.
+
+        A needle ask needs n distinct writings, another ask (a different near-duplicate key) to
+        draw distractors from, and another ask with 2 distinct writings for the preamble's first
+        worked example.
+        """
+        who = "pool" if self.writer.name == "pool" else f"writer {self.writer.name!r}"
+        counts = {a: self.writer.n_variants(a) for a in self._asks}
+        candidates = [a for a in self._asks if counts[a] >= n_needles]
         if not candidates:
-            raise AssemblyError(f"writer {self.writer.name!r} has no ask with {n_needles} distinct writings")
-        return candidates
+            best = max(self._asks, key=lambda a: counts[a])
+            raise AssemblyError(
+                f"{who} has no ask with {n_needles} distinct writings (most: {counts[best]} for '{best.text}')"
+            )
+        keys = {a: normalize_ask(a.text) for a in self._asks}
+        if len(set(keys.values())) < 2:
+            raise AssemblyError(f"{who} has only one ask ('{candidates[0].text}'); distractors need other asks")
+        with_two = {keys[a] for a in self._asks if counts[a] >= 2}
+        usable = [a for a in candidates if with_two - {keys[a]}]
+        if not usable:
+            which = "no ask" if not with_two else f"only '{next(a for a in self._asks if counts[a] >= 2).text}'"
+            raise AssemblyError(
+                f"{who} has {which} with 2 distinct writings besides the needle ask; "
+                "the preamble's first worked example needs one"
+            )
+        return usable
 
     def _pairs(self, keys: Sequence[tuple[Ask, int]]) -> list[_Pair]:
         writings = self.writer.writings(keys)
