@@ -24,8 +24,27 @@ from ._generate import GenerateConfig, GenerateResult, generate_dataset, generat
 from .writers import OfflineWriter, Writer
 
 # --- validator ---
+from .validate import Finding, RowResult, ValidationReport, validate_file, validate_paths, validate_row
 
 # --- pool and LLM writer ---
+from .pool import BuildReport, PoolError, PoolTooSmall, PoolWriter, PoolWriting, build_pool_openai, harvest, read_pool, write_pool
 
 # --- grader and eval ---
+from .eval import (
+    EvalConfig,
+    EvalError,
+    Floors,
+    ResponsesError,
+    RunStats,
+    grade,
+    grade_lenient,
+    grade_responses,
+    plot_summary,
+    render_table,
+    row_floors,
+    run_eval,
+    run_eval_async,
+    summarize as summarize_run,
+    write_report,
+)
 

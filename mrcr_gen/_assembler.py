@@ -46,18 +46,6 @@ def random_string(rng: random.Random) -> str:
     return "".join(rng.choice(RANDOM_STRING_ALPHABET) for _ in range(10))
 
 
-class _AskTokens:
-    """o200k counts of ask texts, counted once per distinct ask."""
-
-    def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
-
-    def __call__(self, asks: Sequence[Ask]) -> list[int]:
-        missing = list(dict.fromkeys(a.text for a in asks if a.text not in self._counts))
-        self._counts.update(zip(missing, count_tokens_batch(missing)))
-        return [self._counts[a.text] for a in asks]
-
-
 @dataclass
 class _Pair:
     ask: Ask
@@ -78,7 +66,11 @@ class Assembler:
         self._asks = list(writer.asks())
         if not self._asks:
             raise AssemblyError(f"writer {writer.name!r} offers no asks")
-        self._ask_tokens = _AskTokens()
+        # Per-ask facts, computed once: drawing a distractor is then a few list look-ups.
+        self._keys = [normalize_ask(a.text) for a in self._asks]
+        self._ask_token_counts = count_tokens_batch([a.text for a in self._asks])
+        self._spaces = [self._variant_space(a) for a in self._asks]
+        self._index = {a: i for i, a in enumerate(self._asks)}
         self._candidates: dict[int, list[Ask]] = {}
 
     # -- drawing -----------------------------------------------------------------------------
@@ -86,6 +78,11 @@ class Assembler:
         return min(self.writer.n_variants(ask), max(at_least, OFFLINE_VARIANTS_PER_ASK))
 
     def _needle_candidates(self, n_needles: int) -> list[Ask]:
+        if n_needles not in self._candidates:
+            self._candidates[n_needles] = self._find_needle_candidates(n_needles)
+        return self._candidates[n_needles]
+
+    def _find_needle_candidates(self, n_needles: int) -> list[Ask]:
         """Asks that can be the needle ask; an error saying exactly what is missing if none can.
 
         A needle ask needs n distinct writings, another ask (a different near-duplicate key) to
@@ -104,7 +101,7 @@ class Assembler:
         if len(set(keys.values())) < 2:
             raise AssemblyError(f"{who} has only one ask ('{candidates[0].text}'); distractors need other asks")
         with_two = {keys[a] for a in self._asks if counts[a] >= 2}
-        usable = [a for a in candidates if with_two - {keys[a]}]
+        usable = [a for a in candidates if len(with_two) > 1 or (with_two and keys[a] not in with_two)]
         if not usable:
             which = "no ask" if not with_two else f"only '{next(a for a in self._asks if counts[a] >= 2).text}'"
             raise AssemblyError(
@@ -113,18 +110,19 @@ class Assembler:
             )
         return usable
 
-    def _pairs(self, keys: Sequence[tuple[Ask, int]]) -> list[_Pair]:
-        writings = self.writer.writings(keys)
-        ask_tokens = self._ask_tokens([ask for ask, _ in keys])
-        return [_Pair(ask, w, t) for (ask, _), w, t in zip(keys, writings, ask_tokens)]
+    def _pairs(self, keys: Sequence[tuple[int, int]]) -> list[_Pair]:
+        """Pairs for (ask index, variant) keys."""
+        asks = self._asks
+        writings = self.writer.writings([(asks[i], v) for i, v in keys])
+        counts = self._ask_token_counts
+        return [_Pair(asks[i], w, counts[i]) for (i, _), w in zip(keys, writings)]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
-        keys = []
+        keys, n_asks, ask_keys, spaces = [], len(self._asks), self._keys, self._spaces
         while len(keys) < count:
-            ask = rng.choice(self._asks)
-            if normalize_ask(ask.text) == needle_key:
-                continue
-            keys.append((ask, rng.randrange(self._variant_space(ask))))
+            i = rng.randrange(n_asks)
+            if ask_keys[i] != needle_key:
+                keys.append((i, rng.randrange(spaces[i])))
         return self._pairs(keys)
 
     def _preamble(self, rng: random.Random, needle_key: str) -> str:
@@ -210,7 +208,7 @@ class Assembler:
         needle_ask = rng.choice(candidates)
         needle_key = normalize_ask(needle_ask.text)
         variants = rng.sample(range(self._variant_space(needle_ask, n_needles)), n_needles)
-        needles = self._pairs([(needle_ask, v) for v in variants])
+        needles = self._pairs([(self._index[needle_ask], v) for v in variants])
         if len({p.writing.text for p in needles}) < n_needles:
             return None  # the writer repeated itself; draw another needle ask
         target_ordinal = rng.randint(1, n_needles)

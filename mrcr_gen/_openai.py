@@ -1,0 +1,262 @@
+"""Shared async chat-completions helper (eval runner and LLM pool writer).
+
+One place decides how we talk to an OpenAI-compatible server:
+
+* `make_client` builds an `openai.AsyncOpenAI` whose own retries are off (`max_retries=0`);
+  the key comes from the argument or `OPENAI_API_KEY`, the base URL from the argument or
+  `OPENAI_BASE_URL`. A local server (base URL given, no key) gets the dummy key ``EMPTY``.
+* `chat_completion` sends one request and retries it with exponential backoff and full
+  jitter on 429, 5xx, timeouts, connection errors, and on empty/malformed bodies, honouring a
+  ``Retry-After`` header. After `max_retries` retries it raises `ChatError`.
+* `BoundedRunner` runs coroutines with at most `limit` in flight.
+
+The API key never appears in an exception message or a log line: every message built here
+passes through `_redact`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import openai
+from pydantic import BaseModel, ConfigDict
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 600.0
+DUMMY_API_KEY = "EMPTY"
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 60.0
+RETRY_AFTER_CAP_S = 300.0
+
+T = TypeVar("T")
+
+
+class ChatError(RuntimeError):
+    """A chat completion failed for good (not retryable, or retries exhausted).
+
+    `retryable` tells whether the last failure was of a transient kind; `status` is the HTTP
+    status of the last failure when there was one; `attempts` counts the requests sent.
+    """
+
+    def __init__(self, message: str, *, attempts: int, status: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.attempts = attempts
+        self.status = status
+        self.retryable = retryable
+
+
+class ChatResult(BaseModel):
+    """The assistant text of one successful completion, with usage and timing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float
+    attempts: int
+    finish_reason: str | None = None
+    model: str | None = None
+
+
+class _Retryable(Exception):
+    """Internal: a failure worth another attempt."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+_SECRETS: set[str] = set()
+
+
+def _redact(text: str) -> str:
+    for secret in _SECRETS:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
+
+
+def make_client(
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> openai.AsyncOpenAI:
+    """An `AsyncOpenAI` with its own retries disabled (we retry in `chat_completion`)."""
+    key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if key is None:
+        if url is None:
+            raise ChatError(
+                "no API key: set OPENAI_API_KEY, or pass --base-url for a local server that needs none",
+                attempts=0,
+            )
+        key = DUMMY_API_KEY
+    if key != DUMMY_API_KEY:
+        _SECRETS.add(key)
+    kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": timeout}
+    if url is not None:
+        kwargs["base_url"] = url
+    return openai.AsyncOpenAI(**kwargs)
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """`Retry-After` (seconds, or an HTTP date) or `retry-after-ms` from response headers."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    try:
+        from email.utils import parsedate_to_datetime
+
+        when = parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_CAP_S) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**attempt)] for the attempt-th retry (0-based)."""
+    return random.uniform(0.0, min(cap, base * (2**attempt)))
+
+
+def _classify(exc: BaseException) -> _Retryable | ChatError:
+    """Map an exception of one attempt to retry-or-fail."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retry_after = _retry_after_seconds(getattr(exc.response, "headers", None))
+        message = _redact(f"HTTP {status}: {exc.message}")
+        if status in (408, 409, 429) or status >= 500:
+            return _Retryable(message, status=status, retry_after=retry_after)
+        return ChatError(message, attempts=0, status=status, retryable=False)
+    if isinstance(exc, openai.APITimeoutError):
+        return _Retryable("request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return _Retryable(_redact(f"connection error: {exc}"))
+    if isinstance(exc, openai.APIResponseValidationError):
+        return _Retryable(_redact(f"malformed response: {exc.message}"), status=exc.status_code)
+    if isinstance(exc, (ValueError, TypeError, AttributeError, KeyError, IndexError)):
+        # json.JSONDecodeError is a ValueError: an unparseable body.
+        return _Retryable(_redact(f"malformed response: {type(exc).__name__}: {exc}"))
+    if isinstance(exc, openai.OpenAIError):
+        return ChatError(_redact(f"{type(exc).__name__}: {exc}"), attempts=0)
+    raise exc
+
+
+def _parse(completion: Any) -> tuple[str, int | None, int | None, str | None, str | None]:
+    """(text, prompt_tokens, completion_tokens, finish_reason, model) or raise _Retryable."""
+    if isinstance(completion, (str, bytes)) or completion is None:
+        raise _Retryable("malformed response: body is not a chat completion")
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise _Retryable("malformed response: no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    text = getattr(message, "content", None)
+    if not isinstance(text, str) or text == "":
+        raise _Retryable("empty response content")
+    usage = getattr(completion, "usage", None)
+    prompt_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    completion_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
+    return text, prompt_tokens, completion_tokens, getattr(choice, "finish_reason", None), getattr(completion, "model", None)
+
+
+async def chat_completion(
+    client: openai.AsyncOpenAI,
+    model: str,
+    messages: Sequence[dict],
+    *,
+    max_retries: int = 8,
+    backoff_base: float = BACKOFF_BASE_S,
+    backoff_cap: float = BACKOFF_CAP_S,
+    **params: Any,
+) -> ChatResult:
+    """One chat completion with our own retry policy.
+
+    `params` go to `chat.completions.create` (`temperature`, `max_tokens`,
+    `max_completion_tokens`, ...); those set to None are dropped. `latency_s` is the
+    duration of the successful attempt only.
+    """
+    kwargs = {k: v for k, v in params.items() if v is not None}
+    attempts = 0
+    last: _Retryable | None = None
+    while True:
+        attempts += 1
+        started = time.perf_counter()
+        try:
+            completion = await client.chat.completions.create(model=model, messages=list(messages), **kwargs)
+            text, prompt_tokens, completion_tokens, finish_reason, served_model = _parse(completion)
+            return ChatResult(
+                text=text,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_s=time.perf_counter() - started,
+                attempts=attempts,
+                finish_reason=finish_reason,
+                model=served_model,
+            )
+        except asyncio.CancelledError:
+            raise
+        except _Retryable as exc:
+            last = exc
+        except Exception as exc:  # noqa: BLE001 - classified below
+            outcome = _classify(exc)
+            if isinstance(outcome, ChatError):
+                raise ChatError(str(outcome), attempts=attempts, status=outcome.status, retryable=False) from None
+            last = outcome
+        if attempts > max_retries:
+            raise ChatError(
+                f"gave up after {attempts} attempts: {last}",
+                attempts=attempts,
+                status=last.status,
+                retryable=True,
+            ) from None
+        delay = backoff_delay(attempts - 1, base=backoff_base, cap=backoff_cap)
+        if last.retry_after is not None:
+            delay = min(last.retry_after, RETRY_AFTER_CAP_S)
+        log.info("chat attempt %d failed (%s); retrying in %.2fs", attempts, last, delay)
+        await asyncio.sleep(delay)
+
+
+class BoundedRunner:
+    """Run coroutines with at most `limit` in flight; tracks the peak concurrency seen."""
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError("concurrency limit must be >= 1")
+        self.limit = limit
+        self._semaphore = asyncio.Semaphore(limit)
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def run(self, factory: Callable[[], Awaitable[T]]) -> T:
+        async with self._semaphore:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                return await factory()
+            finally:
+                self.in_flight -= 1
+
+    async def map(self, func: Callable[[Any], Awaitable[T]], items: Iterable[Any]) -> list[T]:
+        """`func(item)` for every item, bounded, results in input order (exceptions propagate)."""
+        return list(await asyncio.gather(*(self.run(lambda item=item: func(item)) for item in items)))

@@ -1,0 +1,65 @@
+"""`mrcr-grade DATA.parquet RESPONSES.jsonl`: the official grader over a file of responses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..eval._data import bin_sort_key
+from ..eval._responses import ResponsesError, grade_responses
+from ._common import CommandError, run_app
+
+app = typer.Typer(
+    add_completion=False,
+    help="Grade responses against an MRCR parquet file with the official grader. RESPONSES.jsonl "
+    'holds one JSON object per line: {"row": <0-based row index in DATA>, "response": "..."}.',
+)
+
+
+def _table(result: dict) -> Table:
+    needles = sorted({c["n_needles"] for c in result["cells"]})
+    bins = sorted({c["bin"] for c in result["cells"]}, key=bin_sort_key)
+    by_cell = {(c["bin"], c["n_needles"]): c for c in result["cells"]}
+    table = Table(title="mean score by bin x needles (rows)")
+    table.add_column("bin")
+    for n in needles:
+        table.add_column(f"{n} needles", justify="right")
+    for label in bins:
+        cells = [by_cell.get((label, n)) for n in needles]
+        table.add_row(label, *(f"{c['mean']:.3f} ({c['count']})" if c else "-" for c in cells))
+    return table
+
+
+@app.command()
+def grade(
+    data: Path = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema)."),
+    responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
+) -> None:
+    for path in (data, responses):
+        if not path.is_file():
+            raise CommandError(f"file not found: {path}")
+    try:
+        result = grade_responses(data, responses, allow_missing=allow_missing)
+    except ResponsesError as exc:
+        raise CommandError(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot read {data}: {exc}".splitlines()[0]) from None
+    if as_json:
+        print(json.dumps(result))
+        return
+    console = Console()
+    mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
+    console.print(f"mean score {mean} over {result['n_rows']} rows")
+    if result["missing"]:
+        console.print(f"{len(result['missing'])} rows had no response and were not graded")
+    console.print(_table(result))
+
+
+def grade_main(args: list[str] | None = None) -> None:
+    run_app(app, "mrcr-grade", args)

@@ -1,0 +1,72 @@
+"""Reference floors: what guessing scores, computed from the data without any model call.
+
+For a row with random string `rs`, answer `a` and needle writings `w_1..w_n`:
+
+* random-needle floor: the expected official score of answering `rs + w_j` for a needle `j`
+  drawn uniformly, i.e. `mean_j grade(rs + w_j, a, rs)` (exact, every needle is graded);
+* random-writing floor: the expected score of answering `rs + w` for an assistant writing
+  `w` of the conversation drawn uniformly. Long rows hold hundreds of writings, so the mean is
+  taken over a fixed-seed sample of at most `writing_samples` of them (exact when fewer).
+
+A model scoring near the random-needle floor found the right ask but not the right
+occurrence; near the random-writing floor it is not retrieving at all.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from .._models import QUERY_PATTERN
+from ._grade import grade
+
+DEFAULT_WRITING_SAMPLES = 16
+
+
+class Floors(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    random_needle: float | None
+    random_writing: float | None
+
+
+def needle_indices(messages: Sequence[dict]) -> list[int]:
+    """0-based indices of the user asks that the final query refers to (empty if unparsable)."""
+    match = QUERY_PATTERN.match(messages[-1]["content"]) if messages else None
+    if match is None:
+        return []
+    ask = "write a " + match["rest"]
+    return [i for i, m in enumerate(messages[:-1]) if m["role"] == "user" and m["content"] == ask and i + 1 < len(messages) - 1]
+
+
+def writing_indices(messages: Sequence[dict]) -> list[int]:
+    """0-based indices of the assistant writings between the preamble and the final query."""
+    return [i for i in range(1, len(messages) - 1) if messages[i]["role"] == "assistant"]
+
+
+def row_floors(
+    messages: Sequence[dict],
+    answer: str,
+    random_string: str,
+    *,
+    writing_samples: int = DEFAULT_WRITING_SAMPLES,
+    seed: int = 0,
+) -> Floors:
+    """The two reference floors of one row."""
+    needles = needle_indices(messages)
+    needle_floor = (
+        sum(grade(random_string + messages[i + 1]["content"], answer, random_string) for i in needles) / len(needles)
+        if needles
+        else None
+    )
+    writings = writing_indices(messages)
+    if len(writings) > writing_samples:
+        writings = random.Random(f"{seed}:{random_string}").sample(writings, writing_samples)
+    writing_floor = (
+        sum(grade(random_string + messages[i]["content"], answer, random_string) for i in writings) / len(writings)
+        if writings
+        else None
+    )
+    return Floors(random_needle=needle_floor, random_writing=writing_floor)

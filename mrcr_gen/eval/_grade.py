@@ -1,0 +1,35 @@
+"""The official MRCR grader (bit-exact with the seed) and a clearly labelled lenient variant."""
+
+from __future__ import annotations
+
+from difflib import SequenceMatcher
+
+
+def grade(response: str, answer: str, random_string_to_prepend: str) -> float:
+    """The official openai/mrcr score, bit-exact with the seed's `grade()`.
+
+    0 unless `response` starts with the random string; otherwise
+    `SequenceMatcher(None, response_without_prefix, answer_without_prefix).ratio()`, with the
+    response first and SequenceMatcher's defaults (autojunk on), exactly as the seed does.
+    """
+    if not response.startswith(random_string_to_prepend):
+        return 0.0
+    response = response.removeprefix(random_string_to_prepend)
+    answer = answer.removeprefix(random_string_to_prepend)
+    return float(SequenceMatcher(None, response, answer).ratio())
+
+
+def grade_lenient(response: str, answer: str, random_string_to_prepend: str) -> float:
+    """LENIENT, NOT THE OFFICIAL METRIC: forgives chatter around the answer.
+
+    The random string may appear anywhere in the response; the text after its *last*
+    occurrence is compared. Surrounding whitespace is stripped from both texts. Returns 0.0
+    when the random string does not appear at all. Use it only as a diagnostic next to
+    `grade`, never in its place.
+    """
+    position = response.rfind(random_string_to_prepend)
+    if position < 0:
+        return 0.0
+    candidate = response[position + len(random_string_to_prepend) :].strip()
+    expected = answer.strip().removeprefix(random_string_to_prepend).strip()
+    return float(SequenceMatcher(None, candidate, expected).ratio())

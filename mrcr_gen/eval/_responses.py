@@ -1,0 +1,100 @@
+"""`mrcr-grade`: grade a RESPONSES.jsonl (`{"row": i, "response": "..."}` per line) against DATA."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .._parquet import iter_rows
+from .._tokens import count_tokens_batch
+from ._data import bin_label, bin_sort_key
+from ._grade import grade
+
+
+class ResponsesError(ValueError):
+    """RESPONSES.jsonl does not match DATA (bad line, missing or extra row)."""
+
+
+def _preview(indices: list[int], limit: int = 5) -> str:
+    shown = ", ".join(map(str, indices[:limit]))
+    return shown + (f" and {len(indices) - limit} more" if len(indices) > limit else "")
+
+
+def read_responses(path: str | os.PathLike) -> dict[int, str]:
+    """row -> response; a bad line or a duplicated row raises `ResponsesError` naming the line."""
+    responses: dict[int, str] = {}
+    name = Path(path).name
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise ResponsesError(f"{name}:{number}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict) or "row" not in obj or "response" not in obj:
+                raise ResponsesError(f'{name}:{number}: expected an object with "row" and "response"')
+            row, response = obj["row"], obj["response"]
+            if not isinstance(row, int) or isinstance(row, bool) or row < 0:
+                raise ResponsesError(f'{name}:{number}: "row" must be a non-negative integer, got {row!r}')
+            if not isinstance(response, str):
+                raise ResponsesError(f'{name}:{number}: "response" must be a string, got {type(response).__name__}')
+            if row in responses:
+                raise ResponsesError(f"{name}:{number}: row {row} has a second response")
+            responses[row] = response
+    return responses
+
+
+def grade_responses(
+    data: str | os.PathLike,
+    responses: str | os.PathLike | dict[int, str],
+    *,
+    allow_missing: bool = False,
+) -> dict[str, Any]:
+    """Grade responses against DATA with the official grader.
+
+    Returns `{"mean": m, "rows": [{"row", "score", "bin", "n_needles"}], "cells": [...],
+    "n_rows": ..., "missing": [...]}`. Every row of DATA needs exactly one response unless
+    `allow_missing`; a response for a row DATA lacks is always an error.
+    """
+    given = responses if isinstance(responses, dict) else read_responses(responses)
+    rows_out = []
+    missing = []
+    n_data = 0
+    for index, row in enumerate(iter_rows(data)):
+        n_data += 1
+        if index not in given:
+            missing.append(index)
+            continue
+        messages = json.loads(row.prompt)
+        counts = count_tokens_batch([m["content"] for m in messages] + [row.answer])
+        rows_out.append(
+            {
+                "row": index,
+                "score": grade(given[index], row.answer, row.random_string_to_prepend),
+                "bin": bin_label(sum(counts)),
+                "n_needles": row.n_needles,
+            }
+        )
+    extra = sorted(i for i in given if i >= n_data)
+    if extra:
+        raise ResponsesError(f"responses for rows that DATA lacks (it has {n_data} rows, 0-{n_data - 1}): {_preview(extra)}")
+    if missing and not allow_missing:
+        raise ResponsesError(f"no response for {len(missing)} of {n_data} rows: {_preview(missing)} (use --allow-missing to grade the rest)")
+    cells: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for record in rows_out:
+        cells[(record["bin"], record["n_needles"])].append(record["score"])
+    scores = [r["score"] for r in rows_out]
+    return {
+        "mean": sum(scores) / len(scores) if scores else None,
+        "n_rows": len(rows_out),
+        "missing": missing,
+        "rows": rows_out,
+        "cells": [
+            {"bin": b, "n_needles": n, "count": len(v), "mean": sum(v) / len(v)}
+            for (b, n), v in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1]))
+        ],
+    }

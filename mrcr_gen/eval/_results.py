@@ -1,0 +1,89 @@
+"""RUN_DIR/results.jsonl: one JSON object per finished row, appended and flushed at once."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+RESULTS_NAME = "results.jsonl"
+RUN_NAME = "run.json"
+SUMMARY_NAME = "summary.json"
+PLOT_NAME = "plot.png"
+
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+STATUS_SKIPPED = "skipped"
+
+
+class ResultsWriter:
+    """Append-only writer: each record is one line, flushed and fsynced before `write` returns.
+
+    A run killed mid-write leaves at most one torn last line; it is ignored on reading and
+    the next writer starts on a fresh line.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not _ends_with_newline(self.path)
+        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if needs_newline:
+            self._handle.write("\n")
+            self._flush()
+
+    def _flush(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every well-formed record, in file order (a torn or corrupt line is skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "file" in record and "row" in record:
+                records.append(record)
+    return records
+
+
+def latest_records(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """One record per (file, row): the first `ok` record wins; otherwise the latest one."""
+    final: dict[tuple[str, int], dict[str, Any]] = {}
+    for record in records:
+        key = (record["file"], int(record["row"]))
+        previous = final.get(key)
+        if previous is not None and previous.get("status") == STATUS_OK:
+            continue
+        final[key] = record
+    return final

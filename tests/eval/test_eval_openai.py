@@ -1,0 +1,153 @@
+"""The shared chat helper against the real test server: retries, faults, key hygiene."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from mrcr_gen._openai import BoundedRunner, ChatError, chat_completion, make_client
+from tests.support.chat_server import ChatServer, Fault
+
+from .conftest import API_KEY
+
+MESSAGES = [
+    {"role": "user", "content": "write a poem about cats"},
+    {"role": "assistant", "content": "Cats purr."},
+    {"role": "user", "content": "Prepend abcdefghij to the 1st (1 indexed) poem about cats. Do not include any other text in your response."},
+]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _complete(server, **kwargs):
+    client = make_client(server.base_url, api_key=API_KEY, timeout=kwargs.pop("timeout", 30))
+    try:
+        return await chat_completion(client, "test-model", MESSAGES, backoff_base=0.01, **kwargs)
+    finally:
+        await client.close()
+
+
+def test_success_with_usage_and_params():
+    with ChatServer("oracle") as server:
+        result = run(_complete(server, temperature=0.0, max_tokens=None))
+        assert result.text == "abcdefghijCats purr."
+        assert result.attempts == 1
+        assert result.prompt_tokens and result.completion_tokens == 2
+        body = server.requests[0]
+        assert body["messages"] == MESSAGES and body["model"] == "test-model"
+        assert body["temperature"] == 0.0 and "max_tokens" not in body
+        assert server.authorizations == [f"Bearer {API_KEY}"]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [Fault.rate_limit(0), Fault.server_error(), Fault.malformed(), Fault.empty(), Fault("null")],
+    ids=["429", "500", "malformed", "empty", "null"],
+)
+def test_each_fault_is_retried(fault):
+    with ChatServer("oracle", {1: fault, 2: fault}) as server:
+        result = run(_complete(server))
+        assert result.text == "abcdefghijCats purr."
+        assert result.attempts == 3
+        assert server.total_requests == 3
+
+
+def test_retry_after_is_honoured():
+    with ChatServer("oracle", {1: Fault.rate_limit(1)}) as server:
+        started = time.monotonic()
+        result = run(_complete(server, backoff_cap=0.01))
+        assert time.monotonic() - started >= 0.95
+        assert result.attempts == 2
+
+
+def test_slow_response_times_out_and_is_retried():
+    with ChatServer("oracle", {1: Fault.slow(3)}) as server:
+        result = run(_complete(server, timeout=0.5))
+        assert result.attempts == 2
+
+
+def test_gives_up_with_clear_error_without_the_key():
+    with ChatServer("oracle", lambda n, body: Fault.server_error()) as server:
+        with pytest.raises(ChatError) as info:
+            run(_complete(server, max_retries=2))
+        assert info.value.attempts == 3 and info.value.status == 500 and info.value.retryable
+        assert "3 attempts" in str(info.value) and API_KEY not in str(info.value)
+        assert server.total_requests == 3
+
+
+def test_client_errors_are_not_retried():
+    with ChatServer("oracle") as server:
+        client = make_client(server.base_url.replace("/v1", "/nope"), api_key=API_KEY)  # 404
+        with pytest.raises(ChatError) as info:
+            run(chat_completion(client, "m", MESSAGES))
+        assert info.value.attempts == 1 and info.value.status == 404 and not info.value.retryable
+        assert API_KEY not in str(info.value)
+        assert server.total_requests == 0
+
+
+def test_make_client_keys(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ChatError, match="OPENAI_API_KEY"):
+        make_client(None)
+    local = make_client("http://127.0.0.1:1/v1")
+    assert local.api_key == "EMPTY" and local.max_retries == 0
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:2/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    client = make_client(None)
+    assert client.api_key == "sk-env" and "127.0.0.1:2" in str(client.base_url)
+
+
+def test_bounded_runner_limits_concurrency():
+    async def main():
+        runner = BoundedRunner(3)
+
+        async def work(i):
+            await asyncio.sleep(0.01)
+            return i * 2
+
+        results = await runner.map(work, range(20))
+        return runner, results
+
+    runner, results = run(main())
+    assert results == [i * 2 for i in range(20)]
+    assert runner.max_in_flight == 3
+
+
+def test_server_subprocess_mode_counts_and_serves_models():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.chat_server", "--port", "0", "--policy", "echo", "--faults", "1:429"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("PORT ")
+        port = int(line.split()[1])
+        models = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models"))
+        assert models["data"][0]["id"] == "test-model"
+
+        async def main():
+            client = make_client(f"http://127.0.0.1:{port}/v1", api_key=API_KEY)
+            try:
+                return await chat_completion(client, "m", MESSAGES, backoff_base=0.01)
+            finally:
+                await client.close()
+
+        assert run(main()).text == MESSAGES[-1]["content"]
+        stats = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats"))
+        assert stats["total_requests"] == 2 and stats["faults_served"] == {"429": 1}
+        assert stats["per_last_user"] == {MESSAGES[-1]["content"]: 2}
+        recorded = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/requests"))
+        assert API_KEY not in json.dumps(recorded)
+    finally:
+        process.kill()
+        process.wait()

@@ -1,0 +1,377 @@
+"""A real OpenAI-compatible chat-completions server for tests (stdlib only).
+
+In-process::
+
+    with ChatServer(policy="oracle", faults={1: Fault.rate_limit()}) as server:
+        client = make_client(server.base_url, api_key="sk-test")
+        ...
+        assert server.total_requests == 2
+
+As a subprocess (so a test can SIGKILL a client while the server keeps counting)::
+
+    python -m tests.support.chat_server --port 0 --policy oracle [--delay 0.05] [--faults 1:429,2:500]
+
+prints ``PORT <n>`` on its first stdout line. ``GET /stats`` returns the counters as JSON,
+``GET /requests`` every recorded request body, ``POST /reset`` clears them.
+
+Policies are callables ``policy(messages, request_json) -> str``; built-ins by name:
+``oracle`` (solves MRCR from the conversation), ``first_needle`` (prefix + the first needle's
+writing), ``no_prefix`` (the right writing without the prefix), ``echo`` (the last user message).
+
+Faults: a mapping of 1-based request number -> `Fault`, a list (index 0 = request 1, None =
+no fault), or a callable ``(request_number, request_json) -> Fault | None``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Policy = Callable[[list, dict], str]
+
+# The final MRCR query, parsed independently of mrcr_gen so the tests check it from outside.
+_QUERY = re.compile(
+    r"^Prepend (?P<rs>\S+) to the (?P<k>[0-9]+)(?:st|nd|rd|th) \(1 indexed\) (?P<what>.+)\. "
+    r"Do not include any other text in your response\.$",
+    re.DOTALL,
+)
+
+
+# --------------------------------------------------------------------------- policies
+
+
+def parse_query(messages: Sequence[dict]) -> tuple[str, int, str, list[int]]:
+    """(random string, k, ask text, 0-based indices of the user messages equal to the ask)."""
+    match = _QUERY.match(messages[-1]["content"])
+    if match is None:
+        raise ValueError("last message is not an MRCR query")
+    ask = "write a " + match["what"]
+    needles = [i for i, m in enumerate(messages[:-1]) if m["role"] == "user" and m["content"] == ask]
+    return match["rs"], int(match["k"]), ask, needles
+
+
+def oracle(messages: list, request_json: dict) -> str:
+    rs, k, _, needles = parse_query(messages)
+    return rs + messages[needles[k - 1] + 1]["content"]
+
+
+def first_needle(messages: list, request_json: dict) -> str:
+    rs, _, _, needles = parse_query(messages)
+    return rs + messages[needles[0] + 1]["content"]
+
+
+def no_prefix(messages: list, request_json: dict) -> str:
+    _, k, _, needles = parse_query(messages)
+    return messages[needles[k - 1] + 1]["content"]
+
+
+def echo(messages: list, request_json: dict) -> str:
+    return messages[-1]["content"]
+
+
+POLICIES: dict[str, Policy] = {
+    "oracle": oracle,
+    "first_needle": first_needle,
+    "no_prefix": no_prefix,
+    "echo": echo,
+}
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected failure. kind: 429 | 500 | slow | malformed | empty | null."""
+
+    kind: str
+    retry_after: float | None = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def rate_limit(cls, retry_after: float | None = 0) -> Fault:
+        return cls("429", retry_after=retry_after)
+
+    @classmethod
+    def server_error(cls) -> Fault:
+        return cls("500")
+
+    @classmethod
+    def slow(cls, seconds: float) -> Fault:
+        return cls("slow", seconds=seconds)
+
+    @classmethod
+    def malformed(cls) -> Fault:
+        return cls("malformed")
+
+    @classmethod
+    def empty(cls) -> Fault:
+        return cls("empty")
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        """'429', '429@2' (Retry-After 2), '500', 'slow@1.5', 'malformed', 'empty', 'null'."""
+        kind, _, arg = text.partition("@")
+        if kind == "429":
+            return cls.rate_limit(float(arg) if arg else 0)
+        if kind == "slow":
+            return cls.slow(float(arg or 1))
+        if kind in ("500", "malformed", "empty", "null"):
+            return cls(kind)
+        raise ValueError(f"unknown fault {text!r}")
+
+
+FaultSchedule = Mapping[int, Fault] | Sequence[Fault | None] | Callable[[int, dict], Fault | None] | None
+
+
+def _fault_for(schedule: FaultSchedule, number: int, request_json: dict) -> Fault | None:
+    if schedule is None:
+        return None
+    if callable(schedule):
+        return schedule(number, request_json)
+    if isinstance(schedule, Mapping):
+        return schedule.get(number)
+    if 0 < number <= len(schedule):
+        return schedule[number - 1]
+    return None
+
+
+# --------------------------------------------------------------------------- server
+
+
+def _count_words(text: str) -> int:
+    return len(text.split())
+
+
+class ChatServer:
+    """OpenAI-compatible `/v1/chat/completions` on 127.0.0.1 in a background thread."""
+
+    def __init__(
+        self,
+        policy: Policy | str = "oracle",
+        faults: FaultSchedule = None,
+        *,
+        delay: float = 0.0,
+        port: int = 0,
+        host: str = "127.0.0.1",
+    ):
+        self.policy: Policy = POLICIES[policy] if isinstance(policy, str) else policy
+        self.faults = faults
+        self.delay = delay
+        self._lock = threading.Lock()
+        self.reset()
+        handler = type("Handler", (_Handler,), {"chat": self})
+        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread: threading.Thread | None = None
+
+    # counters ---------------------------------------------------------------
+    def reset(self) -> None:
+        with self._lock:
+            self.total_requests = 0
+            self.completed_requests = 0
+            self.in_flight = 0
+            self.max_in_flight = 0
+            self.per_last_user: Counter[str] = Counter()
+            self.requests: list[dict] = []
+            self.authorizations: list[str | None] = []
+            self.faults_served: Counter[str] = Counter()
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {
+                "total_requests": self.total_requests,
+                "completed_requests": self.completed_requests,
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+                "per_last_user": dict(self.per_last_user),
+                "faults_served": dict(self.faults_served),
+            }
+
+    # lifecycle --------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> ChatServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever()
+
+    def __enter__(self) -> ChatServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    chat: ChatServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def _send(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _send_json(self, status: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
+        self._send(status, json.dumps(obj).encode(), headers)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        chat = self.chat
+        if self.path.rstrip("/") == "/v1/models":
+            self._send_json(200, {"object": "list", "data": [{"id": "test-model", "object": "model", "owned_by": "test"}]})
+        elif self.path == "/stats":
+            self._send_json(200, chat.stats())
+        elif self.path == "/requests":
+            with chat._lock:
+                self._send_json(200, list(chat.requests))
+        else:
+            self._send_json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        chat = self.chat
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path == "/reset":
+            chat.reset()
+            self._send_json(200, {"ok": True})
+            return
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(404, {"error": {"message": "not found"}})
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send_json(400, {"error": {"message": "invalid JSON body"}})
+            return
+        messages = body.get("messages") or []
+        last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+        with chat._lock:
+            chat.total_requests += 1
+            number = chat.total_requests
+            chat.in_flight += 1
+            chat.max_in_flight = max(chat.max_in_flight, chat.in_flight)
+            chat.per_last_user[last_user] += 1
+            chat.requests.append(body)
+            chat.authorizations.append(self.headers.get("Authorization"))
+        try:
+            self._answer(chat, number, body, messages)
+        finally:
+            with chat._lock:
+                chat.in_flight -= 1
+                chat.completed_requests += 1
+
+    def _answer(self, chat: ChatServer, number: int, body: dict, messages: list) -> None:
+        fault = _fault_for(chat.faults, number, body)
+        if chat.delay:
+            time.sleep(chat.delay)
+        if fault is not None:
+            with chat._lock:
+                chat.faults_served[fault.kind] += 1
+            if fault.kind == "429":
+                headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
+                self._send_json(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}}, headers)
+                return
+            if fault.kind == "500":
+                self._send_json(500, {"error": {"message": "internal error", "type": "server_error"}})
+                return
+            if fault.kind == "malformed":
+                self._send(200, b'{"id": "chatcmpl-broken", "choices": [')
+                return
+            if fault.kind == "slow":
+                time.sleep(fault.seconds)
+        if fault is not None and fault.kind in ("empty", "null"):
+            content = "" if fault.kind == "empty" else None
+        else:
+            try:
+                content = chat.policy(messages, body)
+            except Exception as exc:  # a policy bug must show up in the test, not hang it
+                self._send_json(500, {"error": {"message": f"policy failed: {type(exc).__name__}: {exc}"}})
+                return
+        prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in messages)
+        completion_tokens = _count_words(content or "")
+        self._send_json(
+            200,
+            {
+                "id": f"chatcmpl-{number}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "test-model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
+
+
+def _parse_faults(text: str | None) -> dict[int, Fault] | None:
+    """'1:429,3:500,5:slow@2' -> {1: Fault(429), 3: Fault(500), 5: Fault(slow, 2s)}."""
+    if not text:
+        return None
+    schedule = {}
+    for item in text.split(","):
+        number, _, spec = item.partition(":")
+        schedule[int(number)] = Fault.parse(spec)
+    return schedule
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--policy", default="oracle", choices=sorted(POLICIES))
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds every request waits")
+    parser.add_argument("--faults", default=None, help="e.g. 1:429,2:500,3:slow@2,4:malformed")
+    args = parser.parse_args(argv)
+    server = ChatServer(args.policy, _parse_faults(args.faults), delay=args.delay, port=args.port)
+    print(f"PORT {server.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
