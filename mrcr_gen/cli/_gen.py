@@ -48,9 +48,88 @@ def parse_shard(value: str) -> tuple[int, int]:
 
 
 def make_writer(kind: str, seed: int, **options: object):
+    """The writer for `--writer`; for pool writers, checked against the request first.
+
+    options: pool, model, base_url, per_pair, concurrency, cache_dir, temperature, max_tokens,
+    price_in, price_out (writer settings) and needles, bins, tokens, rows (the request).
+    """
     if kind == "offline":
         return OfflineWriter(seed)
-    raise CommandError(f"unknown writer {kind!r}; choose offline")
+    if kind not in ("pool", "openai"):
+        raise CommandError(f"unknown writer {kind!r}; choose offline, pool or openai")
+    from ..pool import PoolError, PoolTooSmall, PoolWriter, pool_requirements
+
+    needles = tuple(options.get("needles") or (4,))
+    max_tokens, where = pool_requirements(needles, options.get("bins") or BINS, options.get("tokens"))
+    if kind == "openai":
+        path = _build_openai_pool(seed, needles, max_tokens, where, options)
+    else:
+        if options.get("pool") is None:
+            raise CommandError("--writer pool needs --pool PATH (a pool from `mrcr-gen pool harvest` or `pool build`)")
+        path = Path(options["pool"])
+    try:
+        pool_writer = PoolWriter.from_file(path)
+        pool_writer.check(needles, max_tokens, where)
+    except (PoolError, PoolTooSmall) as exc:
+        raise CommandError(str(exc)) from None
+    return pool_writer
+
+
+def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, options: dict) -> Path:
+    """Build (or reuse from the cache) a pool large enough for the request; its path."""
+    import hashlib
+
+    from .._catalog import load_catalog
+    from ..pool import PoolTooSmall, PoolWriter
+    from ..pool._llm import default_cache_dir, plan_asks
+    from ._pool import run_build
+
+    model = options.get("model")
+    if not model:
+        raise CommandError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
+    cache_dir = Path(options.get("cache_dir") or default_cache_dir())
+    per_pair = int(options.get("per_pair") or 1)
+    rows = int(options.get("rows") or 1)  # of the whole dataset (every shard), so shards plan alike
+    order = list(plan_asks(seed=seed))  # every catalog ask, in a seeded order
+    needle_asks = min(rows, 32, len(order))
+    variants_for_needles = max(max(needles), 2)
+    # Grow the number of asks until the pool holds enough distinct tokens (estimated, then measured).
+    medians = {spec.name: spec.tokens.median for spec in load_catalog().formats}
+    wanted, count = int(max_tokens * 1.1), 0
+    estimate = 0
+    while count < len(order) and (count < needle_asks + 1 or estimate < wanted):
+        copies = variants_for_needles if count < needle_asks else per_pair
+        estimate += copies * medians.get(order[count].format, 300)
+        count += 1
+    settings = (model, seed, needles, per_pair, options.get("temperature"), options.get("max_tokens"), max_tokens, needle_asks)
+    digest = hashlib.sha256(repr(settings).encode()).hexdigest()[:12]
+    slug = "".join(c if c.isalnum() or c in "-._" else "_" for c in str(model))
+    path = Path(options.get("pool") or cache_dir / "pools" / f"{slug}-{digest}.parquet")
+    for _ in range(8):
+        plan = {ask: (max(variants_for_needles, per_pair) if i < needle_asks else per_pair) for i, ask in enumerate(order[:count])}
+        report = run_build(
+            model=model,
+            plan=plan,
+            concurrency=int(options.get("concurrency") or 16),
+            base_url=options.get("base_url"),
+            out=path,
+            cache_dir=cache_dir,
+            temperature=options.get("temperature"),
+            max_tokens=options.get("max_tokens"),
+            price_in=options.get("price_in"),
+            price_out=options.get("price_out"),
+        )
+        if report.failed:
+            raise CommandError(f"{len(report.failed)} writings failed; rerun to retry them (finished ones are cached)", 1)
+        try:  # more asks cannot help when the model repeats itself for one ask
+            PoolWriter.from_file(path).check(needles, 0, where)
+        except PoolTooSmall as exc:
+            raise CommandError(f"{exc}: {model} wrote identical texts for one ask; try a higher --temperature") from None
+        if report.tokens >= max_tokens or count >= len(order):
+            break
+        per_ask = max(1, report.tokens // max(1, report.writings)) * per_pair
+        count = min(len(order), count + (max_tokens - report.tokens) * 11 // 10 // per_ask + 1)
+    return path
 
 
 @app.callback(invoke_without_command=True)
@@ -61,7 +140,17 @@ def generate(
     samples: int = typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files."),
     out: Path = typer.Option(Path("mrcr-data"), "--out", "-o", help="Output directory."),
-    writer: str = typer.Option("offline", "--writer", help="Source of writings: offline."),
+    writer: str = typer.Option("offline", "--writer", help="Source of writings: offline, pool (--pool PATH) or openai (--model M)."),
+    pool: Optional[Path] = typer.Option(None, "--pool", help="Pool parquet file: read by --writer pool, written by --writer openai."),
+    model: Optional[str] = typer.Option(None, "--model", help="--writer openai: model name (e.g. gpt-4o)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="--writer openai: API base URL (default $OPENAI_BASE_URL, else OpenAI)."),
+    per_pair: int = typer.Option(1, "--per-pair", min=1, help="--writer openai: writings per distractor ask."),
+    concurrency: int = typer.Option(16, "--concurrency", min=1, help="--writer openai: requests in flight at most."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="--writer openai: writing cache (default ~/.cache/mrcr-gen)."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="--writer openai: sampling temperature."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="--writer openai: max_tokens per writing."),
+    price_in: Optional[float] = typer.Option(None, "--price-in", help="--writer openai: USD per 1M prompt tokens (cost estimate)."),
+    price_out: Optional[float] = typer.Option(None, "--price-out", help="--writer openai: USD per 1M completion tokens."),
     tokens: Optional[int] = typer.Option(None, "--tokens", min=4096, help="Target an exact token total instead of bins (within 1% from 16384 up)."),
     shard: str = typer.Option("1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."),
     rows_per_file: int = typer.Option(400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."),
@@ -83,8 +172,12 @@ def generate(
         )
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
-    chosen_writer = make_writer(writer, seed)
     total = sum(len(f.rows) for f in config.shard_plan())
+    chosen_writer = make_writer(
+        writer, seed, pool=pool, model=model, base_url=base_url, per_pair=per_pair, concurrency=concurrency,
+        cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens, price_in=price_in, price_out=price_out,
+        needles=config.needles, bins=config.bins, tokens=config.tokens, rows=sum(len(f.rows) for f in config.plan()),
+    )
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
     with Progress(
         TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -120,6 +213,11 @@ def print_summary(samples, out: Path) -> None:
     for group in summarize(samples):
         table.add_row(*(str(group[k]) for k in ("n_needles", "bin", "rows", "min", "median", "max")))
     Console().print(table)
+
+
+from ._pool import pool_app  # noqa: E402 - registered after the callback
+
+app.add_typer(pool_app, name="pool")
 
 
 def main(args: list[str] | None = None) -> None:

@@ -1,0 +1,120 @@
+"""`mrcr-gen pool ...`: build pools of real writings (harvest MRCR files, or ask an LLM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ._common import EXIT_FINDINGS, CommandError, stderr
+
+pool_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Build pools of real writings: harvest them from MRCR files, or have an LLM write them.",
+)
+
+
+@pool_app.command("harvest")
+def harvest_command(
+    files: list[Path] = typer.Argument(..., help="MRCR parquet files (generated or the official openai/mrcr ones)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write (the catalog goes beside it)."),
+) -> None:
+    """Extract every distinct (ask, writing) pair of MRCR files into a pool, and the catalog found."""
+    from ..pool import PoolError, harvest
+
+    with Progress(TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn(), console=stderr) as bar:
+        task = bar.add_task("rows", total=None)
+        try:
+            report = harvest(files, out, on_row=lambda: bar.advance(task))
+        except PoolError as exc:
+            raise CommandError(str(exc)) from None
+    print(
+        f"pool {report.out}: {report.writings:,} distinct writings ({report.asks:,} asks, {report.formats} formats, "
+        f"{report.entities} entities, {report.tokens:,} o200k tokens) from {report.pairs:,} pairs in "
+        f"{report.rows:,} rows of {len(report.files)} file(s); {report.duplicates:,} duplicates dropped"
+        + (f", {report.unparsed:,} unparsable pairs skipped" if report.unparsed else "")
+    )
+    print(f"catalog {report.catalog}")
+
+
+@pool_app.command("build")
+def build_command(
+    writer: str = typer.Option("openai", "--writer", help="Who writes: openai (any OpenAI-compatible endpoint)."),
+    model: str = typer.Option(..., "--model", "-m", help="Model name, e.g. gpt-4o or the name vLLM serves."),
+    out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="API base URL (default: $OPENAI_BASE_URL, else OpenAI)."),
+    per_pair: int = typer.Option(1, "--per-pair", "-k", min=1, help="Writings per (format, entity) ask."),
+    needle_asks: int = typer.Option(32, "--needle-asks", min=0, help="Asks that get --needle-variants writings, so they can be needles."),
+    needle_variants: int = typer.Option(8, "--needle-variants", min=1, help="Writings for each needle ask (the largest needle count you need)."),
+    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Requests in flight at most."),
+    entities: Optional[int] = typer.Option(None, "--entities", min=1, help="Use a seeded sample of N catalog entities (default: all)."),
+    formats: list[str] = typer.Option([], "--formats", "--format", help="Formats to use (repeatable or comma-separated; default: all)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the entity sample and of which asks become needle asks."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default: the server's)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per writing (default: the server's)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Writing cache (default: $MRCR_GEN_CACHE or ~/.cache/mrcr-gen)."),
+    price_in: Optional[float] = typer.Option(None, "--price-in", help="USD per 1M prompt tokens, for the cost estimate."),
+    price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens, for the cost estimate."),
+    timeout: float = typer.Option(600.0, "--timeout", min=0.1, help="Seconds before one request times out (then it is retried)."),
+) -> None:
+    """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`."""
+    if writer != "openai":
+        raise CommandError(f"unknown pool writer {writer!r}; choose openai")
+    from ..pool._llm import plan_asks
+    from ..pool._pool import PoolError
+
+    names = [name.strip() for value in formats for name in value.split(",") if name.strip()]
+    try:
+        plan = plan_asks(
+            formats=names or None,
+            entities=entities,
+            seed=seed,
+            per_pair=per_pair,
+            needle_asks=needle_asks,
+            needle_variants=needle_variants,
+        )
+    except PoolError as exc:
+        raise CommandError(str(exc)) from None
+    report = run_build(
+        model=model,
+        plan=plan,
+        concurrency=concurrency,
+        base_url=base_url,
+        out=out,
+        cache_dir=cache_dir,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        price_in=price_in,
+        price_out=price_out,
+        timeout=timeout,
+    )
+    if report.failed:
+        raise CommandError(f"{len(report.failed)} writings failed (see above); the pool has the others", EXIT_FINDINGS)
+
+
+def run_build(*, model, plan, concurrency, base_url, out, cache_dir, temperature, max_tokens, price_in, price_out, timeout=600.0):
+    """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
+    from ..pool._llm import BuildError, _params, build_pool_openai, price_for
+    from ..pool._pool import PoolError
+
+    try:
+        report = build_pool_openai(
+            model,
+            plan,
+            concurrency=concurrency,
+            base_url=base_url,
+            out=out,
+            cache_dir=cache_dir,
+            params=_params(temperature, max_tokens, None),
+            price=price_for(model, price_in, price_out),
+            timeout=timeout,
+            console=stderr,
+        )
+    except (BuildError, PoolError) as exc:
+        raise CommandError(str(exc)) from None
+    for line in report.summary_lines():
+        stderr.print(line, markup=False, highlight=False, soft_wrap=True)
+    return report

@@ -1,0 +1,40 @@
+"""Pools of real writings: harvested from MRCR files or written by an LLM, drawn by the assembler."""
+
+from ._harvest import HarvestReport, catalog_path, harvest
+from ._llm import PRICES, BuildError, BuildReport, build_pool_openai, default_cache_dir, plan_asks
+from ._pool import (
+    POOL_COLUMNS,
+    POOL_SCHEMA,
+    PoolError,
+    PoolTooSmall,
+    PoolWriter,
+    PoolWriting,
+    parse_ask,
+    pool_requirements,
+    read_pool,
+    write_pool,
+    writing_id,
+)
+
+__all__ = [
+    "PRICES",
+    "BuildError",
+    "BuildReport",
+    "build_pool_openai",
+    "default_cache_dir",
+    "plan_asks",
+    "POOL_COLUMNS",
+    "POOL_SCHEMA",
+    "HarvestReport",
+    "PoolError",
+    "PoolTooSmall",
+    "PoolWriter",
+    "PoolWriting",
+    "catalog_path",
+    "harvest",
+    "parse_ask",
+    "pool_requirements",
+    "read_pool",
+    "write_pool",
+    "writing_id",
+]

@@ -1,0 +1,356 @@
+"""Build a pool by asking an LLM behind any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, ...).
+
+Each writing is one chat completion whose single user message is exactly the ask
+(`write a {format} about {entity}`), as in openai/mrcr. Requests run with bounded concurrency
+and the retry policy of `mrcr_gen._openai`. Every finished writing is committed at once to a
+SQLite cache keyed by sha256(model, parameters, ask, variant), so a killed run resumes where it
+stopped and a rerun sends nothing. The API key is never stored or printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .._catalog import Catalog, load_catalog
+from .._models import Ask, _Frozen
+from .._seeding import derived_rng
+from .._tokens import count_tokens_batch
+from ._pool import PoolError, PoolWriting, dedupe, write_pool
+
+# USD per 1M tokens (input, output): list prices of well-known models; others need --price-in/out.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-2024-08-06": (2.50, 10.00),
+    "gpt-4o-2024-11-20": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+}
+# Statuses that make every further request pointless (bad key, unknown model, bad parameters).
+FATAL_STATUSES = {400, 401, 403, 404, 422}
+DEFAULT_CONCURRENCY = 16
+CACHE_FILE = "writings.sqlite3"
+
+
+class BuildError(RuntimeError):
+    """The build cannot go on (e.g. the server rejects the key or the model)."""
+
+
+def default_cache_dir() -> Path:
+    """`$MRCR_GEN_CACHE`, else `$XDG_CACHE_HOME/mrcr-gen`, else `~/.cache/mrcr-gen`."""
+    if os.environ.get("MRCR_GEN_CACHE"):
+        return Path(os.environ["MRCR_GEN_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mrcr-gen"
+
+
+def price_for(model: str, price_in: float | None = None, price_out: float | None = None) -> tuple[float, float] | None:
+    """(input, output) USD per 1M tokens: the flags win, then the table (dated names match their base)."""
+    known = PRICES.get(model)
+    if known is None:
+        base = re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model)
+        known = PRICES.get(base)
+    if price_in is None and price_out is None:
+        return known
+    return (price_in if price_in is not None else (known or (0.0, 0.0))[0], price_out if price_out is not None else (known or (0.0, 0.0))[1])
+
+
+def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    if price is None:
+        return None
+    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
+
+
+def cache_key(model: str, params: Mapping[str, Any], ask: Ask, variant: int) -> str:
+    payload = json.dumps({"model": model, "params": dict(params), "ask": ask.text, "variant": variant}, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class WritingCache:
+    """Finished writings in SQLite (WAL, synchronous=FULL): each one durable as soon as it is stored."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / CACHE_FILE
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(
+            """CREATE TABLE IF NOT EXISTS writings (
+                key TEXT PRIMARY KEY, model TEXT NOT NULL, params TEXT NOT NULL, ask TEXT NOT NULL,
+                variant INTEGER NOT NULL, text TEXT NOT NULL, prompt_tokens INTEGER,
+                completion_tokens INTEGER, finish_reason TEXT, served_model TEXT, created REAL NOT NULL)"""
+        )
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+        """key -> (text, finish_reason) for the keys present."""
+        found: dict[str, tuple[str, str | None]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for key, text, finish in self._db.execute(
+                f"SELECT key, text, finish_reason FROM writings WHERE key IN ({marks})", chunk
+            ):
+                found[key] = (text, finish)
+        return found
+
+    def put(self, key: str, model: str, params: Mapping[str, Any], ask: Ask, variant: int, result: Any) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO writings VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                key, model, json.dumps(dict(params), sort_keys=True), ask.text, variant, result.text,
+                result.prompt_tokens, result.completion_tokens, result.finish_reason, result.model, time.time(),
+            ),
+        )
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM writings").fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class Failure(_Frozen):
+    ask: str
+    variant: int
+    error: str
+
+
+class BuildReport(_Frozen):
+    model: str
+    out: str
+    cache: str
+    requested: int  # (ask, variant) writings asked for
+    cached: int  # of them already in the cache (cost nothing)
+    written: int  # newly written by the model in this run
+    failed: tuple[Failure, ...]
+    http_requests: int  # requests sent, retries included
+    prompt_tokens: int  # usage reported by the server for this run's requests
+    completion_tokens: int
+    cost_usd: float | None  # estimate for this run; None when the model's price is unknown
+    truncated: int  # writings cut off by max_tokens (finish_reason 'length'), kept
+    writings: int  # distinct writings in the pool
+    duplicates: int  # identical (ask, text) pairs merged
+    asks: int
+    tokens: int  # o200k tokens of the pool's writings
+    elapsed_s: float
+    max_in_flight: int
+
+    def summary_lines(self) -> list[str]:
+        cost = "unknown (pass --price-in/--price-out)" if self.cost_usd is None else f"${self.cost_usd:,.4f}"
+        lines = [
+            f"pool {self.out}: {self.writings:,} distinct writings for {self.asks:,} asks, {self.tokens:,} o200k tokens"
+            + (f" ({self.duplicates} identical writings merged)" if self.duplicates else ""),
+            f"model {self.model}: {self.written:,} written now, {self.cached:,} from cache, {len(self.failed)} failed; "
+            f"{self.http_requests:,} HTTP requests in {self.elapsed_s:.1f}s",
+            f"usage this run: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens, estimated cost {cost}",
+        ]
+        if self.truncated:
+            lines.append(f"{self.truncated} writings hit the max_tokens limit (kept; finish_reason 'length')")
+        for failure in self.failed[:5]:
+            lines.append(f"failed: '{failure.ask}' variant {failure.variant}: {failure.error}")
+        if len(self.failed) > 5:
+            lines.append(f"... and {len(self.failed) - 5} more failures")
+        if self.failed:
+            lines.append("rerun the same command to retry the failed writings; finished ones are cached")
+        return lines
+
+
+def plan_asks(
+    *,
+    catalog: Catalog | None = None,
+    formats: Sequence[str] | None = None,
+    entities: int | None = None,
+    seed: int = 0,
+    per_pair: int = 1,
+    needle_asks: int = 0,
+    needle_variants: int = 8,
+) -> dict[Ask, int]:
+    """ask -> variants to write: formats x entities of the catalog, in a seeded order.
+
+    `entities` keeps a seeded sample of that many entities; the first `needle_asks` asks of the
+    seeded order get max(per_pair, needle_variants) variants so that they can serve as needles.
+    """
+    catalog = catalog or load_catalog()
+    names = [f.name for f in catalog.formats]
+    chosen_formats = list(dict.fromkeys(formats)) if formats else names
+    unknown = [f for f in chosen_formats if f not in names]
+    if unknown:
+        raise PoolError(f"unknown format(s) {', '.join(map(repr, unknown))}; the catalog has: {', '.join(names)}")
+    pool_entities = list(catalog.entities)
+    if entities is not None:
+        if not 1 <= entities <= len(pool_entities):
+            raise PoolError(f"--entities must be between 1 and {len(pool_entities)}, got {entities}")
+        pool_entities = sorted(derived_rng("pool-entities", seed).sample(pool_entities, entities))
+    asks = [Ask(format=f, entity=e) for f in chosen_formats for e in pool_entities]
+    derived_rng("pool-asks", seed).shuffle(asks)
+    return {ask: (max(per_pair, needle_variants) if i < needle_asks else per_pair) for i, ask in enumerate(asks)}
+
+
+def _params(temperature: float | None, max_tokens: int | None, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    params = dict(extra or {})
+    if temperature is not None:
+        params["temperature"] = temperature
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    return {k: v for k, v in sorted(params.items()) if v is not None}
+
+
+def build_pool_openai(
+    model: str,
+    asks: Sequence[Ask] | Mapping[Ask, int],
+    per_pair: int = 1,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    base_url: str | None = None,
+    out: str | os.PathLike = "pool.parquet",
+    cache_dir: str | os.PathLike | None = None,
+    params: Mapping[str, Any] | None = None,
+    *,
+    api_key: str | None = None,
+    price: tuple[float, float] | None = None,
+    timeout: float = 600.0,
+    max_retries: int = 8,
+    backoff_base: float = 1.0,
+    console: Console | None = None,
+    progress: bool = True,
+) -> BuildReport:
+    """Write `per_pair` writings per ask (or the count a mapping gives) into the pool at `out`.
+
+    Writings already in the cache are reused without a request. Failed writings (retries
+    exhausted) are reported and left out of the pool; the pool is still written. A fatal server
+    answer (bad key, unknown model) raises BuildError.
+    """
+    from .._openai import BoundedRunner, ChatError, make_client
+
+    if concurrency < 1:
+        raise PoolError("--concurrency must be at least 1")
+    variants = dict(asks) if isinstance(asks, Mapping) else {ask: per_pair for ask in asks}
+    if not variants or min(variants.values()) < 1:
+        raise PoolError("nothing to write: no asks, or fewer than 1 writing per ask")
+    params = dict(sorted((params or {}).items()))
+    if price is None:
+        price = price_for(model)
+    started = time.perf_counter()
+    cache = WritingCache(cache_dir or default_cache_dir())
+    jobs = [(ask, v, cache_key(model, params, ask, v)) for ask, count in variants.items() for v in range(count)]
+    done = cache.get_many([key for _, _, key in jobs])
+    cached = len(done)
+    todo = [job for job in jobs if job[2] not in done]
+    console = console or Console(stderr=True)
+    usage = {"prompt": 0, "completion": 0, "http": 0, "written": 0}
+    failures: list[Failure] = []
+    fatal: list[str] = []
+    runner = BoundedRunner(concurrency)
+
+    bar = Progress(
+        TextColumn("[bold]writing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tokens]} tokens"),
+        TextColumn("{task.fields[cost]}"),
+        TextColumn("{task.fields[failed]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not progress,
+    )
+
+    def cost_text() -> str:
+        value = cost_usd(price, usage["prompt"], usage["completion"])
+        return "cost n/a" if value is None else f"~${value:,.4f}"
+
+    async def run_all() -> None:
+        client = make_client(base_url, api_key=api_key, timeout=timeout)
+        task = bar.add_task("writings", total=len(jobs), completed=cached, tokens="0", cost=cost_text(), failed="")
+
+        async def one(job: tuple[Ask, int, str]) -> None:
+            ask, variant, key = job
+            if fatal:
+                return
+            try:
+                result = await chat_completion_counted(client, ask)
+            except ChatError as exc:
+                usage["http"] += exc.attempts
+                if exc.status in FATAL_STATUSES:
+                    fatal.append(str(exc))
+                failures.append(Failure(ask=ask.text, variant=variant, error=str(exc)))
+                bar.update(task, failed=f"{len(failures)} failed")
+                return
+            cache.put(key, model, params, ask, variant, result)
+            done[key] = (result.text, result.finish_reason)
+            usage["http"] += result.attempts
+            usage["written"] += 1
+            usage["prompt"] += result.prompt_tokens or 0
+            usage["completion"] += result.completion_tokens or 0
+            bar.update(task, advance=1, tokens=f"{usage['prompt'] + usage['completion']:,}", cost=cost_text())
+
+        async def chat_completion_counted(client: Any, ask: Ask) -> Any:
+            from .._openai import chat_completion
+
+            return await chat_completion(
+                client,
+                model,
+                [{"role": "user", "content": ask.text}],
+                max_retries=max_retries,
+                backoff_base=backoff_base,
+                **params,
+            )
+
+        try:
+            await runner.map(one, todo)
+        finally:
+            await client.close()
+
+    if todo:
+        try:
+            with bar:
+                asyncio.run(run_all())
+        except ChatError as exc:  # e.g. no API key
+            cache.close()
+            raise BuildError(str(exc)) from None
+    cache.close()
+    if fatal:
+        raise BuildError(f"the server refused the request: {fatal[0]}")
+
+    finished = [(ask, done[key]) for ask, _, key in jobs if key in done]
+    counts = count_tokens_batch([text for _, (text, _) in finished])
+    writings, duplicates = dedupe(
+        PoolWriting.make(ask, text, n, model) for (ask, (text, _)), n in zip(finished, counts)
+    )
+    write_pool(writings, out)
+    return BuildReport(
+        model=model,
+        out=str(out),
+        cache=str(cache.path),
+        requested=len(jobs),
+        cached=cached,
+        written=usage["written"],
+        failed=tuple(failures),
+        http_requests=usage["http"],
+        prompt_tokens=usage["prompt"],
+        completion_tokens=usage["completion"],
+        cost_usd=cost_usd(price, usage["prompt"], usage["completion"]),
+        truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
+        writings=len(writings),
+        duplicates=duplicates,
+        asks=len({w.ask for w in writings}),
+        tokens=sum(w.n_tokens for w in writings),
+        elapsed_s=time.perf_counter() - started,
+        max_in_flight=runner.max_in_flight,
+    )

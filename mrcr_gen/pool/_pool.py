@@ -1,0 +1,261 @@
+"""Pools of writings: a parquet file of (ask, writing) pairs the assembler draws from.
+
+A pool row is a `PoolWriting`: a stable id (hash of ask and text), the ask text, its format and
+entity, the writing, its exact o200k token count and where it came from (a model name or the
+MRCR file it was harvested from). `PoolWriter` offers a pool to the assembler; its token counts
+come from the pool, never from re-tokenizing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field, model_validator
+
+from .._assembler import AssemblyError, normalize_ask
+from .._files import atomic_path
+from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
+
+POOL_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("ask", pa.string()),
+        ("format", pa.string()),
+        ("entity", pa.string()),
+        ("text", pa.string()),
+        ("n_tokens", pa.int64()),
+        ("source", pa.string()),
+    ],
+    metadata={b"mrcr_gen.pool": b'{"version": 1}'},
+)
+POOL_COLUMNS: tuple[str, ...] = tuple(POOL_SCHEMA.names)
+ASK_PATTERN = re.compile(r"^write a (?P<format>.+?) about (?P<entity>.+)$", re.DOTALL)
+
+
+class PoolError(ValueError):
+    """A pool file is missing, unreadable or not a pool."""
+
+
+class PoolTooSmall(AssemblyError):
+    """A pool cannot fill a request; the message says exactly what is missing."""
+
+
+def writing_id(ask: str, text: str) -> str:
+    """Stable id of a writing: sha256 of the ask and the text (first 16 hex digits)."""
+    return hashlib.sha256(f"{ask}\n\x00\n{text}".encode("utf-8")).hexdigest()[:16]
+
+
+def parse_ask(text: str) -> Ask | None:
+    """`write a {format} about {entity}` -> Ask, split on the first ' about '; None otherwise."""
+    match = ASK_PATTERN.match(text)
+    if match is None:
+        return None
+    ask = Ask(format=match["format"], entity=match["entity"])
+    return ask if ask.text == text else None
+
+
+class PoolWriting(_Frozen):
+    """One writing of a pool."""
+
+    id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    ask: str
+    format: str = Field(min_length=1)
+    entity: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    n_tokens: int = Field(ge=0)
+    source: str
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PoolWriting:
+        if self.ask != ASK_TEMPLATE.format(format=self.format, entity=self.entity):
+            raise ValueError(f"ask {self.ask!r} is not 'write a {self.format} about {self.entity}'")
+        if self.id != writing_id(self.ask, self.text):
+            raise ValueError(f"id {self.id} is not the hash of its ask and text")
+        return self
+
+    @classmethod
+    def make(cls, ask: Ask, text: str, n_tokens: int, source: str) -> PoolWriting:
+        return cls(
+            id=writing_id(ask.text, text),
+            ask=ask.text,
+            format=ask.format,
+            entity=ask.entity,
+            text=text,
+            n_tokens=n_tokens,
+            source=source,
+        )
+
+    @property
+    def ask_model(self) -> Ask:
+        return Ask(format=self.format, entity=self.entity)
+
+
+def dedupe(writings: Iterable[PoolWriting]) -> tuple[list[PoolWriting], int]:
+    """Writings with identical (ask, text) dropped (the first kept), and how many were dropped."""
+    seen: dict[str, PoolWriting] = {}
+    dropped = 0
+    for writing in writings:
+        if writing.id in seen:
+            dropped += 1
+        else:
+            seen[writing.id] = writing
+    return list(seen.values()), dropped
+
+
+def write_pool(writings: Iterable[PoolWriting], path: str | os.PathLike) -> Path:
+    """Write a pool atomically, de-duplicated and sorted (ask, id): same writings, same bytes."""
+    unique, _ = dedupe(writings)
+    unique.sort(key=lambda w: (w.ask, w.id))
+    table = pa.Table.from_pylist([w.model_dump() for w in unique], schema=POOL_SCHEMA)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    return Path(path)
+
+
+def read_pool(path: str | os.PathLike) -> list[PoolWriting]:
+    """Every writing of a pool file (validated)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PoolError(f"pool {path} does not exist")
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise PoolError(f"pool {path} is not a readable parquet file: {exc}") from None
+    missing = [c for c in POOL_COLUMNS if c not in table.column_names]
+    if missing:
+        raise PoolError(f"{path} is not a pool: missing column(s) {', '.join(missing)}")
+    try:
+        return [PoolWriting(**record) for record in table.select(list(POOL_COLUMNS)).to_pylist()]
+    except ValueError as exc:
+        raise PoolError(f"{path} has an invalid row: {str(exc).splitlines()[-1].strip()}") from None
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class PoolWriter:
+    """The Writer protocol over a pool: asks present in it, variants = its distinct writings per ask."""
+
+    name = "pool"
+
+    def __init__(self, writings: Sequence[PoolWriting], *, path: str | os.PathLike | None = None, sha256: str | None = None):
+        self.path = Path(path) if path is not None else None
+        self.sha256 = sha256
+        groups: dict[Ask, dict[str, PoolWriting]] = {}
+        for writing in writings:
+            per_ask = groups.setdefault(writing.ask_model, {})
+            per_ask.setdefault(writing.text, writing)
+        self._asks = sorted(groups, key=lambda a: a.text)
+        self._pool = {
+            ask: [Writing(text=w.text, n_tokens=w.n_tokens) for w in sorted(groups[ask].values(), key=lambda w: w.id)]
+            for ask in self._asks
+        }
+        self._sources = Counter(w.source for per_ask in groups.values() for w in per_ask.values())
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> PoolWriter:
+        return cls(read_pool(path), path=path, sha256=file_sha256(path))
+
+    # -- Writer protocol ---------------------------------------------------------------------
+    def asks(self) -> Sequence[Ask]:
+        return self._asks
+
+    def n_variants(self, ask: Ask) -> int:
+        return len(self._pool.get(ask, ()))
+
+    def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
+        out = []
+        for ask, variant in keys:
+            variants = self._pool.get(ask)
+            if not variants or not 0 <= variant < len(variants):
+                raise AssemblyError(f"pool has no writing {variant} for '{ask}' ({len(variants or ())} available)")
+            out.append(variants[variant])
+        return out
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "path": str(self.path) if self.path is not None else None,
+            "sha256": self.sha256,
+            "writings": self.n_writings,
+            "asks": len(self._asks),
+            "formats": len({a.format for a in self._asks}),
+            "entities": len({a.entity for a in self._asks}),
+            "tokens": self.total_tokens,
+            "sources": dict(sorted(self._sources.items())),
+        }
+
+    # -- sizing --------------------------------------------------------------------------------
+    @property
+    def n_writings(self) -> int:
+        return sum(len(v) for v in self._pool.values())
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(w.n_tokens for v in self._pool.values() for w in v)
+
+    def check(self, needles: Iterable[int], max_tokens: int, where: str) -> None:
+        """Raise PoolTooSmall saying exactly what is missing when the pool cannot fill a request.
+
+        Needs, for every needle count n, what the assembler needs (an ask with n distinct
+        writings, other asks for distractors, another ask with 2 writings for the preamble), and
+        at least `max_tokens` of distinct writings in all, so that no row is padded out of a
+        handful of repeated writings.
+        """
+        from .._assembler import Assembler
+
+        if not self._asks:
+            raise PoolTooSmall("pool is empty")
+        assembler = Assembler(self, date_added="01-01-2000")
+        for n in sorted(set(needles), reverse=True):
+            try:
+                assembler._needle_candidates(n)
+            except AssemblyError as exc:
+                raise PoolTooSmall(str(exc)) from None
+        total = self.total_tokens
+        if total < max_tokens:
+            raise PoolTooSmall(
+                f"pool has {total:,} tokens of distinct writings ({self.n_writings:,} writings) but {where} needs "
+                f"up to {max_tokens:,}: add {max_tokens - total:,}+ tokens of writings or choose a smaller bin"
+            )
+
+
+def pool_requirements(needles: Iterable[int], bins: Sequence | None, tokens: int | None) -> tuple[int, str]:
+    """(largest token total a request can target, a label for it) for `PoolWriter.check`."""
+    if tokens is not None:
+        return tokens, f"--tokens {tokens}"
+    largest = max(bins, key=lambda b: b.upper)
+    return largest.upper, f"bin {largest}"
+
+
+def catalog_summary(writings: Sequence[PoolWriting], pair_counts: tuple[Counter, Counter] | None = None) -> dict:
+    """Entities and formats of a pool with counts (writings per name; pairs seen when given)."""
+    formats = Counter(w.format for w in writings)
+    entities = Counter(w.entity for w in writings)
+    summary = {
+        "writings": len(writings),
+        "asks": len({w.ask for w in writings}),
+        "formats": dict(sorted(formats.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "entities": dict(sorted(entities.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
+    if pair_counts is not None:
+        summary["pairs_per_format"] = dict(sorted(pair_counts[0].items(), key=lambda kv: (-kv[1], kv[0])))
+        summary["pairs_per_entity"] = dict(sorted(pair_counts[1].items(), key=lambda kv: (-kv[1], kv[0])))
+    return summary
+
+
+def dumps_json(obj: object) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"

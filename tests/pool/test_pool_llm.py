@@ -1,0 +1,214 @@
+"""The LLM writer against a real OpenAI-compatible HTTP server on 127.0.0.1 (tests/support/chat_server.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mrcr_gen.cli._gen import main as gen_main
+from mrcr_gen.pool import read_pool
+from mrcr_gen.pool._llm import CACHE_FILE, build_pool_openai, plan_asks
+from tests.support.chat_server import ChatServer, Fault
+
+from .pool_checks import check_dataset
+from .writer_server import writer_policy
+
+CANARY = "sk-mrcr-CANARY-7f3a9e1d5b2c"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+
+
+def build(server, plan, tmp_path, **kw):
+    kw = {"concurrency": 4, "timeout": 5.0, "backoff_base": 0.05, "progress": False} | kw
+    return build_pool_openai(
+        "test-model", plan, base_url=server.base_url, out=tmp_path / "pool.parquet", cache_dir=tmp_path / "cache", **kw
+    )
+
+
+def assert_no_key_in(directory: Path) -> None:
+    for path in directory.rglob("*"):
+        if path.is_file():
+            assert CANARY.encode() not in path.read_bytes(), path
+
+
+def test_gets_through_every_fault(tmp_path):
+    plan = plan_asks(formats=["poem", "riddle"], entities=4, needle_asks=1, needle_variants=3)
+    faults = {1: Fault.rate_limit(retry_after=1), 2: Fault.server_error(), 3: Fault.slow(2.0), 4: Fault.malformed(), 5: Fault.empty()}
+    with ChatServer(writer_policy, faults) as server:
+        started = time.perf_counter()
+        report = build(server, plan, tmp_path, concurrency=1, timeout=0.5)
+        elapsed = time.perf_counter() - started
+        stats = server.stats()
+    assert report.failed == () and report.written == report.requested == 10
+    assert stats["faults_served"] == {"429": 1, "500": 1, "slow": 1, "malformed": 1, "empty": 1}
+    assert report.http_requests == stats["total_requests"] == 15
+    assert elapsed >= 1.0  # Retry-After: 1 honoured
+    pool = read_pool(tmp_path / "pool.parquet")
+    assert len(pool) == 10 and all(w.text.startswith(f"Here is a {w.ask[8:]}") for w in pool)
+    assert {w.source for w in pool} == {"test-model"}
+
+
+def test_server_sees_the_exact_ask_and_concurrency_is_bounded(tmp_path):
+    plan = plan_asks(formats=["short essay", "email", "song"], entities=12, needle_asks=2, needle_variants=4)
+    with ChatServer(writer_policy, delay=0.05) as server:
+        report = build(server, plan, tmp_path, concurrency=3, params={"temperature": 1.0})
+        requests = list(server.requests)
+        stats = server.stats()
+        auth = set(server.authorizations)
+    assert report.requested == 36 + 2 * 3 and report.failed == ()
+    assert all(r["messages"] == [{"role": "user", "content": r["messages"][0]["content"]}] for r in requests)
+    assert all(r["model"] == "test-model" and r["temperature"] == 1.0 for r in requests)
+    assert stats["per_last_user"] == {ask.text: n for ask, n in plan.items()}
+    assert all(text.startswith("write a ") and " about " in text for text in stats["per_last_user"])
+    assert 2 <= stats["max_in_flight"] <= 3 and report.max_in_flight <= 3
+    assert auth == {f"Bearer {CANARY}"}  # the key is sent to the server ...
+    assert_no_key_in(tmp_path)  # ... and nowhere else
+
+
+def test_rerun_costs_nothing_and_failures_are_reported(tmp_path):
+    plan = plan_asks(formats=["poem"], entities=6)
+    broken = next(iter(plan)).text
+
+    def faults(number, body):
+        return Fault.server_error() if body["messages"][-1]["content"] == broken else None
+
+    with ChatServer(writer_policy, faults) as server:
+        report = build(server, plan, tmp_path, max_retries=2)
+        assert [f.ask for f in report.failed] == [broken] and "500" in report.failed[0].error
+        assert server.stats()["per_last_user"][broken] == 3  # 1 + 2 retries
+        assert len(read_pool(tmp_path / "pool.parquet")) == 5
+        server.faults = None
+        server.reset()
+        report = build(server, plan, tmp_path)
+        assert server.stats()["per_last_user"] == {broken: 1}  # only the missing writing
+        assert report.cached == 5 and report.written == 1 and report.failed == ()
+        first = (tmp_path / "pool.parquet").read_bytes()
+        server.reset()
+        report = build(server, plan, tmp_path)
+        assert server.stats()["total_requests"] == 0 and report.cached == 6 and report.cost_usd is None
+        assert (tmp_path / "pool.parquet").read_bytes() == first
+
+
+def cached_asks(cache_dir: Path) -> dict[str, int]:
+    with sqlite3.connect(cache_dir / CACHE_FILE) as db:
+        return dict(db.execute("SELECT ask, COUNT(*) FROM writings GROUP BY ask").fetchall())
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from mrcr_gen.cli import gen_main; gen_main()", *args]
+
+
+def subprocess_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env["OPENAI_API_KEY"] = CANARY
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+@pytest.mark.slow
+def test_killed_build_resumes_without_rerequesting(tmp_path):
+    cache, pool = tmp_path / "cache", tmp_path / "pool.parquet"
+    args = cli(
+        "pool", "build", "--writer", "openai", "--model", "test-model", "--formats", "poem,riddle", "--entities", "30",
+        "--needle-asks", "2", "--needle-variants", "3", "--concurrency", "2", "--cache-dir", str(cache), "--out", str(pool),
+        "--price-in", "2.5", "--price-out", "10",
+    )
+    outputs = []
+    with ChatServer(writer_policy, delay=0.1) as server:
+        args[args.index("--formats"):args.index("--formats")] = ["--base-url", server.base_url]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(), cwd=tmp_path)
+        deadline = time.time() + 60
+        while server.stats()["completed_requests"] < 12 and time.time() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        outputs += proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        assert not pool.exists()
+        before = server.stats()["per_last_user"]
+        finished = cached_asks(cache)
+        assert 8 <= sum(finished.values()) < 64  # killed midway, finished writings stored
+
+        done = subprocess.run(args, capture_output=True, env=subprocess_env(), cwd=tmp_path, timeout=120)
+        outputs += [done.stdout, done.stderr]
+        assert done.returncode == 0, done.stderr.decode()
+        after = server.stats()["per_last_user"]
+        # the resumed run asked exactly for the writings missing from the cache: finished ones
+        # were not requested again, ones in flight at the kill were
+        plan = {a.text: n for a, n in plan_asks(formats=["poem", "riddle"], entities=30, needle_asks=2, needle_variants=3).items()}
+        assert sum(plan.values()) == 64
+        for ask, n in plan.items():
+            assert after[ask] - before.get(ask, 0) == n - finished.get(ask, 0), ask
+        assert len(read_pool(pool)) == 64
+        assert b"from cache" in done.stderr
+
+        server.reset()
+        again = subprocess.run(args, capture_output=True, env=subprocess_env(), cwd=tmp_path, timeout=120)
+        outputs += [again.stdout, again.stderr]
+        assert again.returncode == 0 and server.stats()["total_requests"] == 0
+        assert b"0 written now, 64 from cache" in again.stderr
+    assert not any(CANARY.encode() in out for out in outputs)
+    assert_no_key_in(tmp_path)
+
+
+@pytest.mark.slow
+def test_writer_openai_shortcut_generates_valid_rows(tmp_path):
+    cache, out = tmp_path / "cache", tmp_path / "ds"
+    with ChatServer(writer_policy) as server:
+        args = cli(
+            "--writer", "openai", "--model", "test-model", "--base-url", server.base_url, "--bin", "8192",
+            "--needles", "2", "--needles", "4", "--samples", "2", "--cache-dir", str(cache), "--out", str(out),
+            "--concurrency", "4",
+        )
+        first = subprocess.run(args, capture_output=True, env=subprocess_env(), cwd=tmp_path, timeout=300)
+        assert first.returncode == 0, first.stderr.decode()
+        requests = list(server.requests)
+        assert requests and all(len(r["messages"]) == 1 and r["messages"][0]["content"].startswith("write a ") for r in requests)
+        assert check_dataset(out) == 4
+        card = (out / "README.md").read_text()
+        assert '"name": "pool"' in card and '"sources": {"test-model"' in card
+        server.reset()
+        second = subprocess.run(args[:-6] + ["--cache-dir", str(cache), "--out", str(tmp_path / "ds2"), "--concurrency", "4"],
+                                capture_output=True, env=subprocess_env(), cwd=tmp_path, timeout=300)
+        assert second.returncode == 0 and server.stats()["total_requests"] == 0  # a rerun costs nothing
+    for proc in (first, second):
+        assert CANARY.encode() not in proc.stdout + proc.stderr
+    assert_no_key_in(tmp_path)
+
+
+def test_writer_openai_shortcut_reports_too_few_distinct_writings(tmp_path, capsys):
+    with ChatServer(lambda messages, body: "always the same text") as server:
+        with pytest.raises(SystemExit) as exit_info:
+            gen_main([
+                "--writer", "openai", "--model", "test-model", "--base-url", server.base_url, "--bin", "8192",
+                "--needles", "2", "--samples", "1", "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "o"),
+            ])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.strip().splitlines()[-1].startswith("mrcr-gen: error: pool has no ask with 2 distinct writings (most: 1 for")
+    assert CANARY not in err
+
+
+def test_missing_key_and_model_are_one_line_errors(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    for args, message in [
+        (["--writer", "openai", "--bin", "8192"], "--writer openai needs --model"),
+        (["--writer", "openai", "--model", "gpt-4o", "--bin", "8192", "--cache-dir", str(tmp_path)], "no API key"),
+        (["pool", "build", "--model", "m", "--formats", "limerick", "--out", str(tmp_path / "p.parquet")], "unknown format(s) 'limerick'"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            gen_main(args)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
