@@ -5,6 +5,7 @@ Token counts come from the writer (each writing tokenized once); assembly only a
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import string
@@ -16,7 +17,6 @@ from ._models import (
     PREAMBLE_HEADER,
     QUERY_TEMPLATE,
     Ask,
-    Message,
     MrcrRow,
     Sample,
     Writing,
@@ -72,6 +72,7 @@ class Assembler:
         self._spaces = [self._variant_space(a) for a in self._asks]
         self._index = {a: i for i, a in enumerate(self._asks)}
         self._candidates: dict[int, list[Ask]] = {}
+        self._escaped: dict[str, str] = {}
 
     # -- drawing -----------------------------------------------------------------------------
     def _variant_space(self, ask: Ask, at_least: int = 1) -> int:
@@ -159,6 +160,20 @@ class Assembler:
             blocks.append("======EXAMPLE======\n" + "\n".join(lines) + "\n\n======END EXAMPLE======\n")
         return PREAMBLE_HEADER + "\n\n" + "\n".join(blocks)
 
+    def _prompt_json(self, contents: list[str]) -> str:
+        """`json.dumps` of the messages, byte for byte, escaping each reused text only once."""
+        escaped = self._escaped
+        parts = []
+        for i, text in enumerate(contents):
+            piece = escaped.get(text)
+            if piece is None:
+                piece = json.dumps(text)
+                if 0 < i < len(contents) - 1:
+                    escaped[text] = piece
+            role = "assistant" if i % 2 == 0 and 0 < i < len(contents) - 1 else "user"
+            parts.append(f'{{"role": "{role}", "content": {piece}}}')
+        return "[" + ", ".join(parts) + "]"
+
     # -- assembly ----------------------------------------------------------------------------
     def sample(
         self,
@@ -240,23 +255,23 @@ class Assembler:
         slot_set = set(slots)
         pairs = [next(needle_iter) if i in slot_set else next(remaining) for i in range(n_pairs)]
 
-        messages = [Message(role="user", content=preamble)]
+        # Plain dicts in the real key order: a row holds thousands of messages.
+        contents = [preamble]
         for pair in pairs:
-            messages += [Message(role="user", content=pair.ask.text), Message(role="assistant", content=pair.writing.text)]
-        messages.append(Message(role="user", content=query))
-
-        if any(secret in m.content for m in messages[:-1]):
+            contents += [pair.ask.text, pair.writing.text]
+        if any(secret in text for text in contents):
             return None  # vanishingly rare; a new random string means a new attempt
         needle_indices = tuple(1 + 2 * slot for slot in slots)
-        prompt = _dump_prompt(messages)
+        contents.append(query)
+        prompt = self._prompt_json(contents)
         row = MrcrRow(
             prompt=prompt,
             answer=answer,
             random_string_to_prepend=secret,
             n_needles=n_needles,
             desired_msg_index=needle_indices[target_ordinal - 1],
-            total_messages=len(messages),
-            n_chars=sum(len(m.content) for m in messages),
+            total_messages=len(contents),
+            n_chars=sum(map(len, contents)),
             date_added=self.date_added,
         )
         return Sample(
@@ -286,9 +301,3 @@ class Assembler:
                     if misses >= MAX_FILL_MISSES:
                         break
         return chosen
-
-
-def _dump_prompt(messages: list[Message]) -> str:
-    import json
-
-    return json.dumps([{"role": m.role, "content": m.content} for m in messages])

@@ -27,8 +27,8 @@ MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 
 def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
-    records = [row.model_dump() for row in rows]
-    return pa.Table.from_pylist(records, schema=MRCR_SCHEMA)
+    rows = list(rows)
+    return pa.table({name: [getattr(row, name) for row in rows] for name in MRCR_COLUMNS}, schema=MRCR_SCHEMA)
 
 
 def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import importlib.resources
+import importlib.util
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 
 import tiktoken
 
@@ -29,14 +30,17 @@ class TokenizerUnavailable(RuntimeError):
 
 
 def _packaged_vocabulary() -> bytes:
-    try:
-        packed = (importlib.resources.files("bpe_openai") / "data" / "o200k_base.tiktoken.gz").read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
+    # Located without importing bpe_openai, whose import builds its own tokenizers (~1 s).
+    spec = importlib.util.find_spec("bpe_openai")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    packed_files = [Path(folder) / "data" / "o200k_base.tiktoken.gz" for folder in locations]
+    packed_file = next((path for path in packed_files if path.is_file()), None)
+    if packed_file is None:
         raise TokenizerUnavailable(
             "o200k_base is not in tiktoken's cache, the network is unreachable and the "
             "bpe-openai package (which ships the vocabulary) is not installed"
-        ) from exc
-    data = gzip.decompress(packed)
+        )
+    data = gzip.decompress(packed_file.read_bytes())
     digest = hashlib.sha256(data).hexdigest()
     if digest != O200K_SHA256:
         raise TokenizerUnavailable(f"bpe-openai's o200k_base has sha256 {digest}, expected {O200K_SHA256}")

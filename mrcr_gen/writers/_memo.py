@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 
 from .._catalog import Catalog, load_catalog
 from .._models import Ask, Writing
@@ -12,6 +15,14 @@ from .._tokens import count_tokens_batch
 OFFLINE_VARIANTS_PER_ASK = 8
 # Offline variants are unbounded (any needle count works); distractors use the first few only.
 UNBOUNDED_VARIANTS = 1 << 30
+
+
+COMPOSE_CHUNK = 128
+
+
+@lru_cache(maxsize=1)
+def _tokenizer_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="mrcr-tokenize")
 
 
 class MemoizedWriter:
@@ -27,9 +38,15 @@ class MemoizedWriter:
 
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
         missing = list(dict.fromkeys(key for key in keys if key not in self._cache))
-        if missing:
-            texts = [self.compose(ask, variant) for ask, variant in missing]
-            for key, text, n_tokens in zip(missing, texts, count_tokens_batch(texts)):
+        # Composing holds the GIL, tokenizing releases it: tokenize each chunk in the
+        # background while the next one is composed, so both cores work.
+        pending = []
+        for start in range(0, len(missing), COMPOSE_CHUNK):
+            chunk = missing[start : start + COMPOSE_CHUNK]
+            texts = [self.compose(ask, variant) for ask, variant in chunk]
+            pending.append((chunk, texts, _tokenizer_pool().submit(count_tokens_batch, texts, 1)))
+        for chunk, texts, counts in pending:
+            for key, text, n_tokens in zip(chunk, texts, counts.result()):
                 self._cache[key] = Writing(text=text, n_tokens=n_tokens)
         return [self._cache[key] for key in keys]
 

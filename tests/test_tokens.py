@@ -1,0 +1,45 @@
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import mrcr_gen._tokens as tokens
+from mrcr_gen import count_tokens, count_tokens_batch, row_token_count
+
+
+def test_known_counts():
+    assert count_tokens("") == 0
+    assert count_tokens("hello world") == 2
+    # Special-token text is counted as plain text, never rejected.
+    assert count_tokens("<|endoftext|>") > 1
+    texts = ["write a poem about tapirs", "Prepend aYooSG8CQg to the 2nd (1 indexed) poem about tapirs."]
+    assert count_tokens_batch(texts) == [count_tokens(t) for t in texts]
+    assert row_token_count([{"role": "user", "content": texts[0]}], texts[1]) == sum(count_tokens_batch(texts))
+
+
+def test_packaged_vocabulary_is_the_genuine_file():
+    data = tokens._packaged_vocabulary()
+    assert hashlib.sha256(data).hexdigest() == tokens.O200K_SHA256
+    encoding = tokens._encoding_from_vocabulary(data)
+    sample = "MRCR hides 2, 4 or 8 identical asks — “needles” — in a long chat.\n\n  Done!"
+    assert encoding.encode_ordinary(sample) == tokens.o200k().encode_ordinary(sample)
+    assert encoding.n_vocab == tokens.o200k().n_vocab
+
+
+def test_a_tampered_vocabulary_is_refused(monkeypatch):
+    monkeypatch.setattr(tokens, "O200K_SHA256", "0" * 64)
+    with pytest.raises(tokens.TokenizerUnavailable, match="sha256"):
+        tokens._packaged_vocabulary()
+
+
+def test_loads_with_an_empty_tiktoken_cache_and_seeds_it(tmp_path):
+    """Offline (as here), tiktoken's own loader fails; the packaged file is used and cached."""
+    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path))
+    probe = "import json, mrcr_gen; print(json.dumps([mrcr_gen.count_tokens('hello world'), mrcr_gen.o200k().name]))"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [2, "o200k_base"]
+    cached = tmp_path / hashlib.sha1(tokens.O200K_URL.encode()).hexdigest()
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == tokens.O200K_SHA256
