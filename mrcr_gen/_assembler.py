@@ -23,7 +23,7 @@ from ._models import (
     ordinal,
 )
 from ._seeding import derived_rng
-from ._tokens import count_tokens, count_tokens_batch
+from ._tokens import count_tokens_batch
 from .writers._base import Writer
 from .writers._memo import OFFLINE_VARIANTS_PER_ASK
 
@@ -55,6 +55,12 @@ class _Pair:
     @property
     def tokens(self) -> int:
         return self.ask_tokens + self.writing.n_tokens
+
+
+@dataclass
+class _Shortfall:
+    fixed: int  # tokens of preamble, needles, query and answer
+    total: int | None = None  # tokens reached after filling, when the fill fell short
 
 
 class Assembler:
@@ -193,20 +199,25 @@ class Assembler:
         if token_bin is not None:
             lowest, highest = token_bin.smallest, token_bin.upper
         else:
-            lowest, highest = tokens - max(1, tokens // 100), tokens
+            lowest, highest = tokens - max(64, tokens // 100), tokens
         # Uniform over the bin; every attempt re-draws the target so small bins stay uniform too.
-        smallest_fixed = None
+        fixed_costs, short_totals = [], []
         for _ in range(MAX_ATTEMPTS):
             target = rng.randint(lowest, highest) if token_bin is not None else tokens
-            sample = self._attempt(rng, candidates, n_needles, target, lowest, seed, token_bin)
-            if isinstance(sample, Sample):
-                return sample
-            if sample is not None:
-                smallest_fixed = sample if smallest_fixed is None else min(smallest_fixed, sample)
-        where = str(token_bin) if token_bin is not None else f"about {tokens} tokens"
+            outcome = self._attempt(rng, candidates, n_needles, target, lowest, seed, token_bin)
+            if isinstance(outcome, Sample):
+                return outcome
+            if isinstance(outcome, _Shortfall):
+                (fixed_costs if outcome.total is None else short_totals).append(outcome.total or outcome.fixed)
+        where = str(token_bin) if token_bin is not None else f"{lowest}..{highest} tokens"
+        if short_totals:
+            raise AssemblyError(
+                f"cannot fill {where} with {n_needles} needles: the closest total reached was "
+                f"{max(short_totals)} tokens (the writer's writings are too long to close the gap)"
+            )
         raise AssemblyError(
             f"cannot fit {n_needles} needles into {where}: the preamble, needles, query and answer "
-            f"alone take at least {smallest_fixed} tokens"
+            f"alone take at least {min(fixed_costs, default=0)} tokens"
         )
 
     def _attempt(
@@ -218,8 +229,8 @@ class Assembler:
         lowest: int,
         seed: int,
         token_bin: Bin | None,
-    ) -> Sample | int | None:
-        """A sample, the fixed token cost that did not fit under `target`, or None to retry."""
+    ) -> Sample | _Shortfall | None:
+        """A sample, why the token budget was missed, or None to simply retry."""
         needle_ask = rng.choice(candidates)
         needle_key = normalize_ask(needle_ask.text)
         variants = rng.sample(range(self._variant_space(needle_ask, n_needles)), n_needles)
@@ -239,13 +250,13 @@ class Assembler:
         preamble_tokens, query_tokens, answer_tokens = count_tokens_batch([preamble, query, answer])
         fixed = preamble_tokens + query_tokens + answer_tokens + sum(p.tokens for p in needles)
         if fixed > target:
-            return fixed
+            return _Shortfall(fixed=fixed)
 
         # Its own stream, so how far the fill reads ahead never shifts the draws that follow.
         distractors = self._fill(random.Random(rng.getrandbits(64)), needle_key, target - fixed)
         total = fixed + sum(p.tokens for p in distractors)
         if total < lowest:
-            return fixed
+            return _Shortfall(fixed=fixed, total=total)
 
         n_pairs = len(distractors) + n_needles
         # One needle in each of n equal strata of the depth: spread, yet any gap is possible.

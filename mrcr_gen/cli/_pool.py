@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ._common import EXIT_FINDINGS, CommandError, stderr
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from .._assembler import AssemblyError, normalize_ask
+from .._assembler import AssemblyError
 from .._files import atomic_path
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 
