@@ -1,0 +1,163 @@
+"""`mrcr-validate`: re-check MRCR parquet files row by row."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ..validate import ValidationReport, default_workers, repair, validate_paths
+from ..validate._findings import CHECKS, Finding
+from ._common import CommandError, run_app
+
+PROG = "mrcr-validate"
+
+app = typer.Typer(
+    add_completion=False,
+    help="Re-check MRCR parquet files (openai/mrcr schema) row by row. Exit code 0: no row has an "
+    "error (warnings allowed); 1: some row or file has an error; 2: an input could not be read or "
+    "the usage is wrong. The input files are never modified.",
+)
+
+
+def _err_line(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def _summary_tables(report: ValidationReport, console: Console, max_findings: int) -> None:
+    s = report.summary
+    table = Table(title="mrcr-validate summary", show_header=False)
+    table.add_row("files", str(s.files))
+    table.add_row("rows checked", str(s.rows))
+    table.add_row("rows with errors", f"[{'red' if s.rows_with_errors else 'green'}]{s.rows_with_errors}")
+    console.print(table)
+    if s.by_check:
+        checks = Table(title="findings per check")
+        checks.add_column("check")
+        checks.add_column("errors", justify="right")
+        checks.add_column("warnings", justify="right")
+        errors: dict[str, int] = {}
+        warnings: dict[str, int] = {}
+        for f in report.findings:
+            (errors if f.is_error else warnings)[f.check] = (errors if f.is_error else warnings).get(f.check, 0) + 1
+        for name in s.by_check:
+            checks.add_row(name, str(errors.get(name, 0)), str(warnings.get(name, 0)))
+        console.print(checks)
+    if s.by_bin:
+        needles = sorted({n for counts in s.by_bin.values() for n in counts}, key=lambda n: (not n.isdigit(), n.zfill(6)))
+        bins = Table(title="rows per token bin x needles")
+        bins.add_column("bin")
+        for n in needles:
+            bins.add_column(f"{n} needles", justify="right")
+        for label, counts in s.by_bin.items():
+            bins.add_row(label, *(str(counts.get(n, 0)) for n in needles))
+        console.print(bins)
+    if report.findings:
+        shown = report.findings[:max_findings]
+        findings = Table(title=f"findings ({len(report.findings)})")
+        for column in ("file", "row", "check", "severity", "message"):
+            findings.add_column(column, overflow="fold")
+        for f in shown:
+            colour = "red" if f.is_error else "yellow"
+            findings.add_row(
+                f.file, "-" if f.row is None else str(f.row), f.check, f"[{colour}]{f.severity}", f.message
+            )
+        console.print(findings)
+        if len(report.findings) > len(shown):
+            console.print(f"… and {len(report.findings) - len(shown)} more findings (see --json or --max-findings)")
+
+
+@app.command()
+def validate(
+    paths: list[str] = typer.Argument(..., help="Parquet files, directories (every *.parquet below) or globs.", show_default=False),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
+    tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount o200k tokens to check the bins (the slow part)."),
+    json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
+    clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT.parquet", help="Write the rows with no error to OUT (atomically, input schema)."),
+    fix: Optional[Path] = typer.Option(None, "--fix", metavar="OUT.parquet", help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten."),
+    max_findings: int = typer.Option(50, "--max-findings", min=0, help="Findings shown in the table (all of them go to --json)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables, only the exit code, error lines and --json."),
+) -> int:
+    if clean is not None and fix is not None:
+        raise CommandError("--clean and --fix are exclusive; give one output file")
+    workers = workers or default_workers()
+    json_to_stdout = json_out == "-"
+    console = Console(stderr=True) if json_to_stdout else Console()
+    errors = Console(stderr=True)
+    out = clean or fix
+
+    with _progress(errors) as progress:
+        tasks: dict[str, int] = {}
+
+        def advance(file: str, done: int, total: int) -> None:
+            if file not in tasks:
+                tasks[file] = progress.add_task(Path(file).name, total=total)
+            progress.advance(tasks[file], done)
+
+        if out is not None:
+            try:
+                result = repair(
+                    paths,
+                    out,
+                    mode="fix" if fix is not None else "clean",
+                    tokens=tokens,
+                    workers=workers,
+                    progress=advance,
+                    on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+                )
+            except (ValueError, OSError) as exc:
+                raise CommandError(str(exc)) from None
+            report = result.report
+        else:
+            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance)
+
+    for finding in report.unreadable:
+        _err_line(f"{finding.file}: {finding.message}")
+    if json_out is not None:
+        text = report.to_json()
+        if json_to_stdout:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        else:
+            try:
+                from .._files import write_text_atomic
+
+                write_text_atomic(json_out, text + "\n")
+            except OSError as exc:
+                raise CommandError(f"cannot write --json {json_out}: {exc}") from None
+    if not quiet:
+        _summary_tables(report, console, max_findings)
+        if out is not None:
+            verb = "fixed" if fix is not None else "cleaned"
+            console.print(
+                f"{verb}: wrote {result.kept + result.fixed} rows to {out} "
+                f"({result.kept} kept, {result.fixed} fixed, {result.dropped} dropped)"
+            )
+    return report.exit_code
+
+
+def validate_main(argv: list[str] | None = None) -> None:
+    """Console script `mrcr-validate`."""
+    run_app(app, PROG, argv)
+
+
+__all__ = ["CHECKS", "Finding", "app", "validate_main"]

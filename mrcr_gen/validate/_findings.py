@@ -1,0 +1,155 @@
+"""Findings and reports of the validator: the shapes `mrcr-validate --json` writes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Severity = Literal["error", "warning"]
+
+#: Every check name the validator emits, in report order. `file` is a file that could not be read.
+CHECKS: tuple[str, ...] = (
+    "file",
+    "schema",
+    "prompt_json",
+    "final_query",
+    "random_string",
+    "needle_count",
+    "near_duplicate_ask",
+    "desired_index",
+    "ground_truth",
+    "answer_prefix",
+    "duplicate_needle_response",
+    "total_messages",
+    "n_chars",
+    "token_bin",
+    "date_added",
+)
+
+#: `by_bin` key of rows whose tokens were not counted (`--no-tokens`, or the prompt is unreadable).
+NOT_COUNTED = "not counted"
+#: `by_bin` key of rows whose token count lies outside every bin.
+OUT_OF_RANGE = "out of range"
+
+
+class Finding(BaseModel):
+    """One defect: where (`file`, 0-based `row`, None for file-level), which check, and what."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str
+    row: int | None
+    check: str
+    severity: Severity
+    message: str
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+
+class RowResult(BaseModel):
+    """Everything the validator learned about one row."""
+
+    model_config = ConfigDict(frozen=True)
+
+    row: int
+    findings: tuple[Finding, ...] = ()
+    n_tokens: int | None = None
+    bin: str | None = Field(default=None, description="bin label, OUT_OF_RANGE, or None when not counted")
+    n_needles: int | None = None
+
+    @property
+    def has_error(self) -> bool:
+        return any(f.is_error for f in self.findings)
+
+
+class Summary(BaseModel):
+    files: int = 0
+    rows: int = 0
+    rows_with_errors: int = 0
+    by_check: dict[str, int] = Field(default_factory=dict)
+    by_bin: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="bin label -> n_needles -> rows"
+    )
+
+
+class ValidationReport(BaseModel):
+    """`{"summary": {...}, "findings": [...]}` exactly as `--json` writes it."""
+
+    summary: Summary = Field(default_factory=Summary)
+    findings: list[Finding] = Field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_error]
+
+    @property
+    def unreadable(self) -> list[Finding]:
+        """File-level `file` errors: inputs that could not be read (exit code 2)."""
+        return [f for f in self.findings if f.check == "file" and f.is_error]
+
+    @property
+    def exit_code(self) -> int:
+        if self.unreadable:
+            return 2
+        return 1 if self.errors else 0
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+class ReportBuilder:
+    """Accumulates row results and file-level findings into a `ValidationReport`."""
+
+    def __init__(self) -> None:
+        self._files: set[str] = set()
+        self._rows = 0
+        self._rows_with_errors = 0
+        self._by_check: Counter[str] = Counter()
+        self._by_bin: dict[str, Counter[str]] = {}
+        self.findings: list[Finding] = []
+
+    def add_file(self, file: str) -> None:
+        self._files.add(file)
+
+    def add_finding(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        self._by_check[finding.check] += 1
+
+    def add_row(self, result: RowResult) -> None:
+        self._rows += 1
+        if result.has_error:
+            self._rows_with_errors += 1
+        for finding in result.findings:
+            self.add_finding(finding)
+        bin_key = result.bin if result.bin is not None else NOT_COUNTED
+        needles = str(result.n_needles) if result.n_needles is not None else "?"
+        self._by_bin.setdefault(bin_key, Counter())[needles] += 1
+
+    def build(self) -> ValidationReport:
+        order = {name: i for i, name in enumerate(CHECKS)}
+        by_check = dict(sorted(self._by_check.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+        by_bin = {
+            key: dict(sorted(counts.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)))
+            for key, counts in sorted(self._by_bin.items(), key=lambda kv: _bin_sort_key(kv[0]))
+        }
+        summary = Summary(
+            files=len(self._files),
+            rows=self._rows,
+            rows_with_errors=self._rows_with_errors,
+            by_check=by_check,
+            by_bin=by_bin,
+        )
+        return ValidationReport(summary=summary, findings=list(self.findings))
+
+
+def _bin_sort_key(label: str) -> tuple[int, int]:
+    if label.startswith(("(", "[")):
+        try:
+            return (0, int(label[1:].split(",")[0]))
+        except ValueError:
+            pass
+    return (1, 0)

@@ -1,0 +1,141 @@
+"""Row checks: valid rows are clean, each injected defect is reported under its own check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrcr_gen import Finding, validate_row
+from mrcr_gen.validate import check_row, normalize_ask
+
+from .rowkit import MUTATIONS, make_row, messages_of, needles_of
+
+
+@given(seed=st.integers(0, 10_000), n_needles=st.integers(1, 6), extra_pairs=st.integers(0, 8))
+@settings(max_examples=60, deadline=None)
+def test_hand_built_rows_are_clean(seed: int, n_needles: int, extra_pairs: int) -> None:
+    row = make_row(seed, n_needles=n_needles, pairs=n_needles + 2 + extra_pairs)
+    assert validate_row(row, count_tokens=False) == []
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_each_mutation_reports_its_check(name: str, seed: int) -> None:
+    mutate, expected = MUTATIONS[name]
+    row = make_row(seed, n_needles=3)
+    findings = validate_row(mutate(row), file="f.parquet", row=5, count_tokens=False)
+    assert {f.check for f in findings} == expected, [f.message for f in findings]
+    assert all(isinstance(f, Finding) and f.row == 5 and f.file == "f.parquet" for f in findings)
+    assert all(f.message for f in findings)
+
+
+def test_needle_count_says_too_many_and_lists_indices() -> None:
+    row = MUTATIONS["extra_needle"][0](make_row(3, n_needles=2))
+    (finding,) = validate_row(row, count_tokens=False)
+    assert finding.severity == "error"
+    assert "too many" in finding.message
+    for index in needles_of(row):
+        assert str(index) in finding.message
+
+
+def test_needle_count_too_few() -> None:
+    row = MUTATIONS["too_few_needles"][0](make_row(3, n_needles=2))
+    (finding,) = validate_row(row, count_tokens=False)
+    assert "too few" in finding.message
+
+
+def test_ground_truth_names_the_needle_the_answer_came_from() -> None:
+    row = make_row(11, n_needles=3, k=3)
+    needles = needles_of(row)
+    messages = messages_of(row)
+    bad = {**row, "answer": row["random_string_to_prepend"] + messages[needles[0] + 1]["content"]}
+    (finding,) = validate_row(bad, count_tokens=False)
+    assert finding.check == "ground_truth"
+    assert f"messages[{needles[2] + 1}]" in finding.message  # expected
+    assert f"messages[{needles[0] + 1}], the response to needle 1 of 3" in finding.message  # found
+
+
+def test_ground_truth_names_a_distractor() -> None:
+    row = MUTATIONS["answer_distractor"][0](make_row(4))
+    (finding,) = validate_row(row, count_tokens=False)
+    assert "distractor" in finding.message
+
+
+def test_ground_truth_answer_matching_nothing() -> None:
+    row = make_row(4)
+    (finding,) = validate_row({**row, "answer": row["answer"] + " extra"}, count_tokens=False)
+    assert finding.check == "ground_truth" and "matches no message" in finding.message
+
+
+def test_prefix_removed_is_not_also_a_ground_truth_error() -> None:
+    row = MUTATIONS["prefix_removed"][0](make_row(2))
+    assert [f.check for f in validate_row(row, count_tokens=False)] == ["answer_prefix"]
+
+
+def test_prefix_removed_and_wrong_body_is_both() -> None:
+    row = MUTATIONS["answer_other_needle"][0](make_row(2))
+    row = {**row, "answer": row["answer"][10:]}
+    assert {f.check for f in validate_row(row, count_tokens=False)} == {"answer_prefix", "ground_truth"}
+
+
+def test_desired_index_other_needle_says_expected() -> None:
+    row = make_row(5, n_needles=3, k=1)
+    needles = needles_of(row)
+    (finding,) = validate_row({**row, "desired_msg_index": needles[2]}, count_tokens=False)
+    assert f"expected {needles[0]}" in finding.message and "3rd" in finding.message
+
+
+def test_ordinal_beyond_needles() -> None:
+    row = make_row(5, n_needles=2, k=2)
+    messages = messages_of(row)
+    messages[-1]["content"] = messages[-1]["content"].replace("2nd", "3rd")
+    row = {**row, "prompt": json.dumps(messages)}
+    checks = {f.check for f in validate_row(row, count_tokens=False)}
+    assert checks == {"desired_index"}
+
+
+def test_near_duplicate_is_a_warning_only() -> None:
+    row = MUTATIONS["near_duplicate"][0](make_row(9))
+    (finding,) = validate_row(row, count_tokens=False)
+    assert finding.severity == "warning"
+    assert not check_row(row, count_tokens=False).has_error
+
+
+def test_normalize_ask() -> None:
+    assert normalize_ask("Write a  poem, about Lanterns!") == normalize_ask("write a poem about lanterns")
+    assert normalize_ask("write a poem about lantern") != normalize_ask("write a poem about lanterns")
+
+
+def test_tiny_row_is_out_of_every_bin() -> None:
+    result = check_row(make_row(1), count_tokens=True)
+    assert [f.check for f in result.findings] == ["token_bin"]
+    assert result.bin == "out of range" and 0 < result.n_tokens < 4096
+
+
+def test_long_enough_row_lands_in_the_first_bin() -> None:
+    result = check_row(make_row(1, pairs=12, filler=400), count_tokens=True)
+    assert result.findings == ()
+    assert result.bin == "[4096, 8192]"
+
+
+def test_token_count_is_messages_plus_answer() -> None:
+    from mrcr_gen import count_tokens
+
+    row = make_row(1, pairs=12, filler=400)
+    expected = sum(count_tokens(m["content"]) for m in messages_of(row)) + count_tokens(row["answer"])
+    assert check_row(row).n_tokens == expected
+
+
+def test_missing_column_in_a_dict_row() -> None:
+    row = make_row(1)
+    del row["n_chars"]
+    assert {f.check for f in validate_row(row, count_tokens=False)} == {"schema"}
+
+
+def test_garbage_never_raises() -> None:
+    for record in ({}, {"prompt": "[]"}, {"prompt": "[1, 2]"}, {"prompt": "null", "answer": 3}, {"prompt": '[{"role": "user"}]'}):
+        findings = validate_row(record, count_tokens=True)
+        assert findings and all(f.is_error for f in findings if f.check == "schema")

@@ -1,0 +1,157 @@
+"""File validation: streaming, file-level findings, inputs, parallel recount, real rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
+from mrcr_gen.validate import _files, expand_paths
+
+from .rowkit import MUTATIONS, make_row, write_rows
+
+REAL = Path("/work/shared/mrcr-real/mrcr_real_rows.parquet")
+FILE_MUTATIONS = sorted(name for name in MUTATIONS if name != "wrong_type")  # parquet types forbid it
+
+
+@pytest.mark.parametrize("name", FILE_MUTATIONS)
+def test_only_the_mutated_row_is_flagged(tmp_path: Path, name: str) -> None:
+    mutate, expected = MUTATIONS[name]
+    rows = [make_row(seed, n_needles=3) for seed in range(6)]
+    rows[4] = mutate(rows[4])
+    report = validate_file(write_rows(tmp_path / "x.parquet", rows), tokens=False, workers=1)
+    assert {f.row for f in report.findings} == {4}
+    assert {f.check for f in report.findings} == expected
+    assert report.summary.rows == 6
+    errors = any(f.is_error for f in report.findings)
+    assert report.summary.rows_with_errors == (1 if errors else 0)
+    assert report.exit_code == (1 if errors else 0)
+
+
+def test_clean_file_summary(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "ok.parquet", [make_row(s, n_needles=1 + s % 3, filler=400) for s in range(4)])
+    report = validate_file(path, workers=1)
+    assert report.findings == [] and report.exit_code == 0
+    assert report.summary.model_dump() == {
+        "files": 1,
+        "rows": 4,
+        "rows_with_errors": 0,
+        "by_check": {},
+        "by_bin": {"[4096, 8192]": {"1": 2, "2": 1, "3": 1}},
+    }
+
+
+def test_no_tokens_bins_are_not_counted(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "ok.parquet", [make_row(1)])
+    assert validate_file(path, tokens=False).summary.by_bin == {"not counted": {"3": 1}}
+
+
+def test_missing_column_is_a_file_level_schema_error(tmp_path: Path) -> None:
+    schema = pa.schema([f for f in MRCR_SCHEMA if f.name != "n_chars"])
+    rows = [{k: v for k, v in make_row(s).items() if k != "n_chars"} for s in range(3)]
+    report = validate_file(write_rows(tmp_path / "m.parquet", rows, schema=schema), tokens=False)
+    assert [(f.row, f.check, f.severity) for f in report.findings] == [(None, "schema", "error")]
+    assert "n_chars" in report.findings[0].message
+    assert report.exit_code == 1
+
+
+def test_wrong_column_type_and_extra_column(tmp_path: Path) -> None:
+    fields = [pa.field("n_needles", pa.string()) if f.name == "n_needles" else f for f in MRCR_SCHEMA]
+    schema = pa.schema([*fields, pa.field("note", pa.string())])
+    rows = [{**make_row(s), "n_needles": "3", "note": "x"} for s in range(2)]
+    report = validate_file(write_rows(tmp_path / "t.parquet", rows, schema=schema), tokens=False)
+    found = sorted((f.row is None, f.check, f.severity, f.message) for f in report.findings)
+    assert found == [
+        (True, "schema", "error", "column 'n_needles' has type string, expected int64"),
+        (True, "schema", "warning", "extra column 'note'"),
+    ]
+
+
+def test_narrower_int_type_is_a_warning(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field(f.name, pa.int32()) if f.name == "n_chars" else f for f in MRCR_SCHEMA])
+    report = validate_file(write_rows(tmp_path / "t.parquet", [make_row(1)], schema=schema), tokens=False)
+    assert [(f.check, f.severity) for f in report.findings] == [("schema", "warning")]
+    assert report.exit_code == 0
+
+
+def _unreadable(tmp_path: Path) -> dict[str, Path]:
+    good = write_rows(tmp_path / "good.parquet", [make_row(s) for s in range(3)])
+    data = good.read_bytes()
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(data[: len(data) // 2])
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.parquet"
+    text.write_text("prompt,answer\nhello,world\n")
+    return {"truncated": truncated, "empty": empty, "not parquet": text}
+
+
+@pytest.mark.parametrize("kind", ["truncated", "empty", "not parquet"])
+def test_unreadable_file_is_a_file_finding_and_does_not_stop_others(tmp_path: Path, kind: str) -> None:
+    bad = _unreadable(tmp_path)[kind]
+    other = write_rows(tmp_path / "other.parquet", [make_row(9)])
+    report = validate_paths([bad, other], tokens=False)
+    assert [(f.file, f.row, f.check, f.severity) for f in report.findings] == [(str(bad), None, "file", "error")]
+    assert "\n" not in report.findings[0].message
+    assert report.summary.rows == 1  # the other file was still checked
+    assert report.exit_code == 2
+
+
+def test_zero_row_parquet_is_valid(tmp_path: Path) -> None:
+    report = validate_file(write_rows(tmp_path / "none.parquet", []), tokens=False)
+    assert report.findings == [] and report.summary.rows == 0 and report.exit_code == 0
+
+
+def test_directories_and_globs(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    one = write_rows(tmp_path / "a" / "one.parquet", [make_row(1)])
+    two = write_rows(tmp_path / "a" / "b" / "two.parquet", [make_row(2)])
+    (tmp_path / "a" / "readme.txt").write_text("not data")
+    files, problems = expand_paths([tmp_path / "a"])
+    assert files == sorted([one, two]) and problems == []
+    files, problems = expand_paths([str(tmp_path / "a" / "**" / "*.parquet")])
+    assert sorted(files) == sorted([one, two])
+    files, problems = expand_paths([str(tmp_path / "*.nothing"), tmp_path / "missing.parquet", one, one])
+    assert files == [one] and [p.check for p in problems] == ["file", "file"]
+    assert validate_paths([tmp_path / "a"], tokens=False).summary.files == 2
+
+
+def test_streaming_uses_small_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_files, "BATCH_BYTES", 1)
+    rows = [make_row(s) for s in range(5)]
+    rows[3] = MUTATIONS["n_chars_off"][0](rows[3])
+    path = write_rows(tmp_path / "s.parquet", rows, row_group_size=2)
+    sizes = [batch.num_rows for _, batch, _ in _files.iter_validate([path], tokens=False, workers=1)]
+    assert sizes == [1, 1, 1, 1, 1]
+    assert [f.row for f in validate_file(path, tokens=False).findings] == [3]
+
+
+def test_process_pool_gives_the_same_report_in_row_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_files, "POOL_MIN_BYTES", 0)
+    rows = [make_row(s, filler=400) for s in range(7)]
+    rows[2] = MUTATIONS["answer_other_needle"][0](rows[2])
+    rows[5] = MUTATIONS["extra_needle"][0](rows[5])
+    path = write_rows(tmp_path / "p.parquet", rows)
+    serial = validate_file(path, workers=1)
+    parallel = validate_file(path, workers=2)
+    assert parallel == serial
+    assert [f.row for f in parallel.findings] == [2, 5]
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="real rows folder absent")
+def test_real_rows_validate_clean_with_token_recount() -> None:
+    report = validate_file(REAL, workers=2)
+    assert report.findings == []
+    assert report.summary.by_bin == {"(131072, 262144]": {"2": 1, "4": 1, "8": 1}}
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="real rows folder absent")
+def test_real_row_token_counts() -> None:
+    import pyarrow.parquet as pq
+
+    from mrcr_gen.validate import check_row
+
+    counts = [check_row(r).n_tokens for r in pq.read_table(REAL).to_pylist()]
+    assert counts == [146743, 148284, 144134]
