@@ -26,25 +26,44 @@ from .writers import OfflineWriter, Writer
 # --- validator ---
 from .validate import Finding, RowResult, ValidationReport, validate_file, validate_paths, validate_row
 
-# --- pool and LLM writer ---
-from .pool import BuildReport, PoolError, PoolTooSmall, PoolWriter, PoolWriting, build_pool_openai, harvest, read_pool, write_pool
+# Pools and evaluation import the openai client (~0.5 s): loaded on first use of their names.
+_LAZY = {
+    **dict.fromkeys(
+        ["BuildReport", "PoolError", "PoolTooSmall", "PoolWriter", "PoolWriting",
+         "build_pool_openai", "harvest", "read_pool", "write_pool"],
+        "pool",
+    ),
+    **dict.fromkeys(
+        ["EvalConfig", "EvalError", "Floors", "ResponsesError", "RunStats", "grade", "grade_lenient",
+         "grade_responses", "plot_summary", "render_table", "row_floors", "run_eval", "run_eval_async",
+         "write_report"],
+        "eval",
+    ),
+    "summarize_run": "eval",
+}
 
-# --- grader and eval ---
-from .eval import (
-    EvalConfig,
-    EvalError,
-    Floors,
-    ResponsesError,
-    RunStats,
-    grade,
-    grade_lenient,
-    grade_responses,
-    plot_summary,
-    render_table,
-    row_floors,
-    run_eval,
-    run_eval_async,
-    summarize as summarize_run,
-    write_report,
-)
 
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mrcr_gen' has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(f".{_LAZY[name]}", __name__)
+    value = getattr(module, "summarize" if name == "summarize_run" else name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "__version__",
+    "BIN_UPPER_EDGES", "BINS", "Bin", "bin_by_upper", "bin_for_tokens",
+    "Catalog", "load_catalog",
+    "Answer", "Ask", "Conversation", "FormatSpec", "Message", "MrcrRow", "Needle", "Sample", "Writing", "ordinal",
+    "MRCR_COLUMNS", "MRCR_SCHEMA", "iter_rows", "write_rows",
+    "count_tokens", "count_tokens_batch", "o200k", "row_token_count",
+    "Assembler", "AssemblyError", "normalize_ask",
+    "GenerateConfig", "GenerateResult", "generate_dataset", "generate_sample",
+    "OfflineWriter", "Writer",
+    "Finding", "RowResult", "ValidationReport", "validate_file", "validate_paths", "validate_row",
+    *_LAZY,
+]
