@@ -10,6 +10,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from .._paths import find_parquet_files
 from .._bins import bin_by_upper
 from ..eval._report import print_report, write_report
 from ..eval._runner import EvalConfig, EvalError, run_eval_async
@@ -26,7 +27,7 @@ report_app = typer.Typer(add_completion=False, help="Rewrite RUN_DIR/summary.jso
 
 @app.command()
 def evaluate(
-    data: list[Path] = typer.Argument(..., help="MRCR parquet files (openai/mrcr schema)."),
+    data: list[str] = typer.Argument(..., help="MRCR parquet files (openai/mrcr schema), directories (every *.parquet below) or globs."),
     model: str = typer.Option(..., "--model", "-m", help="Model name sent to the server."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (results.jsonl, summary.json, plot.png)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL or OpenAI)."),
@@ -48,9 +49,12 @@ def evaluate(
             bin_by_upper(upper)
         except ValueError as exc:
             raise CommandError(f"--bin: {exc}") from None
+    files, problems = find_parquet_files(data)
+    if problems:
+        raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
     try:
         config = EvalConfig(
-            data=[str(p) for p in data],
+            data=[str(p) for p in files],
             model=model,
             out=str(out),
             base_url=base_url,

@@ -3,7 +3,6 @@ check rows in parallel, in row order, with bounded memory."""
 
 from __future__ import annotations
 
-import glob
 import multiprocessing
 import os
 import sys
@@ -18,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._parquet import MRCR_SCHEMA
+from .._paths import find_parquet_files
 from ._checks import INT_COLUMNS, _check_row_task, check_row
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport
 
@@ -46,27 +46,8 @@ def default_workers() -> int:
 def expand_paths(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[Finding]]:
     """Files, directories (every `*.parquet` below) and globs -> files, plus `file` findings for
     inputs that name nothing readable."""
-    files: list[Path] = []
-    problems: list[Finding] = []
-    for raw in paths:
-        text = os.fspath(raw)
-        path = Path(text)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*.parquet") if p.is_file())
-            if not found:
-                problems.append(_file_error(text, "directory holds no *.parquet file"))
-            files.extend(found)
-        elif path.exists():
-            files.append(path)
-        elif glob.has_magic(text):
-            found = sorted(Path(p) for p in glob.glob(text, recursive=True) if os.path.isfile(p))
-            if not found:
-                problems.append(_file_error(text, "glob matches no file"))
-            files.extend(found)
-        else:
-            problems.append(_file_error(text, "no such file or directory"))
-    unique = list(dict.fromkeys(files))
-    return unique, problems
+    files, problems = find_parquet_files(paths)
+    return files, [_file_error(text, message) for text, message in problems]
 
 
 def _file_error(file: str, message: str) -> Finding:

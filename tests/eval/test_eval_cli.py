@@ -136,7 +136,19 @@ def test_eval_cli_missing_data_and_no_key(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code, _, err = call(eval_main, [str(tmp_path / "x.parquet"), "--model", "m", "--out", str(tmp_path / "o")], capsys)
-    assert code == 2 and "data file not found" in err
+    assert code == 2 and "x.parquet: no such file or directory" in err
+    code, _, err = call(eval_main, [str(tmp_path), "--model", "m", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "directory holds no *.parquet file" in err
+
+
+def test_eval_cli_takes_directories_and_globs(small_data, tmp_path, capsys, api_key):
+    with ChatServer("oracle") as server:
+        for data in (str(small_data.parent), str(small_data.parent / "*.parquet")):
+            out = tmp_path / f"run{server.total_requests}"
+            code, _, _ = call(eval_main, [data, "--model", "m", "--base-url", server.base_url, "--out", str(out)], capsys)
+            assert code == 0
+            assert json.loads((out / "summary.json").read_text())["mean_score"] == 1.0
+        assert server.total_requests == 2 * len(list(iter_rows(small_data)))
 
 
 def test_eval_cli_no_key_without_base_url(small_data, tmp_path, capsys, monkeypatch):
