@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+
+from .._paths import find_parquet_files
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -19,6 +22,14 @@ class CommandError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def parquet_inputs(paths: list[str]) -> list[Path]:
+    """The parquet files named by files, directories and globs; a CommandError if any names none."""
+    files, problems = find_parquet_files(paths)
+    if problems:
+        raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
+    return files
 
 
 def one_line(error: ValidationError) -> str:

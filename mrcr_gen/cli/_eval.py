@@ -10,11 +10,10 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from .._paths import find_parquet_files
 from .._bins import bin_by_upper
 from ..eval._report import print_report, write_report
 from ..eval._runner import EvalConfig, EvalError, run_eval_async
-from ._common import CommandError, one_line, run_app, stderr
+from ._common import CommandError, parquet_inputs, one_line, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -49,9 +48,7 @@ def evaluate(
             bin_by_upper(upper)
         except ValueError as exc:
             raise CommandError(f"--bin: {exc}") from None
-    files, problems = find_parquet_files(data)
-    if problems:
-        raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
+    files = parquet_inputs(data)
     try:
         config = EvalConfig(
             data=[str(p) for p in files],

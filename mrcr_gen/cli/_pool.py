@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ._common import EXIT_FINDINGS, CommandError, stderr
+from ._common import EXIT_FINDINGS, CommandError, parquet_inputs, stderr
 
 pool_app = typer.Typer(
     add_completion=False,
@@ -19,12 +19,13 @@ pool_app = typer.Typer(
 
 @pool_app.command("harvest")
 def harvest_command(
-    files: list[Path] = typer.Argument(..., help="MRCR parquet files (generated or the official openai/mrcr ones)."),
+    inputs: list[str] = typer.Argument(..., help="MRCR parquet files (generated or the official openai/mrcr ones), directories or globs."),
     out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write (the catalog goes beside it)."),
 ) -> None:
     """Extract every distinct (ask, writing) pair of MRCR files into a pool, and the catalog found."""
     from ..pool import PoolError, harvest
 
+    files = parquet_inputs(inputs)
     with Progress(TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn(), console=stderr) as bar:
         task = bar.add_task("rows", total=None)
         try:
