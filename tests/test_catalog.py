@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from mrcr_gen import load_catalog, normalize_ask
+from tests.support import SHARED_REAL
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEN = ROOT.parent / "shared" / "mrcr-real" / "entities-seen.txt"
+SEEN = SHARED_REAL / "entities-seen.txt"
 REAL_FORMATS = [
     "poem", "song", "short essay", "short news article", "email", "social media post",
     "diary entry", "formal letter", "short scene in a play", "riddle",

@@ -8,7 +8,15 @@ import json
 import pytest
 
 from mrcr_gen import iter_rows
-from mrcr_gen.eval import EvalConfig, EvalError, grade, run_eval, run_eval_async, summarize, write_report
+from mrcr_gen.eval import (
+    EvalConfig,
+    EvalError,
+    grade,
+    run_eval,
+    run_eval_async,
+    summarize,
+    write_report,
+)
 from mrcr_gen.eval._data import data_key
 from tests.support.chat_server import ChatServer, Fault, first_needle
 

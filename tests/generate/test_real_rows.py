@@ -1,12 +1,10 @@
-from pathlib import Path
 
 import pytest
 
-from mrcr_gen import iter_rows, row_token_count, bin_for_tokens
+from mrcr_gen import bin_for_tokens, iter_rows, row_token_count
+from tests.support import REAL_ROWS as REAL
 
 from .structure import assert_mrcr_structure
-
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "mrcr-real" / "mrcr_real_rows.parquet"
 
 
 @pytest.fixture(scope="module")

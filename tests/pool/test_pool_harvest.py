@@ -7,10 +7,22 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, count_tokens_batch, generate_dataset
-from mrcr_gen.pool import POOL_COLUMNS, PoolError, catalog_path, harvest, parse_ask, read_pool
-
-from .pool_checks import REAL_ROWS
+from mrcr_gen import (
+    GenerateConfig,
+    OfflineWriter,
+    bin_by_upper,
+    count_tokens_batch,
+    generate_dataset,
+)
+from mrcr_gen.pool import (
+    POOL_COLUMNS,
+    PoolError,
+    catalog_path,
+    harvest,
+    parse_ask,
+    read_pool,
+)
+from tests.support import REAL_ROWS
 
 PREAMBLE_START = "Here are some examples of conversations"
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 
-
 WORDS = (
     "river lantern quiet morning harbor copper meadow signal thunder velvet orchard compass "
     "ember glacier whisper canvas marble horizon saffron timber echo willow anchor prism"

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from mrcr_gen import Finding, validate_row
 from mrcr_gen.validate import check_row, normalize_ask
-
-from .rowkit import MUTATIONS, make_row, messages_of, needles_of
+from tests.support.rowkit import MUTATIONS, make_row, messages_of, needles_of
 
 
 @given(seed=st.integers(0, 10_000), n_needles=st.integers(1, 6), extra_pairs=st.integers(0, 8))

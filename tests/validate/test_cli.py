@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mrcr_gen.cli._validate import validate_main
-
-from .rowkit import MUTATIONS, make_row, write_rows
+from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
 
 def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:

@@ -9,10 +9,9 @@ import pytest
 
 from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
 from mrcr_gen.validate import _files, expand_paths
+from tests.support import REAL_ROWS as REAL
+from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
-from .rowkit import MUTATIONS, make_row, write_rows
-
-REAL = Path("/work/shared/mrcr-real/mrcr_real_rows.parquet")
 FILE_MUTATIONS = sorted(name for name in MUTATIONS if name != "wrong_type")  # parquet types forbid it
 
 

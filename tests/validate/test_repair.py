@@ -11,8 +11,7 @@ import pytest
 from mrcr_gen import MRCR_SCHEMA, validate_file
 from mrcr_gen.validate import repair
 from mrcr_gen.validate._repair import fix_record
-
-from .rowkit import MUTATIONS, make_row, write_rows
+from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
 
 def _dataset(tmp_path: Path) -> tuple[Path, list[dict]]:
