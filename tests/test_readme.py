@@ -1,0 +1,525 @@
+"""Every command documented in README.md is run (the rule typer's docs follow).
+
+The commands are read from the README's ```bash blocks: continuation lines (ending in ``\\``)
+are joined, comments dropped, ``&&`` chains split, and every command that starts with
+``mrcr-gen``, ``mrcr-validate``, ``mrcr-grade`` or ``mrcr-eval`` becomes one test, run with
+bash in a temporary working directory shared by the module (one per xdist worker), as a reader
+following the README in one folder would. Setup commands (``pip``, ``python3 -m venv``, ``.``,
+``export``, ``vllm serve``, ``huggingface-cli``, ``ls``, the pytest line) are recognised and not
+run; anything else in a bash block fails `test_every_bash_line_is_classified`, so a new example
+can't escape. Each command must match exactly one rule of `RULES`, which says what it needs
+first (a setup below, or another README command whose output it uses), its exit code and what
+it must produce.
+
+Scaling (`scale`) rewrites only these parts of a command, everything else is run verbatim:
+
+============================================  ==============================================
+README text                                   run as
+============================================  ==============================================
+``--samples N``                               ``--samples 2``
+``--bin all`` / ``--bin N`` (any N)           ``--bin 8192`` (repeats collapsed to one)
+``mrcr-gen`` generation without ``--bin``     ``... --bin 8192`` appended
+(or ``--tokens``) / without ``--samples``     ``... --samples 2`` appended
+``mrcr-gen pool build`` without ``--entities``  ``... --entities 3`` appended (240 requests, not 4,600)
+``--base-url http://localhost:8000/v1``       ``--base-url <the test chat server>``
+============================================  ==============================================
+
+``--samples 2`` rather than 1: the ``--writer openai`` shortcut needs it (with ``--samples 1`` it
+builds a pool too small for the preamble's worked examples and exits 2).
+
+What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr layout
+(``mrcr/{2,4,8}needle/{n}needle_{0,1}.parquet``, generated on the 8192 bin), ``other/*.parquet``,
+``bad.parquet`` (a generated file with one row's answer swapped for a distractor writing),
+``POOL.parquet`` (harvested from ``mrcr/``), ``responses.jsonl`` (the right answers of
+``mrcr/2needle/2needle_0.parquet``). Commands that call a model talk to the project's own
+OpenAI-compatible server (tests/support/chat_server.py): it solves MRCR queries (``oracle``) and
+answers plain asks with varied text (tests/pool/writer_server.py), through ``OPENAI_BASE_URL``
+and a fake ``OPENAI_API_KEY``; ``MRCR_GEN_CACHE`` points into the temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.pool.writer_server import writer_policy
+from tests.support.chat_server import ChatServer, oracle
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+CLIS = ("mrcr-gen", "mrcr-validate", "mrcr-grade", "mrcr-eval")
+API_KEY = "sk-readme-test-0f9e8d7c6b5a"
+LOCAL_URL = "http://localhost:8000/v1"
+TIMEOUT = 300
+
+# Lines of a bash block that are setup, not mrcr-gen usage: recognised, never run.
+IGNORED = (
+    re.compile(r"^python3? -m venv\b"),
+    re.compile(r"^(\.|source) \S*activate$"),
+    re.compile(r"^pip install\b"),
+    re.compile(r"^python -m pytest\b"),
+    re.compile(r"^export OPENAI_API_KEY="),
+    re.compile(r"^vllm serve\b"),
+    re.compile(r"^huggingface-cli download\b"),
+    re.compile(r"^ls\b"),
+)
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def _split_top_level(text: str, separator: str) -> list[str]:
+    """Split at `separator` outside quotes; a `#` after whitespace outside quotes ends the text."""
+    parts, current, quote, i = [], [], None, 0
+    while i < len(text):
+        char = text[i]
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or text[i - 1].isspace()):
+            break
+        elif text.startswith(separator, i):
+            parts.append("".join(current))
+            current, i = [], i + len(separator)
+            continue
+        elif char.isspace() and (not current or current[-1] == " "):
+            i += 1
+            continue
+        current.append(" " if char.isspace() and not quote else char)
+        i += 1
+    parts.append("".join(current))
+    return [p.strip() for p in parts]
+
+
+@dataclass(frozen=True)
+class Command:
+    text: str  # as in the README (one line, comments dropped), without a `| ...` pipe
+    pipe: str | None  # e.g. "jq '.summary.by_check'"
+    line: int  # README line number where its block starts
+
+    @property
+    def id(self) -> str:
+        full = self.text if self.pipe is None else f"{self.text} | {self.pipe}"
+        return full if len(full) <= 72 else full[:69] + "..."
+
+
+def bash_lines(readme: str | None = None) -> list[tuple[int, str]]:
+    """(block line number, command) for every command of every ```bash block."""
+    readme = README.read_text() if readme is None else readme
+    found = []
+    for match in re.finditer(r"^```bash\n(.*?)^```", readme, re.MULTILINE | re.DOTALL):
+        line = readme.count("\n", 0, match.start()) + 1
+        block = re.sub(r"\\\n\s*", " ", match.group(1))
+        for raw in block.splitlines():
+            for part in _split_top_level(raw, "&&"):
+                part = part.strip()
+                if part:
+                    found.append((line, part))
+    return found
+
+
+def is_ignored(text: str) -> bool:
+    return any(p.search(text) for p in IGNORED)
+
+
+def readme_commands() -> list[Command]:
+    commands = []
+    for line, text in bash_lines():
+        if text.split()[0] in CLIS:
+            left, *pipes = _split_top_level(text, "|")
+            assert len(pipes) <= 1, f"README line {line}: more than one pipe in {text!r}"
+            commands.append(Command(left.strip(), pipes[0].strip() if pipes else None, line))
+    return commands
+
+
+COMMANDS = readme_commands()
+
+
+# --------------------------------------------------------------------------- scaling
+
+
+def _has(text: str, option: str) -> bool:
+    return re.search(rf"(^| ){re.escape(option)}( |=|$)", text) is not None
+
+
+def scale(text: str, server_url: str) -> str:
+    """The README command, scaled down (see the table in the module docstring)."""
+    text = re.sub(r"--samples \d+", "--samples 2", text)
+    text = re.sub(r"--bin (?:all|\d+)", "--bin 8192", text)
+    while "--bin 8192 --bin 8192" in text:
+        text = text.replace("--bin 8192 --bin 8192", "--bin 8192")
+    text = text.replace(f"--base-url {LOCAL_URL}", f"--base-url {server_url}")
+    words = shlex.split(text)
+    if words[0] == "mrcr-gen" and (len(words) == 1 or words[1] not in ("pool", "schemas")):
+        if not _has(text, "--bin") and not _has(text, "--tokens"):
+            text += " --bin 8192"
+        if not _has(text, "--samples"):
+            text += " --samples 2"
+    if words[:3] == ["mrcr-gen", "pool", "build"] and not _has(text, "--entities"):
+        text += " --entities 3"
+    return text
+
+
+def option(text: str, name: str, default: str | None = None) -> str | None:
+    words = shlex.split(text)
+    return words[words.index(name) + 1] if name in words else default
+
+
+def options(text: str, name: str) -> list[str]:
+    words = shlex.split(text)
+    return [words[i + 1] for i, w in enumerate(words) if w == name]
+
+
+def jq_path(value, program: str):
+    """The subset of jq the README uses: `.a.b.c`."""
+    assert re.fullmatch(r"(\.[A-Za-z_][A-Za-z0-9_]*)+", program), f"unsupported jq program {program!r}"
+    for key in program.split(".")[1:]:
+        assert isinstance(value, dict) and key in value, f"jq {program}: no key {key!r}"
+        value = value[key]
+    return value
+
+
+# --------------------------------------------------------------------------- workspace
+
+
+@dataclass
+class Run:
+    command: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def explain(self) -> str:
+        return f"$ {self.command}\nexit {self.returncode}\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+
+
+@dataclass
+class Workspace:
+    root: Path
+    server: ChatServer
+    runs: dict[str, Run] = field(default_factory=dict)  # README command text -> its run
+    provided: set[str] = field(default_factory=set)
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MRCR_GEN_"))}
+        env |= {
+            "OPENAI_API_KEY": API_KEY,
+            "OPENAI_BASE_URL": self.server.base_url,
+            "MRCR_GEN_CACHE": str(self.root / ".cache" / "mrcr-gen"),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            "COLUMNS": "200",
+        }
+        return env
+
+    def sh(self, text: str) -> Run:
+        """Run one command line with bash in the workspace (globs expand as for a reader)."""
+        proc = subprocess.run(
+            ["bash", "-c", f"shopt -s failglob\n{text}"],
+            cwd=self.root, env=self.env(), capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )
+        return Run(text, proc.returncode, proc.stdout, proc.stderr)
+
+    def run(self, command: Command) -> Run:
+        """Run a README command (scaled) once per workspace."""
+        if command.text not in self.runs:
+            self.runs[command.text] = self.sh(scale(command.text, self.server.base_url))
+        return self.runs[command.text]
+
+    def provide(self, need: str) -> None:
+        if need in self.provided:
+            return
+        if need in SETUPS:
+            SETUPS[need](self)
+        else:  # another README command whose output this one uses
+            rule = RULES[need]
+            command = the_command(need)
+            for sub in rule.needs:
+                self.provide(sub)
+            run = self.run(command)
+            assert run.returncode == rule.exit, f"needed README command failed:\n{run.explain()}"
+        self.provided.add(need)
+
+
+# --------------------------------------------------------------------------- setups
+
+
+def setup_mrcr(ws: Workspace) -> None:
+    """`mrcr/` as `huggingface-cli download openai/mrcr ... --local-dir mrcr` lays it out."""
+    run = ws.sh("mrcr-gen --out mrcr --needles 2 --needles 4 --needles 8 --bin 8192 --samples 2 --rows-per-file 1 --seed 3")
+    assert run.returncode == 0, run.explain()
+    for extra in [ws.root / "mrcr" / "README.md", *ws.root.glob("mrcr/*/*.samples.jsonl")]:
+        extra.unlink()
+    assert sorted(str(p.relative_to(ws.root)) for p in ws.root.rglob("mrcr/**/*") if p.is_file()) == [
+        f"mrcr/{n}needle/{n}needle_{k}.parquet" for n in (2, 4, 8) for k in (0, 1)
+    ]
+
+
+def setup_other(ws: Workspace) -> None:
+    ws.provide("mrcr")
+    (ws.root / "other").mkdir(exist_ok=True)
+    shutil.copy(ws.root / "mrcr/4needle/4needle_1.parquet", ws.root / "other/some.parquet")
+
+
+def setup_bad(ws: Workspace) -> None:
+    """Two generated rows; row 0's answer is the random string + a distractor's writing."""
+    from mrcr_gen import iter_rows, write_rows
+
+    ws.provide("mrcr")
+    rows = [*iter_rows(ws.root / "mrcr/2needle/2needle_0.parquet"), *iter_rows(ws.root / "mrcr/2needle/2needle_1.parquet")]
+    row = rows[0]
+    messages = json.loads(row.prompt)
+    wrong = next(
+        m["content"] for i, m in enumerate(messages[1:-1], 1)
+        if m["role"] == "assistant" and m["content"] != messages[row.desired_msg_index + 1]["content"]
+    )
+    rows[0] = row.model_copy(update={"answer": row.random_string_to_prepend + wrong})
+    write_rows(rows, ws.root / "bad.parquet")
+
+
+def setup_pool(ws: Workspace) -> None:
+    """The README's POOL.parquet placeholder: any pool; here the writings of `mrcr/`."""
+    from mrcr_gen.pool import harvest
+
+    ws.provide("mrcr")
+    harvest(sorted(ws.root.glob("mrcr/*/*.parquet")), ws.root / "POOL.parquet")
+
+
+def setup_responses(ws: Workspace) -> None:
+    """responses.jsonl: the right reply to every row of mrcr/2needle/2needle_0.parquet."""
+    from mrcr_gen import iter_rows
+
+    ws.provide("mrcr")
+    rows = iter_rows(ws.root / "mrcr/2needle/2needle_0.parquet")
+    lines = [json.dumps({"row": i, "response": row.answer}) for i, row in enumerate(rows)]
+    (ws.root / "responses.jsonl").write_text("\n".join(lines) + "\n")
+
+
+SETUPS: dict[str, Callable[[Workspace], None]] = {
+    "mrcr": setup_mrcr,
+    "other": setup_other,
+    "bad": setup_bad,
+    "POOL": setup_pool,
+    "responses": setup_responses,
+}
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def rows_in(path: Path) -> int:
+    return pq.read_metadata(path).num_rows
+
+
+def check_generated(ws: Workspace, command: Command, run: Run) -> None:
+    text = scale(command.text, ws.server.base_url)
+    out = ws.root / option(text, "--out", "mrcr-data")
+    bins = options(text, "--bin")
+    samples = int(option(text, "--samples"))
+    for n in options(text, "--needles") or ["4"]:
+        files = sorted(out.glob(f"{n}needle/{n}needle_*.parquet"))
+        assert files and files[0].name == f"{n}needle_0.parquet", f"no {n}-needle files in {out}"
+        assert sum(rows_in(f) for f in files) == samples * len(bins), files
+    assert (out / "README.md").is_file()  # the dataset card
+    assert "Rows written to" in run.stdout
+
+
+def check_validated(ws: Workspace, command: Command, run: Run) -> None:
+    assert "rows checked" in run.stdout
+
+
+def check_validate_json(ws: Workspace, command: Command, run: Run) -> None:
+    report = json.loads(run.stdout)  # stdout holds the JSON alone
+    assert report["summary"]["rows"] == rows_in(ws.root / "mrcr/8needle/8needle_0.parquet")
+    program = shlex.split(command.pipe)
+    assert program[0] == "jq" and len(program) == 2, command.pipe
+    assert isinstance(jq_path(report, program[1]), dict)
+
+
+def check_fixed(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen import validate_paths
+
+    assert "ground_truth" in run.stdout and "1 fixed" in run.stdout
+    fixed = ws.root / "fixed.parquet"
+    assert rows_in(fixed) == rows_in(ws.root / "bad.parquet")
+    assert validate_paths([str(fixed)], workers=1).exit_code == 0
+
+
+def check_pool_built(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool import read_pool
+
+    out = ws.root / option(command.text, "--out")
+    pool = read_pool(out)
+    assert len(pool) >= 30 and {w.source for w in pool} == {option(command.text, "--model")}
+    assert len({w.text for w in pool}) == len(pool)
+    assert_no_key(ws)
+
+
+def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool import catalog_path, read_pool
+
+    out = ws.root / option(command.text, "--out")
+    assert len(read_pool(out)) > 0 and catalog_path(out).is_file()
+
+
+def check_eval(ws: Workspace, command: Command, run: Run) -> None:
+    out = ws.root / option(command.text, "--out")
+    for name in ("results.jsonl", "run.json", "summary.json", "plot.png"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_score"] == 1.0  # the server's oracle answers every row right
+    model = option(command.text, "--model")
+    sent = [r for r in ws.server.requests if r.get("model") == model]
+    assert sent
+    for name in ("--temperature", "--max-output-tokens"):
+        if option(command.text, name) is not None:
+            field_name = {"--temperature": "temperature"}.get(name, option(command.text, "--max-tokens-field", "max_completion_tokens"))
+            assert all(float(r[field_name]) == float(option(command.text, name)) for r in sent), field_name
+    assert_no_key(ws)
+
+
+def before_report(ws: Workspace, command: Command) -> None:
+    out = ws.root / shlex.split(command.text)[2]
+    for name in ("summary.json", "plot.png"):
+        (out / name).unlink()
+
+
+def check_report(ws: Workspace, command: Command, run: Run) -> None:
+    out = ws.root / shlex.split(command.text)[2]
+    assert (out / "summary.json").is_file() and (out / "plot.png").is_file()
+    assert "mean_score" in json.loads((out / "summary.json").read_text())
+
+
+def check_grade(ws: Workspace, command: Command, run: Run) -> None:
+    n = rows_in(ws.root / "mrcr/2needle/2needle_0.parquet")
+    if "--json" in shlex.split(command.text):
+        result = json.loads(run.stdout)
+        assert result["mean"] == 1.0 and len(result["rows"]) == n
+        assert set(result["rows"][0]) >= {"row", "score", "bin", "n_needles"}
+    else:
+        assert f"mean score 1.0000 over {n} rows" in run.stdout
+
+
+def assert_no_key(ws: Workspace) -> None:
+    for path in ws.root.rglob("*"):
+        if path.is_file() and path.suffix != ".png":
+            assert API_KEY.encode() not in path.read_bytes(), path
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: str  # re.search against the README command text
+    needs: tuple[str, ...] = ()  # SETUPS names or RULES names (README commands run first)
+    exit: int = 0
+    check: Callable[[Workspace, Command, Run], None] | None = None
+    before: Callable[[Workspace, Command], None] | None = None
+
+
+RULES: dict[str, Rule] = {
+    "gen-quickstart": Rule(r"^mrcr-gen --needles 4 --bin 65536$", check=check_generated),
+    "gen-mrcr-data": Rule(r"^mrcr-gen .*--out mrcr-data$", check=check_generated),
+    "validate-dirs": Rule(r"^mrcr-validate mrcr/ mrcr-data/ ", needs=("mrcr", "other", "gen-mrcr-data"), check=check_validated),
+    "validate-json": Rule(r"^mrcr-validate \S+ --json -$", needs=("mrcr",), check=check_validate_json),
+    # README: "1 when any row has an error" - bad.parquet has one, --fix repairs it in fixed.parquet
+    "validate-fix": Rule(r"^mrcr-validate bad\.parquet --fix fixed\.parquet$", needs=("bad",), exit=1, check=check_fixed),
+    "gen-pool": Rule(r"^mrcr-gen --writer pool --pool POOL\.parquet ", needs=("POOL",), check=check_generated),
+    "pool-build-openai": Rule(r"^mrcr-gen pool build --writer openai --model gpt-4o ", check=check_pool_built),
+    "gen-openai": Rule(r"^mrcr-gen --writer openai ", check=check_generated),
+    "pool-build-vllm": Rule(r"^mrcr-gen pool build .*--base-url ", check=check_pool_built),
+    "gen-qwen-pool": Rule(r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated),
+    "harvest": Rule(r"^mrcr-gen pool harvest ", needs=("mrcr",), check=check_harvested),
+    "gen-remix": Rule(r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated),
+    "eval-official": Rule(r"^mrcr-eval mrcr/8needle/", needs=("mrcr",), check=check_eval),
+    "eval-vllm": Rule(r"^mrcr-eval mrcr/2needle/.*--base-url ", needs=("mrcr",), check=check_eval),
+    "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
+    "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
+    "eval-report": Rule(r"^mrcr-eval report ", needs=("eval-generated",), check=check_report, before=before_report),
+    "grade": Rule(r"^mrcr-grade mrcr/2needle/2needle_0\.parquet responses\.jsonl", needs=("mrcr", "responses"), check=check_grade),
+}
+
+
+def rules_for(command: Command) -> list[str]:
+    return [name for name, rule in RULES.items() if re.search(rule.pattern, command.text)]
+
+
+def the_command(rule_name: str) -> Command:
+    matching = [c for c in COMMANDS if rules_for(c) == [rule_name]]
+    assert len(matching) == 1, f"rule {rule_name} is needed by another command but matches {len(matching)} README commands"
+    return matching[0]
+
+
+# --------------------------------------------------------------------------- fixtures and tests
+
+
+def server_policy(messages: list, request_json: dict) -> str:
+    """MRCR queries are solved (oracle); plain asks get varied writings (pool building)."""
+    try:
+        return oracle(messages, request_json)
+    except ValueError:
+        return writer_policy(messages, request_json)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    with ChatServer(server_policy) as server:
+        yield Workspace(tmp_path_factory.mktemp("readme"), server)
+
+
+def test_every_bash_line_is_classified():
+    """Each command of a ```bash block is either run here or a known setup step."""
+    unknown = [(line, text) for line, text in bash_lines() if text.split()[0] not in CLIS and not is_ignored(text)]
+    assert unknown == [], "README commands neither run by tests/test_readme.py nor known setup steps"
+
+
+def test_every_command_has_exactly_one_rule():
+    assert len(COMMANDS) >= 19  # the README's count today: a lost example shows up here
+    assert {c.text: rules_for(c) for c in COMMANDS if len(rules_for(c)) != 1} == {}
+    used = {name for c in COMMANDS for name in rules_for(c)}
+    assert set(RULES) - used == set(), "rules whose README command is gone"
+
+
+def test_extraction_handles_continuations_comments_and_chains():
+    readme = "x\n```bash\n# a comment\na && mrcr-gen --x 1 \\\n    --y 'a b' # tail\nmrcr-validate f --json - | jq '.s'\n```\n"
+    assert bash_lines(readme) == [(2, "a"), (2, "mrcr-gen --x 1 --y 'a b'"), (2, "mrcr-validate f --json - | jq '.s'")]
+
+
+def test_scaling_keeps_options():
+    url = "http://127.0.0.1:1/v1"
+    assert scale("mrcr-gen --needles 8 --bin 8192 --bin 65536 --samples 50 --out data/", url) == (
+        "mrcr-gen --needles 8 --bin 8192 --samples 2 --out data/"
+    )
+    assert scale("mrcr-gen --writer pool --pool p.parquet --needles 2", url) == (
+        "mrcr-gen --writer pool --pool p.parquet --needles 2 --bin 8192 --samples 2"
+    )
+    assert scale(f"mrcr-gen pool build --model m --base-url {LOCAL_URL} --out q.parquet", url) == (
+        f"mrcr-gen pool build --model m --base-url {url} --out q.parquet --entities 3"
+    )
+    assert scale("mrcr-eval a.parquet --model m --out r --max-context-window 250000", url).endswith("250000")
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[c.id for c in COMMANDS])
+def test_readme_command(command: Command, workspace: Workspace):
+    (name,) = rules_for(command)
+    rule = RULES[name]
+    for need in rule.needs:
+        workspace.provide(need)
+    if rule.before is not None and command.text not in workspace.runs:
+        rule.before(workspace, command)
+    run = workspace.run(command)
+    assert run.returncode == rule.exit, run.explain()
+    if rule.check is not None:
+        rule.check(workspace, command, run)
