@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
 from ._assembler import Assembler
@@ -105,22 +108,34 @@ def generate_dataset(
     *,
     command: str = "",
     on_row: Callable[[Sample], None] | None = None,
+    on_reused: Callable[[int], None] | None = None,
 ) -> GenerateResult:
-    """Generate this shard's files under `config.out`; each file appears atomically when complete."""
+    """Generate this shard's files under `config.out`; each file appears atomically when complete.
+
+    A file already written by an identical earlier run (same rows, writer and version, as its
+    sidecar records) is kept, so rerunning an interrupted command only writes what is missing.
+    """
     assembler = Assembler(writer, date_added=config.date_added)
     written, metadata = [], []
     for file_plan in config.shard_plan():
-        samples = []
-        for spec in file_plan.rows:
-            sample = sample_for(spec, assembler)
-            samples.append(sample)
-            if on_row is not None:
-                on_row(sample)
         path = config.out / file_plan.relative_path
-        write_rows([s.row for s in samples], path)
-        _write_sidecar(path, samples)
+        build = _build_fingerprint(config, writer, file_plan)
+        records = _reusable_sidecar(path, build, len(file_plan.rows))
+        if records is None:
+            samples = []
+            for spec in file_plan.rows:
+                sample = sample_for(spec, assembler)
+                samples.append(sample)
+                if on_row is not None:
+                    on_row(sample)
+            write_rows([s.row for s in samples], path)
+            records = [{"build": build, **s.metadata()} for s in samples]
+            with atomic_path(sidecar_path(path)) as tmp:
+                tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        elif on_reused is not None:
+            on_reused(len(records))
         written.append(path)
-        metadata += [s.metadata() | {"n_needles": s.row.n_needles} for s in samples]
+        metadata += [{k: v for k, v in r.items() if k != "build"} | {"n_needles": file_plan.n_needles} for r in records]
     result = GenerateResult(files=tuple(written), samples=tuple(metadata))
     write_text_atomic(config.out / _card_name(config), dataset_card(config, writer, result, command))
     return result
@@ -130,10 +145,27 @@ def sidecar_path(parquet_path: Path) -> Path:
     return parquet_path.with_name(parquet_path.name.removesuffix(".parquet") + ".samples.jsonl")
 
 
-def _write_sidecar(parquet_path: Path, samples: list[Sample]) -> None:
-    """Metadata the real schema lacks, one JSON line per parquet row, in row order."""
-    with atomic_path(sidecar_path(parquet_path)) as tmp:
-        tmp.write_text("".join(json.dumps(s.metadata()) + "\n" for s in samples), encoding="utf-8")
+def _build_fingerprint(config: GenerateConfig, writer: Writer, file_plan: FilePlan) -> str:
+    """What determines a file's bytes: version, writer, date and every row's spec."""
+    rows = [(spec.row_seed, spec.n_needles, str(spec.bin), spec.tokens) for spec in file_plan.rows]
+    key = json.dumps([__version__, writer.describe(), config.date_added, rows], sort_keys=True, default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _reusable_sidecar(path: Path, build: str, n_rows: int) -> list[dict] | None:
+    """The sidecar records of a complete file from an identical run, else None."""
+    sidecar = sidecar_path(path)
+    if not (path.is_file() and sidecar.is_file()):
+        return None
+    try:
+        records = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
+        if len(records) != n_rows or any(r.get("build") != build for r in records):
+            return None
+        if pq.ParquetFile(path).metadata.num_rows != n_rows:
+            return None
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return records
 
 
 def _card_name(config: GenerateConfig) -> str:

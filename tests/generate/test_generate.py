@@ -102,3 +102,27 @@ def test_tokens_mode_plans_one_target(tmp_path):
     result = run(cfg)
     assert len(result.samples) == 3
     assert all(19800 <= s["n_tokens"] <= 20000 for s in result.samples)
+
+
+def test_a_rerun_keeps_finished_files_and_writes_only_what_is_missing(tmp_path):
+    cfg = config(tmp_path / "out")
+    run(cfg)
+    before = file_bytes(cfg.out)
+    (cfg.out / "4needle" / "4needle_1.parquet").unlink()
+    (cfg.out / "2needle" / "2needle_0.samples.jsonl").write_text("truncated\n")
+    generated, reused = [], []
+    result = generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=generated.append, on_reused=reused.append)
+    assert len(generated) == 4 + 2 and reused == [2, 4]
+    assert file_bytes(cfg.out) == before
+    assert len(result.samples) == 12
+
+
+def test_a_different_writer_or_date_is_never_reused(tmp_path):
+    cfg = config(tmp_path / "out")
+    run(cfg)
+    generated = []
+    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_row=generated.append)
+    assert len(generated) == 12
+    generated.clear()
+    generate_dataset(cfg.model_copy(update={"date_added": "01-01-2027"}), OfflineWriter(cfg.seed + 1), on_row=generated.append)
+    assert len(generated) == 12
