@@ -29,7 +29,7 @@ from .validate import Finding, RowResult, ValidationReport, validate_file, valid
 # Pools and evaluation import the openai client (~0.5 s): loaded on first use of their names.
 _LAZY = {
     **dict.fromkeys(
-        ["BuildReport", "PoolError", "PoolTooSmall", "PoolWriter", "PoolWriting",
+        ["BuildReport", "PoolError", "build_pool_for_request", "PoolTooSmall", "PoolWriter", "PoolWriting",
          "build_pool_openai", "harvest", "read_pool", "write_pool"],
         "pool",
     ),

@@ -16,16 +16,13 @@ Scaling (`scale`) rewrites only these parts of a command, everything else is run
 ============================================  ==============================================
 README text                                   run as
 ============================================  ==============================================
-``--samples N``                               ``--samples 2``
+``--samples N``                               ``--samples 1``
 ``--bin all`` / ``--bin N`` (any N)           ``--bin 8192`` (repeats collapsed to one)
 ``mrcr-gen`` generation without ``--bin``     ``... --bin 8192`` appended
-(or ``--tokens``) / without ``--samples``     ``... --samples 2`` appended
+(or ``--tokens``) / without ``--samples``     ``... --samples 1`` appended
 ``mrcr-gen pool build`` without ``--entities``  ``... --entities 3`` appended (240 requests, not 4,600)
 ``--base-url http://localhost:8000/v1``       ``--base-url <the test chat server>``
 ============================================  ==============================================
-
-``--samples 2`` rather than 1: the ``--writer openai`` shortcut needs it (with ``--samples 1`` it
-builds a pool too small for the preamble's worked examples and exits 2).
 
 What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr layout
 (``mrcr/{2,4,8}needle/{n}needle_{0,1}.parquet``, generated on the 8192 bin), ``other/*.parquet``,
@@ -156,7 +153,7 @@ def _has(text: str, option: str) -> bool:
 
 def scale(text: str, server_url: str) -> str:
     """The README command, scaled down (see the table in the module docstring)."""
-    text = re.sub(r"--samples \d+", "--samples 2", text)
+    text = re.sub(r"--samples \d+", "--samples 1", text)
     text = re.sub(r"--bin (?:all|\d+)", "--bin 8192", text)
     while "--bin 8192 --bin 8192" in text:
         text = text.replace("--bin 8192 --bin 8192", "--bin 8192")
@@ -166,7 +163,7 @@ def scale(text: str, server_url: str) -> str:
         if not _has(text, "--bin") and not _has(text, "--tokens"):
             text += " --bin 8192"
         if not _has(text, "--samples"):
-            text += " --samples 2"
+            text += " --samples 1"
     if words[:3] == ["mrcr-gen", "pool", "build"] and not _has(text, "--entities"):
         text += " --entities 3"
     return text
@@ -500,10 +497,10 @@ def test_extraction_handles_continuations_comments_and_chains():
 def test_scaling_keeps_options():
     url = "http://127.0.0.1:1/v1"
     assert scale("mrcr-gen --needles 8 --bin 8192 --bin 65536 --samples 50 --out data/", url) == (
-        "mrcr-gen --needles 8 --bin 8192 --samples 2 --out data/"
+        "mrcr-gen --needles 8 --bin 8192 --samples 1 --out data/"
     )
     assert scale("mrcr-gen --writer pool --pool p.parquet --needles 2", url) == (
-        "mrcr-gen --writer pool --pool p.parquet --needles 2 --bin 8192 --samples 2"
+        "mrcr-gen --writer pool --pool p.parquet --needles 2 --bin 8192 --samples 1"
     )
     assert scale(f"mrcr-gen pool build --model m --base-url {LOCAL_URL} --out q.parquet", url) == (
         f"mrcr-gen pool build --model m --base-url {url} --out q.parquet --entities 3"

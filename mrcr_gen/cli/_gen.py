@@ -61,14 +61,12 @@ def make_writer(kind: str, seed: int, **options: object):
 
     needles = tuple(options.get("needles") or (4,))
     max_tokens, where = pool_requirements(needles, options.get("bins") or BINS, options.get("tokens"))
-    if kind == "openai":
-        path = _build_openai_pool(seed, needles, max_tokens, where, options)
-    else:
+    try:
+        if kind == "openai":  # a pool built (or reused from the cache) for this request, already checked
+            return PoolWriter.from_file(_build_openai_pool(seed, needles, max_tokens, where, options))
         if options.get("pool") is None:
             raise CommandError("--writer pool needs --pool PATH (a pool from `mrcr-gen pool harvest` or `pool build`)")
-        path = Path(options["pool"])
-    try:
-        pool_writer = PoolWriter.from_file(path)
+        pool_writer = PoolWriter.from_file(Path(options["pool"]))
         pool_writer.check(needles, max_tokens, where)
     except (PoolError, PoolTooSmall) as exc:
         raise CommandError(str(exc)) from None
@@ -76,60 +74,27 @@ def make_writer(kind: str, seed: int, **options: object):
 
 
 def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, options: dict) -> Path:
-    """Build (or reuse from the cache) a pool large enough for the request; its path."""
-    import hashlib
+    """`build_pool_for_request` with the --writer openai options, its summaries on stderr."""
+    from ..pool import BuildError, WritingsFailed, build_pool_for_request
+    from ._pool import print_report
 
-    from .._catalog import load_catalog
-    from ..pool import PoolTooSmall, PoolWriter
-    from ..pool._llm import default_cache_dir, plan_asks
-    from ._pool import run_build
-
-    model = options.get("model")
-    if not model:
+    if not options.get("model"):
         raise CommandError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
-    cache_dir = Path(options.get("cache_dir") or default_cache_dir())
-    per_pair = int(options.get("per_pair") or 1)
-    rows = int(options.get("rows") or 1)  # of the whole dataset (every shard), so shards plan alike
-    order = list(plan_asks(seed=seed))  # every catalog ask, in a seeded order
-    needle_asks = min(rows, 32, len(order))
-    variants_for_needles = max(max(needles), 2)
-    # Grow the number of asks until the pool holds enough distinct tokens (estimated, then measured).
-    medians = {spec.name: spec.tokens.median for spec in load_catalog().formats}
-    wanted, count = int(max_tokens * 1.1), 0
-    estimate = 0
-    while count < len(order) and (count < needle_asks + 1 or estimate < wanted):
-        copies = variants_for_needles if count < needle_asks else per_pair
-        estimate += copies * medians.get(order[count].format, 300)
-        count += 1
-    settings = (model, seed, needles, per_pair, options.get("temperature"), options.get("max_tokens"), max_tokens, needle_asks)
-    digest = hashlib.sha256(repr(settings).encode()).hexdigest()[:12]
-    slug = "".join(c if c.isalnum() or c in "-._" else "_" for c in str(model))
-    path = Path(options.get("pool") or cache_dir / "pools" / f"{slug}-{digest}.parquet")
-    for _ in range(8):
-        plan = {ask: (max(variants_for_needles, per_pair) if i < needle_asks else per_pair) for i, ask in enumerate(order[:count])}
-        report = run_build(
-            model=model,
-            plan=plan,
-            concurrency=int(options.get("concurrency") or 16),
-            base_url=options.get("base_url"),
-            out=path,
-            cache_dir=cache_dir,
-            temperature=options.get("temperature"),
-            max_tokens=options.get("max_tokens"),
-            price_in=options.get("price_in"),
-            price_out=options.get("price_out"),
+    try:
+        return build_pool_for_request(
+            model=options["model"], seed=seed, needles=needles, max_tokens=max_tokens, where=where,
+            rows=int(options.get("rows") or 1),  # of the whole dataset (every shard), so shards plan alike
+            cache_dir=options.get("cache_dir"), pool_path=options.get("pool"),
+            per_pair=int(options.get("per_pair") or 1), concurrency=int(options.get("concurrency") or 16),
+            base_url=options.get("base_url"), temperature=options.get("temperature"),
+            max_tokens_per_writing=options.get("max_tokens"),
+            price_in=options.get("price_in"), price_out=options.get("price_out"),
+            console=stderr, on_report=print_report,
         )
-        if report.failed:
-            raise CommandError(f"{len(report.failed)} writings failed; rerun to retry them (finished ones are cached)", 1)
-        try:  # more asks cannot help when the model repeats itself for one ask
-            PoolWriter.from_file(path).check(needles, 0, where)
-        except PoolTooSmall as exc:
-            raise CommandError(f"{exc}: {model} wrote identical texts for one ask; try a higher --temperature") from None
-        if report.tokens >= max_tokens or count >= len(order):
-            break
-        per_ask = max(1, report.tokens // max(1, report.writings)) * per_pair
-        count = min(len(order), count + (max_tokens - report.tokens) * 11 // 10 // per_ask + 1)
-    return path
+    except WritingsFailed as exc:
+        raise CommandError(str(exc), 1) from None
+    except BuildError as exc:
+        raise CommandError(str(exc)) from None
 
 
 @app.callback(invoke_without_command=True)
@@ -185,7 +150,13 @@ def generate(
     ) as progress:
         task = progress.add_task("rows", total=total)
         try:
-            result = generate_dataset(config, chosen_writer, command=command, on_row=lambda _: progress.advance(task))
+            result = generate_dataset(
+                config,
+                chosen_writer,
+                command=command,
+                on_row=lambda _: progress.advance(task),
+                on_reused=lambda rows: progress.advance(task, rows),
+            )
         except AssemblyError as exc:
             raise CommandError(str(exc)) from None
     print_summary(result.samples, config.out)

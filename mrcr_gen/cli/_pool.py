@@ -116,6 +116,11 @@ def run_build(*, model, plan, concurrency, base_url, out, cache_dir, temperature
         )
     except (BuildError, PoolError) as exc:
         raise CommandError(str(exc)) from None
+    print_report(report)
+    return report
+
+
+def print_report(report) -> None:
+    """A build report's summary lines on stderr."""
     for line in report.summary_lines():
         stderr.print(line, markup=False, highlight=False, soft_wrap=True)
-    return report

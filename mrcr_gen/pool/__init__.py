@@ -15,12 +15,15 @@ from ._pool import (
     write_pool,
     writing_id,
 )
+from ._shortcut import WritingsFailed, build_pool_for_request
 
 __all__ = [
     "PRICES",
     "BuildError",
     "BuildReport",
     "build_pool_openai",
+    "build_pool_for_request",
+    "WritingsFailed",
     "default_cache_dir",
     "plan_asks",
     "POOL_COLUMNS",

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from mrcr_gen.cli._gen import main as gen_main
-from mrcr_gen.pool import read_pool
+from mrcr_gen import Ask
+from mrcr_gen.pool import PoolTooSmall, PoolWriter, PoolWriting, build_pool_for_request, read_pool
 from mrcr_gen.pool._llm import CACHE_FILE, build_pool_openai, plan_asks
+from mrcr_gen.pool._shortcut import repeated_asks, request_plan
 from tests.support.chat_server import ChatServer, Fault
 
 from .pool_checks import check_dataset
@@ -196,7 +198,9 @@ def test_writer_openai_shortcut_reports_too_few_distinct_writings(tmp_path, caps
             ])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
-    assert err.strip().splitlines()[-1].startswith("mrcr-gen: error: pool has no ask with 2 distinct writings (most: 1 for")
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("mrcr-gen: error: pool has no ask with 2 distinct writings (most: 1 for")
+    assert last.endswith("try a higher --temperature")  # the model really wrote identical texts
     assert CANARY not in err
 
 
@@ -211,3 +215,62 @@ def test_missing_key_and_model_are_one_line_errors(tmp_path, capsys, monkeypatch
             gen_main(args)
         err = capsys.readouterr().err
         assert exit_info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_writer_openai_shortcut_with_one_sample(tmp_path, capsys):
+    """Regression: one row used to plan a single ask with 2+ writings, too few for the preamble."""
+    out = tmp_path / "ds"
+    with ChatServer(writer_policy) as server:
+        with pytest.raises(SystemExit) as exit_info:
+            gen_main([
+                "--writer", "openai", "--model", "test-model", "--base-url", server.base_url, "--needles", "8",
+                "--bin", "8192", "--samples", "1", "--cache-dir", str(tmp_path / "c"), "--out", str(out),
+            ])
+        per_ask = server.stats()["per_last_user"]
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 0, err
+    assert "temperature" not in err
+    assert sorted(per_ask.values(), reverse=True)[:3] == [8, 8, 1]  # two needle asks, then distractors
+    assert check_dataset(out) == 1
+
+
+def test_build_pool_for_request_is_usable_for_one_row(tmp_path):
+    reports = []
+    with ChatServer(writer_policy) as server:
+        path = build_pool_for_request(
+            model="test-model", seed=5, needles=(2,), max_tokens=8192, rows=1, where="bin 8192",
+            cache_dir=tmp_path / "c", base_url=server.base_url, concurrency=4, progress=False, on_report=reports.append,
+        )
+        requests = server.stats()["total_requests"]
+        assert path.parent == tmp_path / "c" / "pools" and path.name.startswith("test-model-")
+        PoolWriter.from_file(path).check((2,), 8192, "bin 8192")
+        assert reports and reports[-1].tokens >= 8192 and sum(r.written for r in reports) == requests
+        server.reset()
+        again = build_pool_for_request(  # same request: the same cached pool, no request
+            model="test-model", seed=5, needles=(2,), max_tokens=8192, rows=1, cache_dir=tmp_path / "c",
+            base_url=server.base_url, progress=False,
+        )
+        assert again == path and server.stats()["total_requests"] == 0
+
+
+def test_request_plan_always_has_two_needle_asks():
+    for rows in (1, 2, 5, 100):
+        plan, count, needle_asks = request_plan(seed=0, needles=(8,), max_tokens=8192, rows=rows)
+        assert needle_asks == min(max(rows, 2), 32)
+        assert [n for _, n in plan[:needle_asks]] == [8] * needle_asks and plan[needle_asks][1] == 1
+        assert count > needle_asks
+    plan, _, _ = request_plan(seed=0, needles=(1,), max_tokens=8192, rows=1, per_pair=3)
+    assert [n for _, n in plan[:3]] == [3, 3, 3]  # never fewer than per_pair, nor than 2
+
+
+def test_temperature_hint_only_when_the_model_repeated_itself(tmp_path):
+    ask, other = (Ask(format="poem", entity=e) for e in ("the sea", "a fox"))
+    pool = PoolWriter([PoolWriting.make(ask, f"text {i}", 3, "m") for i in range(2)] + [PoolWriting.make(other, "x", 1, "m")])
+    assert repeated_asks(pool, {ask: 2, other: 1}) == []
+    assert repeated_asks(pool, {ask: 4, other: 1}) == [(ask, 2, 4)]
+    with ChatServer(lambda messages, body: "always the same text") as server:
+        with pytest.raises(PoolTooSmall, match=r"\('write a .*': 1 distinct of 2 requested.*try a higher --temperature$"):
+            build_pool_for_request(
+                model="test-model", needles=(2,), max_tokens=8192, rows=1, cache_dir=tmp_path / "c",
+                base_url=server.base_url, progress=False,
+            )
