@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import array
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 
@@ -26,9 +28,25 @@ MRCR_SCHEMA = pa.schema(
 MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 
+def _string_array(values: list[str]) -> pa.Array:
+    """A string column built from its UTF-8 buffers: several times faster than `pa.array` for
+    prompts of megabytes (which pyarrow would convert and re-check character by character)."""
+    encoded = [value.encode("utf-8") for value in values]
+    offsets = [0, *itertools.accumulate(map(len, encoded))]
+    if offsets[-1] >= 2**31:
+        return pa.array(values, pa.string())
+    return pa.StringArray.from_buffers(
+        len(values), pa.py_buffer(array.array("i", offsets)), pa.py_buffer(b"".join(encoded))
+    )
+
+
 def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
     rows = list(rows)
-    return pa.table({name: [getattr(row, name) for row in rows] for name in MRCR_COLUMNS}, schema=MRCR_SCHEMA)
+    columns = {}
+    for field in MRCR_SCHEMA:
+        values = [getattr(row, field.name) for row in rows]
+        columns[field.name] = _string_array(values) if field.type == pa.string() else pa.array(values, field.type)
+    return pa.table(columns, schema=MRCR_SCHEMA)
 
 
 def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> None:

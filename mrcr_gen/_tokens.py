@@ -13,7 +13,8 @@ import hashlib
 import importlib.util
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -90,16 +91,58 @@ def o200k() -> tiktoken.Encoding:
         return _encoding_from_vocabulary(data)
 
 
+_PROBE = "MRCR probe <|endoftext|> <|endofprompt|> héllo wörld 你好 🎉\n\n   tabs\t and 12345 numbers "
+
+
+@lru_cache(maxsize=1)
+def token_counter() -> Callable[[str], int]:
+    """A function giving exactly `len(o200k().encode_ordinary(text))`, as fast as tiktoken allows.
+
+    tiktoken's buffer encoder gives the same tokens without building a Python list of ints
+    (about a quarter faster on long texts). It is private API, so it is used only when it agrees
+    with `encode_ordinary` on a probe; otherwise `encode_ordinary` is.
+    """
+    encoding = o200k()
+    buffer_encode = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
+    no_special: frozenset[str] = frozenset()
+
+    def ordinary(text: str) -> int:
+        return len(encoding.encode_ordinary(text))
+
+    if buffer_encode is None:
+        return ordinary
+
+    def buffered(text: str) -> int:
+        view = memoryview(buffer_encode(text, no_special))
+        return view.nbytes // view.itemsize
+
+    try:
+        if all(buffered(t) == ordinary(t) for t in (_PROBE, _PROBE * 50, "")):
+            return buffered
+    except Exception:  # a tiktoken without that private API shape
+        pass
+    return ordinary
+
+
 def count_tokens(text: str) -> int:
     """o200k tokens of one text, special-token strings counted as plain text."""
-    return len(o200k().encode_ordinary(text))
+    return token_counter()(text)
+
+
+@lru_cache(maxsize=1)
+def tokenizer_threads() -> ThreadPoolExecutor:
+    """Threads for tokenizing: tiktoken releases the GIL, so they run on every core."""
+    return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="mrcr-tokens")
 
 
 def count_tokens_batch(texts: Sequence[str], num_threads: int = 2) -> list[int]:
-    """Token counts of many texts, tokenized in parallel threads by tiktoken."""
-    if not texts:
-        return []
-    return [len(tokens) for tokens in o200k().encode_ordinary_batch(list(texts), num_threads=num_threads)]
+    """Token counts of many texts; tiktoken releases the GIL, so `num_threads` > 1 runs in parallel."""
+    counter = token_counter()
+    if num_threads <= 1 or len(texts) < 2:
+        return [counter(text) for text in texts]
+    chunk = -(-len(texts) // num_threads)
+    parts = [texts[i : i + chunk] for i in range(0, len(texts), chunk)]
+    return [n for part in tokenizer_threads().map(lambda part: [counter(t) for t in part], parts) for n in part]
 
 
 def row_token_count(messages: Iterable[Message | dict], answer: str) -> int:

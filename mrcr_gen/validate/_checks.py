@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from .._bins import bin_for_tokens
+from .._tokens import token_counter
 from .._models import ASK_TEMPLATE, DATE_ADDED_PATTERN, QUERY_PATTERN, RANDOM_STRING_PATTERN, ordinal
 from ._findings import OUT_OF_RANGE, Finding, RowResult
 
@@ -420,39 +420,6 @@ class _Checker:
             )
             return n_tokens, OUT_OF_RANGE
         return n_tokens, found.label
-
-
-_PROBE = "MRCR probe <|endoftext|> <|endofprompt|> héllo wörld 你好 🎉\n\n   tabs\t and 12345 numbers "
-
-
-@lru_cache(maxsize=1)
-def token_counter() -> Callable[[str], int]:
-    """o200k token count of a text with special-token strings counted as plain text (exactly
-    `len(encode_ordinary(text))`). tiktoken's buffer encoder gives the same tokens without
-    building a Python list of ints, about a quarter faster on long texts; it is used only when
-    it agrees with `encode_ordinary` on a probe, else `encode_ordinary` is."""
-    from .._tokens import o200k
-
-    encoding = o200k()
-    buffer_encode = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
-    no_special: frozenset[str] = frozenset()
-
-    def ordinary(text: str) -> int:
-        return len(encoding.encode_ordinary(text))
-
-    if buffer_encode is None:
-        return ordinary
-
-    def buffered(text: str) -> int:
-        view = memoryview(buffer_encode(text, no_special))
-        return view.nbytes // view.itemsize
-
-    try:
-        if all(buffered(t) == ordinary(t) for t in (_PROBE, _PROBE * 50, "")):
-            return buffered
-    except Exception:  # a tiktoken without that private API shape
-        pass
-    return ordinary
 
 
 def analyze_row(

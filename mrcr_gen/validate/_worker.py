@@ -3,8 +3,8 @@ shares its pages copy-on-write instead of each loading its own copy)."""
 
 from __future__ import annotations
 
-from .._tokens import o200k
-from ._checks import _check_row_task, token_counter  # noqa: F401  (imported so workers start warm)
+from .._tokens import o200k, token_counter
+from ._checks import _check_row_task  # noqa: F401  (imported so workers start warm)
 
 
 def init_worker() -> None:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 
 from .._catalog import Catalog, load_catalog
 from .._models import Ask, Writing
-from .._tokens import count_tokens_batch
+from .._tokens import count_tokens_batch, tokenizer_threads
 
 # A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
 OFFLINE_VARIANTS_PER_ASK = 8
@@ -18,11 +15,6 @@ UNBOUNDED_VARIANTS = 1 << 30
 
 
 COMPOSE_CHUNK = 128
-
-
-@lru_cache(maxsize=1)
-def _tokenizer_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="mrcr-tokenize")
 
 
 class MemoizedWriter:
@@ -44,7 +36,7 @@ class MemoizedWriter:
         for start in range(0, len(missing), COMPOSE_CHUNK):
             chunk = missing[start : start + COMPOSE_CHUNK]
             texts = [self.compose(ask, variant) for ask, variant in chunk]
-            pending.append((chunk, texts, _tokenizer_pool().submit(count_tokens_batch, texts, 1)))
+            pending.append((chunk, texts, tokenizer_threads().submit(count_tokens_batch, texts, 1)))
         for chunk, texts, counts in pending:
             for key, text, n_tokens in zip(chunk, texts, counts.result()):
                 self._cache[key] = Writing(text=text, n_tokens=n_tokens)

@@ -12,6 +12,7 @@ from mrcr_gen import (
     OfflineWriter,
     bin_by_upper,
     generate_dataset,
+    generate_sample,
     iter_rows,
     write_rows,
 )
@@ -126,3 +127,10 @@ def test_a_different_writer_or_date_is_never_reused(tmp_path):
     generated.clear()
     generate_dataset(cfg.model_copy(update={"date_added": "01-01-2027"}), OfflineWriter(cfg.seed + 1), on_row=generated.append)
     assert len(generated) == 12
+
+
+def test_non_ascii_text_survives_the_parquet_round_trip(tmp_path):
+    row = generate_sample(2, 8192, seed=3).row
+    fancy = row.model_copy(update={"answer": row.random_string_to_prepend + "Über 🎉 “quotes” — 你好", "date_added": "04-12-2025"})
+    write_rows([fancy, row], tmp_path / "x.parquet")
+    assert list(iter_rows(tmp_path / "x.parquet")) == [fancy, row]
