@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +14,14 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `target`; move it over `target` only if the block succeeds."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.partial")
+    # Not mkstemp: its files are 0600, which the rename would give every dataset file; created
+    # here with 0666, the umask decides, as for any other file the user writes.
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield tmp
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

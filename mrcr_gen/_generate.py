@@ -68,6 +68,8 @@ class GenerateConfig(_Frozen):
     def _check(self) -> GenerateConfig:
         if not self.needles or min(self.needles) < 1:
             raise ValueError("needle counts must be at least 1")
+        if self.tokens is None and not self.bins:
+            raise ValueError("give at least one bin, or tokens")
         index, count = self.shard
         if not 1 <= index <= count:
             raise ValueError(f"shard {index}/{count}: K must be between 1 and N")
@@ -77,7 +79,7 @@ class GenerateConfig(_Frozen):
         """All files of the dataset (whatever the shard), each with its rows."""
         files = []
         for n in dict.fromkeys(self.needles):
-            targets: Sequence[Bin | None] = [None] if self.tokens is not None else self.bins
+            targets: Sequence[Bin | None] = [None] if self.tokens is not None else list(dict.fromkeys(self.bins))
             specs = [
                 RowSpec(n_needles=n, bin=b, tokens=self.tokens, index=i, seed=self.seed)
                 for b in targets
@@ -128,6 +130,9 @@ def generate_dataset(
                 samples.append(sample)
                 if on_row is not None:
                     on_row(sample)
+            # The sidecar vouches for the parquet beside it: drop the old one before replacing
+            # the parquet, or a crash in between would leave it vouching for different rows.
+            sidecar_path(path).unlink(missing_ok=True)
             write_rows([s.row for s in samples], path)
             records = [{"build": build, **s.metadata()} for s in samples]
             with atomic_path(sidecar_path(path)) as tmp:
@@ -159,7 +164,7 @@ def _reusable_sidecar(path: Path, build: str, n_rows: int) -> list[dict] | None:
         return None
     try:
         records = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
-        if len(records) != n_rows or any(r.get("build") != build for r in records):
+        if len(records) != n_rows or any(not isinstance(r, dict) or r.get("build") != build for r in records):
             return None
         if pq.ParquetFile(path).metadata.num_rows != n_rows:
             return None

@@ -151,6 +151,8 @@ class Sample(_Frozen):
     def _consistent(self) -> Sample:
         if len(self.needle_indices) != self.row.n_needles:
             raise ValueError("one needle index per needle")
+        if self.target_ordinal > self.row.n_needles:
+            raise ValueError("target_ordinal must be at most n_needles")
         if self.needle_indices[self.target_ordinal - 1] != self.row.desired_msg_index:
             raise ValueError("desired_msg_index must be the target ordinal's needle")
         return self

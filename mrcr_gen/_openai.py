@@ -11,7 +11,7 @@ One place decides how we talk to an OpenAI-compatible server:
 * `BoundedRunner` runs coroutines with at most `limit` in flight.
 
 The API key never appears in an exception message or a log line: every message built here
-passes through `_redact`.
+passes through `redact`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ class _Retryable(Exception):
 _SECRETS: set[str] = set()
 
 
-def _redact(text: str) -> str:
+def redact(text: str) -> str:
+    """`text` with every API key this process has used replaced by ***."""
     for secret in _SECRETS:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
@@ -110,7 +111,7 @@ def make_client(
 
 def _retry_after_seconds(headers: Any) -> float | None:
     """`Retry-After` (seconds, or an HTTP date) or `retry-after-ms` from response headers."""
-    if headers is None:
+    if not hasattr(headers, "get"):
         return None
     try:
         ms = headers.get("retry-after-ms")
@@ -118,7 +119,7 @@ def _retry_after_seconds(headers: Any) -> float | None:
             return max(0.0, float(ms) / 1000.0)
     except (TypeError, ValueError):
         pass
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:
@@ -144,21 +145,21 @@ def _classify(exc: BaseException) -> _Retryable | ChatError:
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retry_after = _retry_after_seconds(getattr(exc.response, "headers", None))
-        message = _redact(f"HTTP {status}: {exc.message}")
+        message = redact(f"HTTP {status}: {exc.message}")
         if status in (408, 409, 429) or status >= 500:
             return _Retryable(message, status=status, retry_after=retry_after)
         return ChatError(message, attempts=0, status=status, retryable=False)
     if isinstance(exc, openai.APITimeoutError):
         return _Retryable("request timed out")
     if isinstance(exc, openai.APIConnectionError):
-        return _Retryable(_redact(f"connection error: {exc}"))
+        return _Retryable(redact(f"connection error: {exc}"))
     if isinstance(exc, openai.APIResponseValidationError):
-        return _Retryable(_redact(f"malformed response: {exc.message}"), status=exc.status_code)
+        return _Retryable(redact(f"malformed response: {exc.message}"), status=exc.status_code)
     if isinstance(exc, (ValueError, TypeError, AttributeError, KeyError, IndexError)):
         # json.JSONDecodeError is a ValueError: an unparseable body.
-        return _Retryable(_redact(f"malformed response: {type(exc).__name__}: {exc}"))
+        return _Retryable(redact(f"malformed response: {type(exc).__name__}: {exc}"))
     if isinstance(exc, openai.OpenAIError):
-        return ChatError(_redact(f"{type(exc).__name__}: {exc}"), attempts=0)
+        return ChatError(redact(f"{type(exc).__name__}: {exc}"), attempts=0)
     raise exc
 
 

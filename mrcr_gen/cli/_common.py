@@ -56,5 +56,5 @@ def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> 
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             raise
         print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(EXIT_USAGE if exc.exit_code == EXIT_USAGE else exc.exit_code)
+        sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -103,7 +103,10 @@ def evaluate(
 def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory.")) -> None:
     if not (run_dir / "results.jsonl").is_file():
         raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory")
-    summary = write_report(run_dir)
+    try:
+        summary = write_report(run_dir)
+    except ValueError as exc:  # run.json that is not JSON
+        raise CommandError(str(exc)) from None
     print_report(summary, Console())
 
 

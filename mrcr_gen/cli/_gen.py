@@ -159,6 +159,8 @@ def generate(
             )
         except AssemblyError as exc:
             raise CommandError(str(exc)) from None
+        except OSError as exc:  # e.g. --out names a file, or a directory we may not write to
+            raise CommandError(f"cannot write {exc.filename or config.out}: {exc.strerror or exc}") from None
     print_summary(result.samples, config.out)
 
 

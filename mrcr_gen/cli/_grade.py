@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..eval._data import bin_sort_key
+from ..eval._data import DataError, bin_sort_key
 from ..eval._responses import ResponsesError, grade_responses
 from ._common import CommandError, run_app
 
@@ -46,7 +46,7 @@ def grade(
             raise CommandError(f"file not found: {path}")
     try:
         result = grade_responses(data, responses, allow_missing=allow_missing)
-    except ResponsesError as exc:
+    except (ResponsesError, DataError) as exc:
         raise CommandError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise CommandError(f"cannot read {data}: {exc}".splitlines()[0]) from None

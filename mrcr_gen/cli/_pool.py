@@ -32,6 +32,8 @@ def harvest_command(
             report = harvest(files, out, on_row=lambda: bar.advance(task))
         except PoolError as exc:
             raise CommandError(str(exc)) from None
+        except OSError as exc:  # writing --out failed (its folder is a file, no permission, ...)
+            raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
     print(
         f"pool {report.out}: {report.writings:,} distinct writings ({report.asks:,} asks, {report.formats} formats, "
         f"{report.entities} entities, {report.tokens:,} o200k tokens) from {report.pairs:,} pairs in "
@@ -116,6 +118,8 @@ def run_build(*, model, plan, concurrency, base_url, out, cache_dir, temperature
         )
     except (BuildError, PoolError) as exc:
         raise CommandError(str(exc)) from None
+    except OSError as exc:  # the cache or --out cannot be written
+        raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
     print_report(report)
     return report
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._bins import BINS, bin_for_tokens
 from .._models import MrcrRow
@@ -68,8 +69,57 @@ def data_key(path: str | os.PathLike) -> str:
     return str(Path(path).resolve())
 
 
+class DataError(ValueError):
+    """A data file that cannot be read as MRCR rows; the message is one line naming file and row."""
+
+
+def _first_problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def read_rows(path: str | os.PathLike) -> Iterator[tuple[int, MrcrRow]]:
+    """(index, row) for each row of an MRCR parquet file; an unreadable file or row raises DataError."""
+    rows = iter_rows(path)
+    index = 0
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except ValidationError as exc:
+            raise DataError(f"{path}: row {index}: {_first_problem(exc)}") from None
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            lines = str(exc).strip().splitlines()
+            raise DataError(f"{path}: cannot read as MRCR parquet: {lines[0] if lines else type(exc).__name__}") from None
+        yield index, row
+        index += 1
+
+
+def prompt_messages(prompt: str) -> list[dict]:
+    """The prompt's messages exactly as the seed sends them; ValueError unless they are a
+    non-empty JSON list of objects with a string `content` and a `role`."""
+    try:
+        messages = json.loads(prompt)
+    except ValueError as exc:
+        raise ValueError(f"prompt is not valid JSON ({exc})") from None
+    if not (
+        isinstance(messages, list)
+        and messages
+        and all(isinstance(m, dict) and "role" in m and isinstance(m.get("content"), str) for m in messages)
+    ):
+        raise ValueError("prompt is not a non-empty JSON list of {role, content} messages with string content")
+    return messages
+
+
 def row_info(file: str, index: int, row: MrcrRow) -> RowInfo:
-    messages = json.loads(row.prompt)
+    """The row ready to send; DataError when its prompt is not a list of messages."""
+    try:
+        messages = prompt_messages(row.prompt)
+    except ValueError as exc:
+        raise DataError(f"{file}: row {index}: {exc}") from None
     counts = count_tokens_batch([m["content"] for m in messages] + [row.answer])
     prompt_tokens = sum(counts[:-1])
     return RowInfo(
@@ -82,21 +132,3 @@ def row_info(file: str, index: int, row: MrcrRow) -> RowInfo:
         prompt_tokens=prompt_tokens,
         total_tokens=prompt_tokens + counts[-1],
     )
-
-
-def iter_row_infos(
-    path: str | os.PathLike,
-    *,
-    needles: Iterable[int] | None = None,
-    skip: Iterable[int] = (),
-) -> Iterator[tuple[int, MrcrRow | None, RowInfo | None]]:
-    """(index, row, info) for each row; rows filtered out by `needles` or listed in `skip` are
-    yielded as (index, row, None) without the cost of tokenizing them."""
-    wanted = set(needles) if needles else None
-    skipped = set(skip)
-    key = data_key(path)
-    for index, row in enumerate(iter_rows(path)):
-        if (wanted is not None and row.n_needles not in wanted) or index in skipped:
-            yield index, row, None
-        else:
-            yield index, row, row_info(key, index, row)

@@ -105,7 +105,10 @@ def summarize(run_dir: str | os.PathLike) -> dict[str, Any]:
     if not results.exists():
         raise FileNotFoundError(f"{results} not found: is {run_dir} a mrcr-eval run directory?")
     run_file = run_dir / RUN_NAME
-    run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    try:
+        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    except ValueError:
+        raise ValueError(f"{run_file} is not valid JSON") from None
     return summarize_records(read_results(results), run)
 
 

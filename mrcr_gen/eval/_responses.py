@@ -8,9 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .._parquet import iter_rows
 from .._tokens import count_tokens_batch
-from ._data import bin_label, bin_sort_key
+from ._data import DataError, bin_label, bin_sort_key, prompt_messages, read_rows
 from ._grade import grade
 
 
@@ -58,18 +57,22 @@ def grade_responses(
 
     Returns `{"mean": m, "rows": [{"row", "score", "bin", "n_needles"}], "cells": [...],
     "n_rows": ..., "missing": [...]}`. Every row of DATA needs exactly one response unless
-    `allow_missing`; a response for a row DATA lacks is always an error.
+    `allow_missing`; a response for a row DATA lacks is always an error. A DATA file or row
+    that cannot be read raises `DataError` (a ValueError) naming it.
     """
     given = responses if isinstance(responses, dict) else read_responses(responses)
     rows_out = []
     missing = []
     n_data = 0
-    for index, row in enumerate(iter_rows(data)):
+    for index, row in read_rows(data):
         n_data += 1
         if index not in given:
             missing.append(index)
             continue
-        messages = json.loads(row.prompt)
+        try:
+            messages = prompt_messages(row.prompt)
+        except ValueError as exc:
+            raise DataError(f"{data}: row {index}: {exc}") from None
         counts = count_tokens_batch([m["content"] for m in messages] + [row.answer])
         rows_out.append(
             {

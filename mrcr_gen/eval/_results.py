@@ -63,7 +63,8 @@ def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     records = []
-    with open(path, encoding="utf-8") as handle:
+    # A write torn inside a multi-byte character must not make the whole file unreadable.
+    with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             line = line.strip()
             if not line:

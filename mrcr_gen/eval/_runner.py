@@ -18,9 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._openai import DEFAULT_TIMEOUT, ChatError, chat_completion, make_client
-from .._parquet import iter_rows
-from ._data import RowInfo, bin_upper, data_key, row_info
+from .._openai import DEFAULT_TIMEOUT, ChatError, chat_completion, make_client, redact
+from ._data import DataError, RowInfo, bin_upper, data_key, read_rows, row_info
 from ._floors import row_floors
 from ._grade import grade, grade_lenient
 from ._report import write_report
@@ -96,7 +95,7 @@ def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tu
     taken = 0
     for path in config.data:
         key = data_key(path)
-        for index, row in enumerate(iter_rows(path)):
+        for index, row in read_rows(path):
             if config.limit is not None and taken >= config.limit:
                 return
             if wanted_needles is not None and row.n_needles not in wanted_needles:
@@ -230,7 +229,8 @@ async def run_eval_async(
                 return
             except Exception as exc:  # noqa: BLE001 - recorded, never fatal
                 stats.errors += 1
-                emit(_base_record(info) | {"status": STATUS_ERROR, "error": f"{type(exc).__name__}: {exc}", "attempts": 1})
+                error = redact(f"{type(exc).__name__}: {exc}")
+                emit(_base_record(info) | {"status": STATUS_ERROR, "error": error, "attempts": 1})
                 return
             finally:
                 in_flight -= 1
@@ -258,9 +258,13 @@ async def run_eval_async(
                 task.add_done_callback(lambda t: (tasks.discard(t), semaphore.release()))
             if tasks:
                 await asyncio.gather(*tasks)
+        except DataError as exc:
+            raise EvalError(str(exc)) from None
         finally:
+            # Cancelled tasks must finish before the results file closes under them.
             for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             close = getattr(client, "close", None)
             if close is not None:
                 try:

@@ -41,18 +41,28 @@ def source_label(path: Path) -> str:
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
-def pairs_of(messages: Sequence[dict]) -> Iterable[tuple[str, str] | None]:
+def pairs_of(messages: object) -> Iterable[tuple[str, str] | None]:
     """(ask, writing) for messages[1:-1]: the preamble (first) and final query (last) are skipped.
 
-    Yields None for a position that is not a user message followed by an assistant one.
+    Yields None for a position that is not a user message followed by an assistant one, both
+    with text content. A prompt that is not a list of messages is a ValueError.
     """
+    if not isinstance(messages, list):
+        raise ValueError(f"prompt is a JSON {type(messages).__name__}, not a list of messages")
     body = messages[1:-1]
     for i in range(0, len(body) - 1, 2):
         user, assistant = body[i], body[i + 1]
-        if user.get("role") != "user" or assistant.get("role") != "assistant":
+        if not (
+            isinstance(user, dict)
+            and isinstance(assistant, dict)
+            and user.get("role") == "user"
+            and assistant.get("role") == "assistant"
+            and isinstance(user.get("content"), str)
+            and isinstance(assistant.get("content"), str)
+        ):
             yield None
         else:
-            yield user.get("content", ""), assistant.get("content", "")
+            yield user["content"], assistant["content"]
 
 
 def harvest(
@@ -99,8 +109,6 @@ def harvest(
                 if on_row is not None:
                     on_row()
         except (OSError, ValueError, KeyError) as exc:
-            if isinstance(exc, PoolError):
-                raise
             raise PoolError(f"{path} is not an MRCR parquet file: {str(exc).splitlines()[0]}") from None
     writings, dropped = dedupe(writings)
     duplicates += dropped

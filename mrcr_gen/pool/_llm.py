@@ -317,14 +317,14 @@ def build_pool_openai(
         finally:
             await client.close()
 
-    if todo:
-        try:
+    try:
+        if todo:
             with bar:
                 asyncio.run(run_all())
-        except ChatError as exc:  # e.g. no API key
-            cache.close()
-            raise BuildError(str(exc)) from None
-    cache.close()
+    except ChatError as exc:  # e.g. no API key
+        raise BuildError(str(exc)) from None
+    finally:
+        cache.close()
     if fatal:
         raise BuildError(f"the server refused the request: {fatal[0]}")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from .._assembler import AssemblyError
 from .._files import atomic_path
@@ -132,10 +132,16 @@ def read_pool(path: str | os.PathLike) -> list[PoolWriting]:
     missing = [c for c in POOL_COLUMNS if c not in table.column_names]
     if missing:
         raise PoolError(f"{path} is not a pool: missing column(s) {', '.join(missing)}")
-    try:
-        return [PoolWriting(**record) for record in table.select(list(POOL_COLUMNS)).to_pylist()]
-    except ValueError as exc:
-        raise PoolError(f"{path} has an invalid row: {str(exc).splitlines()[-1].strip()}") from None
+    writings = []
+    for row, record in enumerate(table.select(list(POOL_COLUMNS)).to_pylist()):
+        try:
+            writings.append(PoolWriting(**record))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            problem = first["msg"].removeprefix("Value error, ")
+            raise PoolError(f"{path} row {row} is invalid: {where + ': ' if where else ''}{problem}") from None
+    return writings
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -337,11 +337,7 @@ class _Checker:
         body = answer[len(rs) :] if prefixed else answer
         if body == expected:
             return
-        equal = [
-            i
-            for i, m in enumerate(messages[:-1])
-            if m["content"] == body or (not prefixed and rs + m["content"] == answer)
-        ]
+        equal = [i for i, m in enumerate(messages[:-1]) if m["content"] == body]
         assistant_equal = [i for i in equal if messages[i]["role"] == "assistant"] or equal
         if assistant_equal:
             found = "the answer is the random string + " + " = ".join(self._describe(i) for i in assistant_equal[:3])

@@ -110,10 +110,6 @@ class FileScan:
     unusable_columns: set[str] = field(default_factory=set)
 
     @property
-    def readable(self) -> bool:
-        return not any(f.check == "file" and f.is_error for f in self.file_findings)
-
-    @property
     def schema_ok(self) -> bool:
         return not any(f.check == "schema" and f.is_error for f in self.file_findings)
 
@@ -138,9 +134,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _batch_rows(parquet: pq.ParquetFile) -> int:
-    meta = parquet.metadata
-    decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    per_row = decoded / max(1, meta.num_rows)
+    """Rows per record batch so that one batch decodes to about BATCH_BYTES."""
+    per_row = _decoded_bytes(parquet) / max(1, parquet.metadata.num_rows)
     return max(1, min(1024, int(BATCH_BYTES // max(1.0, per_row))))
 
 

@@ -161,6 +161,52 @@ def test_eval_cli_no_key_without_base_url(small_data, tmp_path, capsys, monkeypa
 def test_report_of_a_non_run_dir(tmp_path, capsys):
     code, _, err = call(eval_main, ["report", str(tmp_path)], capsys)
     assert code == 2 and "not a mrcr-eval run directory" in err
+    (tmp_path / "results.jsonl").write_text("")
+    (tmp_path / "run.json").write_text("{not json")
+    code, _, err = call(eval_main, ["report", str(tmp_path)], capsys)
+    assert code == 2 and "run.json is not valid JSON" in err and len(err.strip().splitlines()) == 1
+
+
+def _bad_data(tmp_path: Path, defect: str) -> Path:
+    """A data file whose row 1 (or the whole file) has `defect`; row 0 is fine."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mrcr_gen import MRCR_SCHEMA
+    from tests.support.rowkit import make_row
+
+    path = tmp_path / f"{defect}.parquet"
+    if defect == "not-parquet":
+        path.write_text("hello")
+        return path
+    good, bad = make_row(seed=1), make_row(seed=2)
+    if defect == "prompt-not-json":
+        bad["prompt"] = "not json"
+    elif defect == "prompt-not-messages":
+        bad["prompt"] = json.dumps([1, 2, 3])
+    elif defect == "answer-without-prefix":
+        bad["answer"] = "no prefix"
+    pq.write_table(pa.Table.from_pylist([good, bad], schema=MRCR_SCHEMA), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "defect, message",
+    [
+        ("not-parquet", "cannot read as MRCR parquet"),
+        ("prompt-not-json", "row 1: prompt is not valid JSON"),
+        ("prompt-not-messages", "row 1: prompt is not a non-empty JSON list"),
+        ("answer-without-prefix", "row 1: answer must start with random_string_to_prepend"),
+    ],
+)
+def test_unreadable_data_is_one_line_exit_2(tmp_path, capsys, api_key, defect, message):
+    data = _bad_data(tmp_path, defect)
+    responses = write_responses(tmp_path / "r.jsonl", [{"row": 0, "response": "x"}, {"row": 1, "response": "y"}])
+    code, _, err = call(grade_main, [str(data), str(responses)], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    with ChatServer("oracle") as server:
+        code, _, err = call(eval_main, [str(data), "--model", "m", "--base-url", server.base_url, "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
 def _stats(port: int) -> dict:

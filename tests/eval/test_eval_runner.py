@@ -140,6 +140,16 @@ def test_torn_last_line_is_ignored_on_resume(small_data, tmp_path, api_key):
     assert len(lines) == 5 and json.loads(lines[-1])["row"] == 3
 
 
+def test_line_torn_inside_a_multibyte_character_is_ignored_on_resume(small_data, tmp_path, api_key):
+    with ChatServer("oracle") as server:
+        cfg = config([small_data], tmp_path / "run", server, limit=2)
+        run_eval(cfg)
+        with open(tmp_path / "run" / "results.jsonl", "ab") as handle:
+            handle.write('{"file": "x", "row": 2, "response": "caf\u00e9'.encode()[:-1])
+        _, summary = run_eval(cfg.model_copy(update={"limit": 3}))
+        assert server.total_requests == 3 and summary["n_scored"] == 3
+
+
 def test_concurrency_is_bounded(small_data, tmp_path, api_key):
     with ChatServer("oracle", delay=0.2) as server:
         stats, _ = run_eval(config([small_data], tmp_path / "run", server, concurrency=3))

@@ -50,3 +50,12 @@ def test_help_explains_the_options():
     assert result.returncode == 0
     for option in ("--needles", "--bin", "--samples", "--seed", "--out", "--writer", "--tokens", "--shard"):
         assert option in result.stdout
+
+
+def test_an_out_that_is_a_file_gets_one_line_and_exit_2(tmp_path):
+    (tmp_path / "taken").write_text("")
+    result = mrcr_gen("--bin", "8192", "--samples", "1", "--out", str(tmp_path / "taken"))
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "generating" not in line]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("mrcr-gen: error: cannot write ") and "Not a directory" in lines[0]

@@ -134,3 +134,31 @@ def test_non_ascii_text_survives_the_parquet_round_trip(tmp_path):
     fancy = row.model_copy(update={"answer": row.random_string_to_prepend + "Über 🎉 “quotes” — 你好", "date_added": "04-12-2025"})
     write_rows([fancy, row], tmp_path / "x.parquet")
     assert list(iter_rows(tmp_path / "x.parquet")) == [fancy, row]
+
+
+def test_a_crash_between_parquet_and_sidecar_never_reuses_the_old_sidecar(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+
+    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), rows_per_file=3)
+    run(cfg)
+    before = file_bytes(cfg.out)
+
+    def crash_before_the_sidecar(_path):
+        raise KeyboardInterrupt
+
+    # Another run (another writer) replaces the parquet, then dies before writing its sidecar.
+    monkeypatch.setattr(generate_module, "atomic_path", crash_before_the_sidecar)
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(cfg, OfflineWriter(cfg.seed + 1))
+    monkeypatch.undo()
+    generated = []
+    generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=generated.append)
+    assert len(generated) == 3
+    assert file_bytes(cfg.out) == before
+
+
+def test_a_repeated_bin_plans_its_rows_once_and_no_bin_is_an_error(tmp_path):
+    cfg = config(tmp_path, needles=(2,), bins=(bin_by_upper(8192), bin_by_upper(8192)), samples=2)
+    assert sum(len(f.rows) for f in cfg.plan()) == 2
+    with pytest.raises(ValueError, match="at least one bin"):
+        config(tmp_path, bins=())

@@ -119,3 +119,30 @@ def test_harvest_real_rows(tmp_path):
     assert max(per_ask.values()) >= 8
     catalog = json.loads(catalog_path(pool_path).read_text())
     assert sum(catalog["pairs_per_format"].values()) == 1163
+
+
+def test_harvest_skips_malformed_messages_and_rejects_prompts_that_are_not_lists(tmp_path):
+    from mrcr_gen import MrcrRow, write_rows
+
+    def row(prompt: str) -> MrcrRow:
+        return MrcrRow(
+            prompt=prompt, answer="abcdefghij", random_string_to_prepend="abcdefghij", n_needles=1,
+            desired_msg_index=1, total_messages=6, n_chars=1, date_added="01-01-2025",
+        )
+
+    messages = [
+        {"role": "user", "content": "preamble"},
+        {"role": "user", "content": "write a poem about cats"},
+        {"role": "assistant", "content": None},
+        "not a message",
+        {"role": "assistant", "content": "text"},
+        {"role": "user", "content": "write a poem about dogs"},
+        {"role": "assistant", "content": "woof"},
+        {"role": "user", "content": "query"},
+    ]
+    write_rows([row(json.dumps(messages))], tmp_path / "odd.parquet")
+    report = harvest([tmp_path / "odd.parquet"], tmp_path / "pool.parquet")
+    assert (report.pairs, report.unparsed, report.writings) == (3, 2, 1)
+    write_rows([row(json.dumps({"role": "user"}))], tmp_path / "dict.parquet")
+    with pytest.raises(PoolError, match="not an MRCR parquet file: prompt is a JSON dict, not a list of messages"):
+        harvest([tmp_path / "dict.parquet"], tmp_path / "pool2.parquet")

@@ -153,3 +153,15 @@ def test_bad_pool_files(tmp_path, capsys):
     pq.write_table(pa.table({"ask": ["write a poem about cats"]}), tmp_path / "notpool.parquet")
     code, _, err = run_cli(["--writer", "pool", "--pool", tmp_path / "notpool.parquet", "--bin", 8192, "--samples", 1, "--out", tmp_path / "o"], capsys)
     assert code == 2 and "is not a pool: missing column(s) id, format, entity, text, n_tokens, source" in err
+
+
+def test_an_invalid_pool_row_is_named_with_its_problem(tmp_path):
+    good = PoolWriting.make(Ask(format="poem", entity="cats"), "a poem", 3, "x")
+    write_pool([good], tmp_path / "pool.parquet")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "pool.parquet")
+    table = table.set_column(0, "id", [["0" * 16]])
+    pq.write_table(table, tmp_path / "bad.parquet")
+    with pytest.raises(PoolError, match=r"bad\.parquet row 0 is invalid: id 0{16} is not the hash of its ask and text$"):
+        read_pool(tmp_path / "bad.parquet")
