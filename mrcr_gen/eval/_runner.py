@@ -191,8 +191,11 @@ async def run_eval_async(
             raise EvalError(f"data file not found: {path}")
     _check_run_dir(config)
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_run_file(config)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _write_run_file(config)
+    except OSError as exc:
+        raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
 
     results_path = out / RESULTS_NAME
     final = latest_records(read_results(results_path))

@@ -117,7 +117,7 @@ class _Checker:
             elif "role" not in message or "content" not in message:
                 problems.append(f"messages[{i}] lacks {'role' if 'role' not in message else 'content'}")
             elif message["role"] not in KNOWN_ROLES:
-                problems.append(f"messages[{i}] has role {_short(str(message['role']), 20)}, expected user or assistant")
+                problems.append(f"messages[{i}] has role {_short(str(message['role']), 20)}, expected one of {', '.join(sorted(KNOWN_ROLES))}")
             elif not isinstance(message["content"], str):
                 problems.append(f"messages[{i}] content is {type(message['content']).__name__}, expected a string")
         if problems:

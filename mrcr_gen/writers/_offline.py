@@ -22,18 +22,18 @@ Design notes
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import re
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+
+from .._seeding import derived_rng
 
 __all__ = [
     "FORMAT_NAMES",
     "compose_writing",
     "sample_target_tokens",
-    "derive_seed",
 ]
 
 FORMAT_NAMES: tuple[str, ...] = (
@@ -75,12 +75,6 @@ _Z90 = 1.2815515655446004  # standard normal 90th percentile
 # --------------------------------------------------------------------------- #
 # Seeding and length targets
 # --------------------------------------------------------------------------- #
-
-
-def derive_seed(seed: int, format_name: str, entity: str, variant: int) -> int:
-    """Process-independent 64-bit seed for one (seed, format, entity, variant)."""
-    key = repr((int(seed), str(format_name), str(entity), int(variant))).encode("utf-8")
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
 
 
 def _inv_norm(p: float) -> float:
@@ -709,10 +703,6 @@ def _paragraphs(ctx: _Ctx, sentences: list[str], lo: int = 3, hi: int = 5) -> li
     return paras
 
 
-def _lines_until(ctx: _Ctx, tpls: tuple[_Tpl, ...], budget: float, min_count: int) -> list[str]:
-    return _fill_sentences(ctx, tpls, budget, min_count=min_count)
-
-
 def _end_line(line: str) -> str:
     return line.rstrip(",;") + "."
 
@@ -725,7 +715,7 @@ def _end_line(line: str) -> str:
 def _poem(ctx: _Ctx, target: float) -> str:
     title = ctx.fill(_POEM_TITLES) if ctx.r() < 0.8 else ""
     budget = target - (len(title) + 2 if title else 0)
-    lines = _lines_until(ctx, _POEM_LINE, budget * 0.97, min_count=4)
+    lines = _fill_sentences(ctx, _POEM_LINE, budget * 0.97, min_count=4)
     stanzas, i, r = [], 0, ctx.r
     size = 4 if r() < 0.7 else 3 + int(r() * 3)
     while i < len(lines):
@@ -750,7 +740,7 @@ def _song(ctx: _Ctx, target: float) -> str:
     n_verses = 2 if target < 1700 else 3
     fixed = (len(title) + 2 if title else 0) + (n_verses + 1) * (len(chorus) + 16) + len(bridge) + 14 + len(outro) + 13
     per_verse = max(60.0, (target - fixed) / n_verses)
-    verses = ["\n".join(_lines_until(ctx, _SONG_LINE, per_verse - 14, min_count=2)) for _ in range(n_verses)]
+    verses = ["\n".join(_fill_sentences(ctx, _SONG_LINE, per_verse - 14, min_count=2)) for _ in range(n_verses)]
     parts = [title] if title else []
     for i, v in enumerate(verses):
         parts.append(f"**Verse {i + 1}**\n{v}")
@@ -907,7 +897,7 @@ def _riddle(ctx: _Ctx, target: float) -> str:
     ask = ctx.pick(_RIDDLE_ASK)
     ans = ("Answer: " if ctx.r() < 0.7 else "**Answer:** ") + ctx.Entity
     budget = target - len(ask) - len(ans) - 4
-    lines = _lines_until(ctx, _RIDDLE_LINE, budget, min_count=2)
+    lines = _fill_sentences(ctx, _RIDDLE_LINE, budget, min_count=2)
     lines[0] = lines[0][:1].upper() + lines[0][1:]
     lines[-1] = _end_line(lines[-1])
     return "\n".join(lines) + "\n" + ask + "\n\n" + ans
@@ -953,7 +943,7 @@ def compose_writing(
     the result is drawn from a distribution with those quantiles.  Pure and
     deterministic per ``(seed, format_name, entity, variant, tokens)``.
     """
-    rng = random.Random(derive_seed(seed, format_name, entity, variant))
+    rng = derived_rng("writing", int(seed), str(format_name), str(entity), int(variant))
     ctx = _Ctx(rng, entity)
     q = _length_plan(tuple(int(x) for x in tokens))[0]  # type: ignore[arg-type]
     if rng.random() < q:

@@ -258,3 +258,12 @@ def test_sigkill_then_resume_repeats_no_finished_call(small_data, tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def test_eval_cli_out_that_is_a_file_is_one_line_exit_2(small_data, tmp_path, capsys, api_key):
+    blocker = tmp_path / "taken"
+    blocker.write_text("not a directory")
+    with ChatServer("oracle") as server:
+        code, _, err = call(eval_main, [str(small_data), "--model", "m", "--base-url", server.base_url, "--out", str(blocker)], capsys)
+        assert server.total_requests == 0
+    assert code == 2 and "cannot write the run directory" in err and len(err.strip().splitlines()) == 1

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrcr_gen.writers._offline import FORMAT_NAMES, compose_writing, derive_seed
+from mrcr_gen.writers._offline import FORMAT_NAMES, compose_writing
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = json.loads((ROOT / "formats" / "formats.json").read_text(encoding="utf-8"))
@@ -168,8 +168,6 @@ def test_entity_appears_in_every_format(fmt):
 def test_same_inputs_same_text_and_seed_is_stable():
     for fmt in FORMAT_NAMES:
         assert write(fmt, "geckos", 3, 9) == write(fmt, "geckos", 3, 9)
-    assert derive_seed(1, "poem", "hats", 2) == derive_seed(1, "poem", "hats", 2)
-    assert derive_seed(1, "poem", "hats", 2) != derive_seed(1, "poem", "hats", 3)
 
 
 def test_deterministic_across_processes():
