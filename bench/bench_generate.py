@@ -14,7 +14,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset, iter_rows, o200k
+from mrcr_gen import (
+    GenerateConfig,
+    OfflineWriter,
+    bin_by_upper,
+    generate_dataset,
+    iter_rows,
+    o200k,
+)
 
 
 def main() -> None:

@@ -1,8 +1,10 @@
 """mrcr-gen: generate, validate and evaluate MRCR long-context datasets."""
 
-from ._version import __version__
+# --- generator (lead) ---
+from ._assembler import Assembler, AssemblyError, normalize_ask
 from ._bins import BIN_UPPER_EDGES, BINS, Bin, bin_by_upper, bin_for_tokens
 from ._catalog import Catalog, load_catalog
+from ._generate import GenerateConfig, GenerateResult, generate_dataset, generate_sample
 from ._models import (
     Answer,
     Ask,
@@ -17,14 +19,18 @@ from ._models import (
 )
 from ._parquet import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows
 from ._tokens import count_tokens, count_tokens_batch, o200k, row_token_count
-
-# --- generator (lead) ---
-from ._assembler import Assembler, AssemblyError, normalize_ask
-from ._generate import GenerateConfig, GenerateResult, generate_dataset, generate_sample
-from .writers import OfflineWriter, Writer
+from ._version import __version__
 
 # --- validator ---
-from .validate import Finding, RowResult, ValidationReport, validate_file, validate_paths, validate_row
+from .validate import (
+    Finding,
+    RowResult,
+    ValidationReport,
+    validate_file,
+    validate_paths,
+    validate_row,
+)
+from .writers import OfflineWriter, Writer
 
 # Pools and evaluation import the openai client (~0.5 s): loaded on first use of their names.
 _LAZY = {

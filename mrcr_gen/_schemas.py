@@ -8,7 +8,17 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ._files import write_text_atomic
-from ._models import Answer, Ask, Conversation, FormatSpec, Message, MrcrRow, Needle, Sample, Writing
+from ._models import (
+    Answer,
+    Ask,
+    Conversation,
+    FormatSpec,
+    Message,
+    MrcrRow,
+    Needle,
+    Sample,
+    Writing,
+)
 
 
 def schema_models() -> dict[str, type[BaseModel]]:

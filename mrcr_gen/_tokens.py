@@ -129,6 +129,30 @@ def count_tokens(text: str) -> int:
     return token_counter()(text)
 
 
+class RepeatedTextCounter:
+    """Exact token counts that remember texts seen before, by a 128-bit digest of their content.
+
+    MRCR files reuse writings across rows (each ask has a few writings), so a file's recount
+    mostly meets texts it has counted already; hashing a text costs a few percent of tokenizing it.
+    """
+
+    def __init__(self, max_entries: int = 1 << 20, min_chars: int = 256) -> None:
+        self._counts: dict[bytes, int] = {}
+        self._max_entries = max_entries
+        self._min_chars = min_chars
+
+    def __call__(self, text: str) -> int:
+        if len(text) < self._min_chars:
+            return token_counter()(text)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        count = self._counts.get(key)
+        if count is None:
+            if len(self._counts) >= self._max_entries:
+                self._counts.clear()
+            count = self._counts[key] = token_counter()(text)
+        return count
+
+
 @lru_cache(maxsize=1)
 def tokenizer_threads() -> ThreadPoolExecutor:
     """Threads for tokenizing: tiktoken releases the GIL, so they run on every core."""

@@ -43,3 +43,14 @@ def test_loads_with_an_empty_tiktoken_cache_and_seeds_it(tmp_path):
     assert json.loads(out) == [2, "o200k_base"]
     cached = tmp_path / hashlib.sha1(tokens.O200K_URL.encode()).hexdigest()
     assert hashlib.sha256(cached.read_bytes()).hexdigest() == tokens.O200K_SHA256
+
+
+def test_repeated_text_counter_is_exact_and_bounded():
+    from mrcr_gen._tokens import RepeatedTextCounter
+
+    counter = RepeatedTextCounter(max_entries=3, min_chars=10)
+    texts = ["short", "a long writing about tapirs " * 20, "another long one, with ünïcode 🎉 " * 30]
+    texts += [f"variant {i} of a long writing " * 10 for i in range(5)]
+    for _ in range(3):
+        assert [counter(t) for t in texts] == [count_tokens(t) for t in texts]
+    assert len(counter._counts) <= 3

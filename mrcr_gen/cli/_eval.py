@@ -13,7 +13,7 @@ from rich.console import Console
 from .._bins import bin_by_upper
 from ..eval._report import print_report, write_report
 from ..eval._runner import EvalConfig, EvalError, run_eval_async
-from ._common import CommandError, parquet_inputs, one_line, run_app, stderr
+from ._common import CommandError, one_line, parquet_inputs, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,

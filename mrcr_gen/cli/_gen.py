@@ -9,14 +9,21 @@ from typing import Optional
 
 import typer
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from .._assembler import AssemblyError
 from .._bins import BINS, bin_by_upper
-from .._schemas import export_schemas, stale_schemas
 from .._generate import DEFAULT_DATE_ADDED, GenerateConfig, generate_dataset, summarize
+from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
 from ._common import CommandError, one_line, run_app, stderr
 

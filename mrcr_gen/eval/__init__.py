@@ -3,7 +3,14 @@
 from ._data import RowInfo, bin_label
 from ._floors import Floors, row_floors
 from ._grade import grade, grade_lenient
-from ._report import plot_summary, print_report, render_table, summarize, summarize_records, write_report
+from ._report import (
+    plot_summary,
+    print_report,
+    render_table,
+    summarize,
+    summarize_records,
+    write_report,
+)
 from ._responses import ResponsesError, grade_responses, read_responses
 from ._runner import EvalConfig, EvalError, RunStats, run_eval, run_eval_async
 

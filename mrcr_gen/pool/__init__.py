@@ -1,7 +1,14 @@
 """Pools of real writings: harvested from MRCR files or written by an LLM, drawn by the assembler."""
 
 from ._harvest import HarvestReport, catalog_path, harvest
-from ._llm import PRICES, BuildError, BuildReport, build_pool_openai, default_cache_dir, plan_asks
+from ._llm import (
+    PRICES,
+    BuildError,
+    BuildReport,
+    build_pool_openai,
+    default_cache_dir,
+    plan_asks,
+)
 from ._pool import (
     POOL_COLUMNS,
     POOL_SCHEMA,

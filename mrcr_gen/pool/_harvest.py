@@ -12,7 +12,15 @@ from .._files import write_text_atomic
 from .._models import _Frozen
 from .._parquet import iter_rows
 from .._tokens import count_tokens_batch
-from ._pool import PoolError, PoolWriting, catalog_summary, dedupe, dumps_json, parse_ask, write_pool
+from ._pool import (
+    PoolError,
+    PoolWriting,
+    catalog_summary,
+    dedupe,
+    dumps_json,
+    parse_ask,
+    write_pool,
+)
 
 
 class HarvestReport(_Frozen):

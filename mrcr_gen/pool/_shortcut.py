@@ -17,7 +17,16 @@ from rich.console import Console
 
 from .._catalog import load_catalog
 from .._models import Ask
-from ._llm import DEFAULT_CONCURRENCY, BuildError, BuildReport, _params, build_pool_openai, default_cache_dir, plan_asks, price_for
+from ._llm import (
+    DEFAULT_CONCURRENCY,
+    BuildError,
+    BuildReport,
+    _params,
+    build_pool_openai,
+    default_cache_dir,
+    plan_asks,
+    price_for,
+)
 from ._pool import PoolError, PoolTooSmall, PoolWriter
 
 MAX_NEEDLE_ASKS = 32  # asks written often enough to be needles, at most

@@ -9,11 +9,18 @@ import string
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from .._bins import bin_for_tokens
-from .._tokens import token_counter
-from .._models import ASK_TEMPLATE, DATE_ADDED_PATTERN, QUERY_PATTERN, RANDOM_STRING_PATTERN, ordinal
+from .._models import (
+    ASK_TEMPLATE,
+    DATE_ADDED_PATTERN,
+    QUERY_PATTERN,
+    RANDOM_STRING_PATTERN,
+    ordinal,
+)
+from .._tokens import RepeatedTextCounter
 from ._findings import OUT_OF_RANGE, Finding, RowResult
 
 STRING_COLUMNS = ("prompt", "answer", "random_string_to_prepend", "date_added")
@@ -404,7 +411,7 @@ class _Checker:
         messages, answer = self.ctx.messages, self.usable.get("answer")
         if messages is None:
             return None, None
-        count = token_counter()
+        count = _repeated_text_counter()
         n_tokens = sum(count(m["content"]) for m in messages)
         if answer is not None:
             n_tokens += count(answer)
@@ -416,6 +423,11 @@ class _Checker:
             )
             return n_tokens, OUT_OF_RANGE
         return n_tokens, found.label
+
+
+@lru_cache(maxsize=1)
+def _repeated_text_counter() -> RepeatedTextCounter:
+    return RepeatedTextCounter()
 
 
 def analyze_row(

@@ -8,9 +8,8 @@ import pytest
 
 from mrcr_gen import iter_rows
 from mrcr_gen.eval import EvalConfig, grade, row_floors, run_eval
-from tests.support.chat_server import ChatServer
-
 from tests.support import REAL_ROWS
+from tests.support.chat_server import ChatServer
 
 pytestmark = pytest.mark.skipif(not REAL_ROWS.exists(), reason="real openai/mrcr rows not available")
 
