@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Sequence
 
 from .._catalog import Catalog, load_catalog
@@ -69,4 +70,10 @@ class OfflineWriter(MemoizedWriter):
         return compose_writing(ask.format, ask.entity, variant, self.seed, self._lengths[ask.format])
 
     def describe(self) -> dict:
-        return {"name": self.name, "seed": self.seed, "variants_per_distractor_ask": OFFLINE_VARIANTS_PER_ASK}
+        # The text draws on Faker's word lists, so its version is part of what reproduces it.
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "variants_per_distractor_ask": OFFLINE_VARIANTS_PER_ASK,
+            "faker": importlib.metadata.version("faker"),
+        }
