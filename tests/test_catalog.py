@@ -50,8 +50,16 @@ def test_catalog_ships_inside_the_built_wheel(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "site")
-    assert {"mrcr_gen/_data/entities/entities.txt", "mrcr_gen/_data/formats/formats.json"} <= names
-    probe = "import json, mrcr_gen; c = mrcr_gen.load_catalog(); print(json.dumps([mrcr_gen.__file__, len(c.entities), len(c.formats)]))"
+    assert {
+        "mrcr_gen/_data/entities/entities.txt",
+        "mrcr_gen/_data/formats/formats.json",
+        "mrcr_gen/_data/formats/offline_templates.json",
+    } <= names
+    probe = (
+        "import json, mrcr_gen; from mrcr_gen.writers._offline import compose_writing; "
+        "c = mrcr_gen.load_catalog(); assert compose_writing('poem', 'tea', 0, 0); "
+        "print(json.dumps([mrcr_gen.__file__, len(c.entities), len(c.formats)]))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", probe], check=True, capture_output=True, text=True,
         cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},

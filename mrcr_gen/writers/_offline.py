@@ -12,6 +12,9 @@ Design notes
   (parts of speech, names, cities, companies, addresses, jobs, ...).  Composition
   itself only draws from those pools with the per-writing RNG and fills
   pre-compiled sentence templates, so no Faker call happens per writing.
+* Data: the sentence templates and word lists are plain data in
+  ``formats/offline_templates.json`` (read once, at import); this module holds
+  only the composition logic.
 * Length: the target o200k token count is drawn from a distribution whose
   10th/50th/90th percentiles match ``tokens=(median, p10, p90)`` (a split
   log-normal; formats whose p10 is far below the median are modelled as a mix of
@@ -22,12 +25,14 @@ Design notes
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
 import threading
 from collections.abc import Callable, Sequence
 
+from .._catalog import _data_dir
 from .._seeding import derived_rng
 
 __all__ = [
@@ -142,6 +147,48 @@ def sample_target_tokens(rng: random.Random, tokens: tuple[int, int, int]) -> fl
 
 
 # --------------------------------------------------------------------------- #
+# Data: templates and word lists live in formats/offline_templates.json
+# --------------------------------------------------------------------------- #
+
+
+def _load_data() -> dict:
+    """The offline writer's sentence templates and word lists (read once, at import)."""
+    path = _data_dir("formats") / "offline_templates.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+_DATA = _load_data()
+
+
+def _words(name: str) -> tuple[str, ...]:
+    return tuple(_DATA[name])
+
+
+_BAD_ADJ: set[str] = set(_DATA["bad_adj"])
+_BAD_NOUN: set[str] = set(_DATA["bad_noun"])
+_BAD_VERB: set[str] = set(_DATA["bad_verb"])
+_BAD_ADV: set[str] = set(_DATA["bad_adv"])
+_TRANSITIVE = _words("transitive")
+_INTRANSITIVE = _words("intransitive")
+_MONTHS = _words("months")
+_WEEKDAYS = _words("weekdays")
+_TIMES = _words("times")
+_PLACES = _words("places")
+_WEATHER = _words("weather")
+_EMOJI = _words("emoji")
+_EMAIL_CLOSE = _words("email_close")
+_SCENE_END = _words("scene_end")
+_RIDDLE_ASK = _words("riddle_ask")
+_CLARIFY_GENERIC = _words("clarify_generic")
+_CLARIFY_FIRST_GENERIC = _words("clarify_first_generic")
+_CLARIFY_MORE = _words("clarify_more")
+_CLARIFY_END = _words("clarify_end")
+_LETTER_TITLES = _words("letter_titles")
+_CLARIFY: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["clarify"].items()}
+_CLARIFY_FIRST: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["clarify_first"].items()}
+
+
+# --------------------------------------------------------------------------- #
 # Vocabulary pools (built once from Faker)
 # --------------------------------------------------------------------------- #
 
@@ -154,52 +201,6 @@ _GLOBAL_SLOTS = (
 _SLOT_INDEX = {name: i for i, name in enumerate(_LOCAL_SLOTS + _GLOBAL_SLOTS)}
 _N_LOCAL = len(_LOCAL_SLOTS)
 
-_BAD_ADJ = {
-    "every", "several", "used", "united", "pregnant", "able", "known", "various",
-    "additional", "federal", "entire", "actual", "electrical", "other", "many",
-    "much", "such", "own", "same", "few", "last", "next", "main", "former",
-    "latter", "certain", "whole", "civil", "dead", "drunk", "sexual", "unable",
-    "unlikely", "top", "total", "living", "legal", "illegal", "nuclear", "severe",
-    "more", "some", "all", "most", "even", "just", "any", "each", "another", "still",
-    "both", "sure", "enough", "less", "least", "left", "according", "worth", "due",
-    "ago", "apart", "upstairs", "weekly", "downtown", "male", "female", "asleep", "ill",
-    "gross", "nasty", "stupid", "sick", "mad", "guilty", "embarrassed", "sorry", "glad",
-    "lower", "upper", "prior", "previous", "opposite", "double", "spare", "super",
-    "afraid", "alive", "alone", "fit", "content", "past", "working", "junior", "senior",
-}
-_BAD_NOUN = {"thanks", "people", "sex", "death", "blood", "drug", "drugs", "gun",
-             "weapon", "wife", "husband", "girlfriend", "boyfriend", "data"}
-_BAD_VERB = {"be", "have", "do", "say", "get", "going", "mean", "seem", "need",
-             "like", "want", "let", "put", "become", "use", "ask", "tell", "give",
-             "go", "make", "take", "come", "keep", "call", "try", "may", "might",
-             "will", "would", "shall", "should", "can", "could", "must"}
-
-_TRANSITIVE = tuple("""accept achieve acquire adapt address admire adopt analyse answer appreciate
-arrange assess attract avoid balance build capture carry celebrate change choose claim clean
-collect compare complete consider create cross defend define deliver describe design develop
-discover discuss earn embrace encourage enjoy examine expand explain explore express face fix
-follow gather guide handle hold honor identify imagine improve include inspire join keep lead
-learn lift manage measure mend mix notice observe offer open organize paint plan plant prepare
-preserve protect prove question raise reach read rebuild recognize recover remember repair
-represent reshape respect restore reveal review save seek share shape solve study support teach
-test trace track trust understand value visit watch welcome""".split())
-_INTRANSITIVE = tuple("""wait listen dream wander rest breathe grow laugh sing dance travel return
-rise begin stay hope wonder remember learn change move pause smile shine drift search speak
-write forgive improve adapt gather celebrate build listen reflect grow heal explore rest
-connect""".split())
-
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July",
-           "August", "September", "October", "November", "December")
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_TIMES = ("this morning", "this afternoon", "tonight", "after lunch", "before dinner",
-          "on the way home", "at breakfast", "late in the evening", "around noon")
-_PLACES = ("the library", "the park", "the kitchen", "the office", "the station",
-           "the market", "the garden", "the old bridge", "the cafe on the corner",
-           "the museum", "the harbor", "the school hall", "the community center")
-_WEATHER = ("rainy", "sunny", "windy", "cloudy", "quiet", "cold", "warm", "grey",
-            "bright", "foggy", "chilly", "humid")
-_EMOJI = ("\u2728", "\U0001f31f", "\U0001f4a1", "\U0001f389", "\U0001f64c", "\u2764\ufe0f",
-          "\U0001f60a", "\U0001f525", "\U0001f33f", "\U0001f4da", "\U0001f30d", "\U0001f44f")
 
 _POOL_LOCK = threading.Lock()
 _POOLS: list[list[str]] | None = None
@@ -228,9 +229,7 @@ def _build_pools() -> list[list[str]]:
     # lists (Faker's words first) so "to {vt} the {n}" and "we {v}" read naturally.
     verb_t = [w for w in _TRANSITIVE if w in fverbs] + [w for w in _TRANSITIVE if w not in fverbs]
     verb_i = [w for w in _INTRANSITIVE if w in fverbs] + [w for w in _INTRANSITIVE if w not in fverbs]
-    adv = [w for w in _clean(pos["adverb"], {"only", "daily", "early", "likely", "literally",
-                                              "unfortunately", "hopefully", "basically",
-                                              "hardly", "merely", "terribly"}) if w.endswith("ly")]
+    adv = [w for w in _clean(pos["adverb"], _BAD_ADV) if w.endswith("ly")]
     first = sorted({fake.first_name() for _ in range(600)})
     last = sorted({fake.last_name() for _ in range(600)})
     pools: dict[str, list[str]] = {
@@ -292,304 +291,32 @@ def _compile(templates: Sequence[str]) -> tuple[_Tpl, ...]:
     return tuple(out)
 
 
-_ESSAY_TITLES = _compile((
-    "**Understanding {ET}**", "**Why {ET} Matters**", "**{ET} and the {A} {N}**",
-    "**Reflections on {ET}**", "**The Role of {ET} in {A} Life**",
-    "Title: The {A} World of {ET}", "**{ET}: Past, Present, and Future**",
-    "**Rethinking {ET}**", "Title: {ET} and Everyday Life",
-))
-_ESSAY_OPEN = _compile((
-    "{E} is one of those subjects that seems simple until you look closely.",
-    "Few topics reveal as much about the way we live as {e}.",
-    "From the smallest village to the largest city, {e} shapes how people {v} and {v}.",
-    "Whenever people talk about {e}, they reveal something about their own values.",
-    "In an age of constant change, {e} offers a surprisingly steady point of reference.",
-    "It is easy to take {e} for granted, yet it touches almost every part of daily life.",
-))
-_ESSAY_BODY = _compile((
-    "{E} has shaped the way we {v} and {v} in ways that are easy to overlook.",
-    "At its core, {e} is about the relationship between the {n} and the {n}.",
-    "Many scholars argue that {e} cannot be separated from the {a} {n} that surrounds it.",
-    "Consider, for example, the role of the {n} in everyday life.",
-    "When people think of {e}, they often imagine something {a} and {a}.",
-    "Yet a closer look reveals a more complicated and more {a} picture.",
-    "This tension between the {a} and the {a} is what makes {e} worth studying.",
-    "Historically, {e} has been tied to questions of {n} and {n}.",
-    "In many communities, {e} is a reminder that the {n} matters as much as the {n}.",
-    "It encourages us to {vt} more carefully and to {v} with greater purpose.",
-    "Critics point out that {e} can also be {a}, especially when the {n} is ignored.",
-    "Even so, its influence on the {n} remains {d} strong.",
-    "The lesson is simple: {e} rewards those who take the time to {v}.",
-    "Without {e}, the {n} of modern life would look very different.",
-    "One of the most {a} aspects of {e} is its connection to the {n}.",
-    "Over time, this connection has grown stronger as people learned to {vt} the {n}.",
-    "In schools, workplaces, and homes, {e} {d} plays a {a} role.",
-    "Understanding {e} therefore requires both curiosity and patience.",
-    "The {a} {n} offers a useful example of how this works in practice.",
-    "Such examples show that {e} is not a fixed idea but a living one.",
-    "Economists, artists, and teachers all describe {e} in their own terms.",
-    "For some, it is a matter of {n}; for others, it is a question of {n}.",
-    "Research on the {n} suggests that these effects are {d} measurable.",
-    "Moreover, the way we talk about {e} influences how we {vt} it.",
-    "This is why debates about {e} so often turn into debates about the {n}.",
-    "Technology has changed the conversation, making the {n} more {a} than ever.",
-    "At the same time, older traditions continue to give {e} its meaning.",
-    "The challenge for the next generation will be to {vt} without losing sight of {e}.",
-))
-_ESSAY_CLOSE = _compile((
-    "In conclusion, {e} is far more than it first appears: it is a lens through which we can {vt} the world.",
-    "Ultimately, {e} reminds us that the {n} and the {n} are deeply connected.",
-    "In the end, {e} asks us to {v} with care, and that may be its most {a} lesson.",
-    "Taken together, these ideas show why {e} deserves our continued attention.",
-))
-
-_NEWS_TITLES = _compile((
-    "**{ET} Takes Center Stage in {c}**", "**{c} Residents Rally Around {ET}**",
-    "**New Study Sheds Light on {ET}**", "**{C} Unveils {A} Plan Focused on {ET}**",
-    "Headline: {ET} Draws Record Interest Across {c}",
-    "**Local Experts Weigh In on the Future of {ET}**",
-    "**{ET} Festival Brings Crowds to Downtown {c}**",
-))
-_NEWS_LEAD = _compile((
-    "{C} announced on {wd} a new initiative centered on {e}, a move officials say could reshape the {n} sector.",
-    "Interest in {e} has surged this month, with residents and local organizations calling for more {a} programs.",
-    "A report released this week suggests that {e} is playing a larger role in the local economy than previously believed.",
-    "City leaders gathered on {wd} to discuss {e}, as concerns about the {n} continue to grow.",
-))
-_NEWS_BODY = _compile((
-    "According to the report, the {a} {n} has been a major factor in recent changes.",
-    "Officials said the program will begin in {m} and run through the end of the year.",
-    "Organizers expect more than {day}00 participants to attend the first session.",
-    "The announcement comes after months of debate over the {n} and its costs.",
-    "Local businesses have {d} welcomed the plan, citing the need for {a} solutions.",
-    "Some residents, however, remain skeptical about the timeline.",
-    "The initiative will be funded in part by a grant from {C}.",
-    "Experts note that {e} has long been linked to the {n} and the {n}.",
-    "A public meeting is scheduled for next {wd} at {place}.",
-    "Data from the past year show a {a} rise in demand related to {e}.",
-    "Several schools have already expressed interest in joining the effort.",
-    "The city council is expected to vote on the proposal later this month.",
-    "Similar programs in other regions have produced {a} results.",
-    "Volunteers will also help to {vt} the {n} in neighborhoods across {c}.",
-    "Supporters say the plan could {vt} the way residents think about {e}.",
-))
-_NEWS_QUOTE = _compile((
-    "\"This is about making {e} work for everyone,\" said {F}, {j} at {C}.",
-    "\"We have seen a {a} response from the community,\" said {F}, who leads the project.",
-    "\"People care about {e} more than ever,\" said {F}, a local resident.",
-    "\"Our goal is to {vt} the {n} and give families more options,\" said {F}, {j}.",
-    "\"It will take time, but the direction is clear,\" {F} told reporters.",
-))
-_NEWS_CLOSE = _compile((
-    "More information is available on the city's website.",
-    "Officials plan to release an update on the project in {m}.",
-    "Residents can share feedback at the upcoming public meeting.",
-))
-
-_EMAIL_SUBJECT = _compile((
-    "Subject: {ET} - Next Steps", "Subject: Update on {ET}", "Subject: Quick Question About {ET}",
-    "Subject: Proposal Regarding {ET}", "Subject: {ET} Planning Meeting",
-    "Subject: Follow-Up: {ET}", "Subject: Invitation to Discuss {ET}",
-))
-_EMAIL_OPEN = _compile((
-    "I hope this email finds you well.", "I hope you are having a great week.",
-    "Thank you for your time during our last meeting.", "I am writing to follow up on our conversation about {e}.",
-    "I wanted to reach out regarding {e}.",
-))
-_EMAIL_BODY = _compile((
-    "As you know, our team has been looking into {e} over the past few weeks.",
-    "We believe there is a real opportunity to {vt} the {n} and improve our results.",
-    "I have attached a short summary of the key points for your review.",
-    "Could we schedule a brief call on {wd} to discuss the details?",
-    "The {a} {n} we discussed is still a priority for the department.",
-    "Please let me know if you have any questions or concerns about {e}.",
-    "Our current timeline aims to finish the first phase by the end of {m}.",
-    "{f} from the {n} team has offered to help with the planning.",
-    "I would appreciate your feedback on the proposed approach.",
-    "We would also like to invite you to share your own ideas about {e}.",
-    "This should make it easier for everyone to {vt} the {n} going forward.",
-    "If it would be helpful, I can prepare a more detailed plan before we meet.",
-    "Thank you in advance for your support with this project.",
-    "The budget for the {n} has been reviewed and approved in principle.",
-))
-_EMAIL_CLOSE = ("Best regards,", "Kind regards,", "Thank you,", "Warm regards,", "Sincerely,", "Best,")
-
-_SOCIAL_OPEN = _compile((
-    "Let's talk about {e}! {emo}", "Can we appreciate {e} for a minute? {emo}",
-    "Today I learned something new about {e}. {emo}", "Big love for {e} today! {emo}",
-    "Quick reminder: {e} deserves more attention. {emo}", "Who else is thinking about {e} today?",
-    "Hot take: {e} makes everything better. {emo}",
-))
-_SOCIAL_BODY = _compile((
-    "Whether you {v} every day or just now and then, there is always something new to discover.",
-    "Spent the afternoon at {place} and could not stop thinking about {e}.",
-    "It is amazing how the {a} {n} connects so many people.",
-    "Share your favorite story about {e} in the comments!",
-    "Tag someone who needs to hear this today. {emo}",
-    "Small steps, {a} results.",
-    "Sometimes the simplest things, like {e}, bring the most joy.",
-    "Can't wait to {vt} more of this next week!",
-    "Here's to {e} and everyone who makes it special.",
-    "Drop a comment if you agree! {emo}",
-    "Never underestimate the power of {e}.",
-    "What does {e} mean to you?",
-))
-
-_DIARY_OPEN = _compile((
-    "Dear Diary,", "{wd}, {m} {day}, {y}\n\nDear Diary,", "{m} {day}, {y}", "Dear Diary,\n\nWhat a day.",
-))
-_DIARY_BODY = _compile((
-    "Today I could not stop thinking about {e}.",
-    "It started {tm}, when {p1} mentioned {e} over coffee.",
-    "I went to {place} and found myself wondering about the {n}.",
-    "The weather was {wx}, which somehow matched my mood.",
-    "I keep asking myself why {e} matters so much to me.",
-    "Maybe it is because the {a} {n} reminds me of home.",
-    "{p1} says I worry too much, and maybe that is true.",
-    "Still, I feel like I am finally starting to {vt} things more clearly.",
-    "I wrote a few notes about {e} so I will not forget them.",
-    "Tomorrow I want to {v} a little more and complain a little less.",
-    "It is strange how something like {e} can change a whole day.",
-    "I laughed more than I have in weeks.",
-    "Later, I called {p2}, and we talked for almost an hour.",
-    "We agreed that the {n} is more {a} than it looks.",
-    "Before bed, I made a list of things I am grateful for.",
-    "At the top of the list, of course, was {e}.",
-    "I felt {a} and a little tired, but mostly hopeful.",
-    "I think I am learning to {vt} without rushing.",
-))
-_DIARY_CLOSE = _compile((
-    "Goodnight for now,\n{me}", "Until tomorrow,\n{me}", "More tomorrow.", "Good night, Diary.",
-))
-
-_LETTER_BODY = _compile((
-    "I am writing to express my interest in {e} and its importance to our community.",
-    "As a long-standing member of {C}, I have seen how the {n} affects many families.",
-    "I would like to request your support for a {a} initiative related to {e}.",
-    "Over the past year, our organization has worked to {vt} the {n} in the region.",
-    "These efforts have produced encouraging results, but much work remains.",
-    "I believe that closer cooperation would benefit all parties involved.",
-    "Please find enclosed a summary of our proposal and the relevant documents.",
-    "I would welcome the opportunity to discuss this matter with you in person.",
-    "Your experience with the {n} would be invaluable to this project.",
-    "We are confident that the plan is both practical and {a}.",
-    "The proposed schedule would begin in {m} and conclude by the end of {y}.",
-    "I trust that you will give this request your careful consideration.",
-    "Thank you for your time and attention to this matter.",
-    "Should you require any further information, please do not hesitate to contact me.",
-))
-
-_SCENE_TITLES = _compile((
-    "**Title: {ET}**", "**{ET}: A Short Scene**", "Title: The {A} {N}", "**Scene: {ET}**",
-))
-_SCENE_SETTING = _compile((
-    "[Setting: {place}, {tm}. {P1} sits at a table covered with notes about {e}.]",
-    "(A small room in {c}. Late evening. {P1} paces while {P2} reads.)",
-    "[The stage is dim. A single lamp lights {P1}, who holds a {n}.]",
-    "(Lights up on {place}. {P1} and {P2} stand facing each other.)",
-))
-_SCENE_LINE = _compile((
-    "You keep talking about {e}, but you never say what it means to you.",
-    "(sighing) Because I do not know yet. That is the whole point.",
-    "Then let us figure it out together.",
-    "Remember the {n} we found last {wd}? That was the beginning.",
-    "(laughing) You still have it?",
-    "Of course. Some things are worth keeping.",
-    "I think {e} is more {a} than we admit.",
-    "(quietly) Maybe. Or maybe we are afraid to {v}.",
-    "Afraid? Of {e}?",
-    "Of what it asks of us.",
-    "(turning away) I did not come here to argue.",
-    "Then why did you come?",
-    "To {v}. To understand. To stop pretending the {n} does not matter.",
-    "(after a pause) Fine. Start from the beginning.",
-    "It began {tm}, at {place}.",
-    "With {e}?",
-    "With everything. {E} was only the first part.",
-    "You always make things sound so {a}.",
-    "And you always make them sound so simple.",
-    "I brought the {n}. You said it was important.",
-    "So, what is this really about?",
-    "(smiling) It usually is.",
-    "Do you ever wonder what {e} would look like without us?",
-    "Every day. That is the problem.",
-    "(pointing at the {n}) This. This is what I mean.",
-    "We promised each other we would never {v} again.",
-    "Promises change. People change. {E} changes.",
-    "(softly) Not everything has to change.",
-    "Then tell me what stays.",
-    "You do. The {n} does. And {e}, I suppose.",
-))
-_SCENE_DIRECTION = _compile((
-    "[{P1} crosses to the window and looks out.]",
-    "({P2} picks up the {n} and studies it.)",
-    "[A long silence. Somewhere, a clock ticks.]",
-    "({P1} sits down slowly.)",
-    "[The lights flicker for a moment.]",
-    "({P2} hands {P1} a folded note.)",
-))
-_SCENE_END = ("[Lights fade.]", "(Blackout.)", "[Curtain.]", "(The lights slowly fade to black.)\n\nEND OF SCENE")
-
-_POEM_TITLES = _compile((
-    "**{ET}**", "**Ode to {ET}**", "**Song of {ET}**", "**{A} {ET}**", "Title: {ET}",
-    "**In Praise of {ET}**",
-))
-_POEM_LINE = _compile((
-    "{E} in the {a} light,", "where the {n} and the {n} meet,", "I {vt} the {a} {n} alone,",
-    "and every {n} remembers you,", "the {a} hush of {e},", "we {v}, we {v}, we wait,",
-    "beneath a sky of {a} {n},", "soft as the {n} at dawn,", "{d}, the {n} returns,",
-    "and {e} hums {d} on,", "through {a} fields of {n},", "I hear the {n} call your name,",
-    "O {e}, {a} and {a},", "let the {n} {v} again,", "still the {a} {n} stays,",
-    "in quiet rooms of {n},", "your {a} voice, my {a} heart,", "the world turns {a} and slow,",
-    "{e}, you are the {n},", "and we {v} beneath the stars,", "like rivers made of {n},",
-    "each {n} a small and {a} thing,",
-))
-_SONG_LINE = _compile((
-    "We were {a} like the {n} at night", "Oh, {e}, you {vt} me home", "Hold on to the {n}, don't let go",
-    "Every road leads back to {e}", "I can feel the {a} {n} in my bones", "Singing through the {a} rain",
-    "Dancing where the {n} used to be", "And we {v}, and we {v}", "Underneath the {a} sky",
-    "Tell me that the {n} is true", "Running with the {a} wind", "{E}, {e}, stay with me",
-    "We'll {v} until the morning light", "Nothing like the {n} we knew",
-))
-_RIDDLE_LINE = _compile((
-    "I have {n} but never {n},", "I can {vt} without a voice,", "You will find me near the {n},",
-    "I am {a} yet never {a},", "Some {vt} me, others {vt} me,", "I live where the {n} grows,",
-    "The more you {v}, the more I stay,", "I have no hands, yet I {v},",
-    "I travel far but never move,", "I am found in every {n},", "Without me, the {n} is {a},",
-))
-_RIDDLE_ASK = ("What am I?", "Can you guess what I am?", "Who am I?", "What could I be?")
-
-_CLARIFY = {
-    "email": (
-        "Sure, I can help you draft an email about {e}.",
-        "I'd be happy to help you write an email about {e}!",
-        "Of course! I can put together an email about {e}.",
-    ),
-}
-_CLARIFY_GENERIC = (
-    "I'd be happy to write a {fmt} about {e}!",
-    "Sure, I can help you with a {fmt} about {e}.",
-)
-_CLARIFY_FIRST = {
-    "email": (
-        "Could you please provide some details, such as who the recipient is and what the main purpose of the email is?",
-        "Could you tell me who the email is for and what you would like it to achieve?",
-    ),
-}
-_CLARIFY_FIRST_GENERIC = (
-    "Could you tell me a bit more about the audience and the tone you have in mind?",
-    "Is there a particular angle or key point you would like me to focus on?",
-)
-_CLARIFY_MORE = (
-    "Should it be formal or casual?",
-    "Are there any specific names, dates, or details you would like included?",
-    "Let me know roughly how long you would like it to be.",
-    "Is there anything you would definitely like me to mention?",
-)
-_CLARIFY_END = (
-    "Once I have that information, I can tailor it to your needs.",
-    "With those details, I can make sure it fits exactly what you need.",
-)
+_ESSAY_TITLES = _compile(_DATA["essay_titles"])
+_ESSAY_OPEN = _compile(_DATA["essay_open"])
+_ESSAY_BODY = _compile(_DATA["essay_body"])
+_ESSAY_CLOSE = _compile(_DATA["essay_close"])
+_NEWS_TITLES = _compile(_DATA["news_titles"])
+_NEWS_LEAD = _compile(_DATA["news_lead"])
+_NEWS_BODY = _compile(_DATA["news_body"])
+_NEWS_QUOTE = _compile(_DATA["news_quote"])
+_NEWS_CLOSE = _compile(_DATA["news_close"])
+_EMAIL_SUBJECT = _compile(_DATA["email_subject"])
+_EMAIL_OPEN = _compile(_DATA["email_open"])
+_EMAIL_BODY = _compile(_DATA["email_body"])
+_SOCIAL_OPEN = _compile(_DATA["social_open"])
+_SOCIAL_BODY = _compile(_DATA["social_body"])
+_DIARY_OPEN = _compile(_DATA["diary_open"])
+_DIARY_BODY = _compile(_DATA["diary_body"])
+_DIARY_CLOSE = _compile(_DATA["diary_close"])
+_LETTER_BODY = _compile(_DATA["letter_body"])
+_SCENE_TITLES = _compile(_DATA["scene_titles"])
+_SCENE_SETTING = _compile(_DATA["scene_setting"])
+_SCENE_LINE = _compile(_DATA["scene_line"])
+_SCENE_DIRECTION = _compile(_DATA["scene_direction"])
+_POEM_TITLES = _compile(_DATA["poem_titles"])
+_POEM_LINE = _compile(_DATA["poem_line"])
+_SONG_LINE = _compile(_DATA["song_line"])
+_RIDDLE_LINE = _compile(_DATA["riddle_line"])
 
 
 # --------------------------------------------------------------------------- #
@@ -840,7 +567,7 @@ def _letter(ctx: _Ctx, target: float) -> str:
     sender_block = f"{sender}\n{w('addr')}\n{w('c')}, {w('st')} {w('zip')}\n{w('mail')}\n{w('phone')}"
     date = f"{w('m')} {w('day')}, {w('y')}"
     rec_last = w("l")
-    title = ctx.pick(("Mr.", "Ms.", "Dr."))
+    title = ctx.pick(_LETTER_TITLES)
     recipient = f"{title} {w('f')} {rec_last}\n{w('j')}\n{w('C')}\n{w('addr')}\n{w('c')}, {w('st')} {w('zip')}"
     dear = f"Dear {title} {rec_last},"
     subject = f"Subject: {ctx.fill(_EMAIL_SUBJECT)[9:]}" if ctx.r() < 0.3 else ""
