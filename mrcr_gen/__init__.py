@@ -1,7 +1,7 @@
 """mrcr-gen: generate, validate and evaluate MRCR long-context datasets."""
 
 # --- generator (lead) ---
-from ._assembler import Assembler, AssemblyError, normalize_ask
+from ._assembler import Assembler, AssemblyError
 from ._bins import BIN_UPPER_EDGES, BINS, Bin, bin_by_upper, bin_for_tokens
 from ._catalog import Catalog, load_catalog
 from ._generate import GenerateConfig, GenerateResult, generate_dataset, generate_sample
@@ -15,6 +15,7 @@ from ._models import (
     Needle,
     Sample,
     Writing,
+    normalize_ask,
     ordinal,
 )
 from ._parquet import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from ._models import (
     MrcrRow,
     Sample,
     Writing,
+    normalize_ask,
     ordinal,
 )
 from ._seeding import derived_rng
@@ -35,11 +35,6 @@ MAX_ATTEMPTS = 50
 
 class AssemblyError(ValueError):
     """The request cannot be met (e.g. the needles alone exceed the token budget)."""
-
-
-def normalize_ask(text: str) -> str:
-    """An ask with case, whitespace and punctuation removed: the near-duplicate key."""
-    return re.sub(r"[\W_]+", "", text.lower())
 
 
 def random_string(rng: random.Random) -> str:

@@ -23,6 +23,12 @@ QUERY_PATTERN = re.compile(
 )
 
 
+def normalize_ask(text: str) -> str:
+    """An ask with case, whitespace and punctuation removed: asks with equal keys are near-duplicates
+    (the generator never lets one stand beside a needle; the validator warns about them)."""
+    return re.sub(r"[\W_]+", "", text.lower())
+
+
 def ordinal(k: int) -> str:
     """1 -> '1st', 2 -> '2nd', 11 -> '11th', 22 -> '22nd'."""
     if 10 <= k % 100 <= 20:

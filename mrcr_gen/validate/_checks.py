@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +17,7 @@ from .._models import (
     DATE_ADDED_PATTERN,
     QUERY_PATTERN,
     RANDOM_STRING_PATTERN,
+    normalize_ask,
     ordinal,
 )
 from .._tokens import RepeatedTextCounter
@@ -29,7 +29,6 @@ KNOWN_ROLES = frozenset({"user", "assistant", "system"})
 
 _RANDOM_STRING = re.compile(RANDOM_STRING_PATTERN)
 _DATE_ADDED = re.compile(DATE_ADDED_PATTERN)
-_PUNCTUATION = str.maketrans({c: " " for c in string.punctuation})
 _SHOWN = 70
 
 
@@ -41,11 +40,6 @@ def _short(text: str, limit: int = _SHOWN) -> str:
 
 def _indices(indices: Collection[int]) -> str:
     return "[" + ", ".join(map(str, indices)) + "]"
-
-
-def normalize_ask(text: str) -> str:
-    """Case, whitespace and punctuation folded away: what a near-duplicate ask shares with the needle."""
-    return " ".join(text.lower().translate(_PUNCTUATION).split())
 
 
 @dataclass

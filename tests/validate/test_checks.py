@@ -106,6 +106,8 @@ def test_near_duplicate_is_a_warning_only() -> None:
 def test_normalize_ask() -> None:
     assert normalize_ask("Write a  poem, about Lanterns!") == normalize_ask("write a poem about lanterns")
     assert normalize_ask("write a poem about lantern") != normalize_ask("write a poem about lanterns")
+    # Whitespace is ignored entirely, as in the generator's guarantee: one key serves both.
+    assert normalize_ask("write a poem about ice cream") == normalize_ask("write a poem about icecream")
 
 
 def test_tiny_row_is_out_of_every_bin() -> None:
