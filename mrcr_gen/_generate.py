@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
 from ._assembler import Assembler
-from ._bins import BINS, Bin
+from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
 from ._files import atomic_path, write_text_atomic
 from ._models import DATE_ADDED_PATTERN, Sample, _Frozen
@@ -183,7 +183,6 @@ def summarize(samples: Sequence[dict]) -> list[dict]:
     groups: dict[tuple[int, str], list[int]] = {}
     for s in samples:
         groups.setdefault((s["n_needles"], s["bin"]), []).append(s["n_tokens"])
-    order = {str(b): i for i, b in enumerate(BINS)}
     return [
         {
             "n_needles": n,
@@ -193,7 +192,7 @@ def summarize(samples: Sequence[dict]) -> list[dict]:
             "median": int(statistics.median(tokens)),
             "max": max(tokens),
         }
-        for (n, label), tokens in sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99), kv[0][1]))
+        for (n, label), tokens in sorted(groups.items(), key=lambda kv: (kv[0][0], bin_sort_key(kv[0][1])))
     ]
 
 

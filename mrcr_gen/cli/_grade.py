@@ -9,7 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..eval._data import DataError, bin_sort_key
+from .._bins import bin_sort_key
+from ..eval._data import DataError
 from ..eval._responses import ResponsesError, grade_responses
 from ._common import CommandError, run_app
 

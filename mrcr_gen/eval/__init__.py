@@ -1,6 +1,7 @@
 """Evaluation: the official grader, reference floors, the resumable runner and its reports."""
 
-from ._data import RowInfo, bin_label
+from .._bins import bin_label
+from ._data import RowInfo
 from ._floors import Floors, row_floors
 from ._grade import grade, grade_lenient
 from ._report import (

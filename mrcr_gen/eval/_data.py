@@ -10,39 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .._bins import BINS, bin_for_tokens
+from .._bins import bin_label
 from .._models import MrcrRow
 from .._parquet import iter_rows
 from .._tokens import count_tokens_batch
-
-BELOW_BINS = f"<{BINS[0].lower}"
-ABOVE_BINS = f">{BINS[-1].upper}"
-
-
-def bin_label(n_tokens: int) -> str:
-    """The openai/mrcr bin label of a prompt+answer token count ('<4096'/'>1048576' outside)."""
-    found = bin_for_tokens(n_tokens)
-    if found is not None:
-        return found.label
-    return BELOW_BINS if n_tokens < BINS[0].lower else ABOVE_BINS
-
-
-def bin_sort_key(label: str) -> tuple[int, str]:
-    """Order bin labels by context length."""
-    if label == BELOW_BINS:
-        return (0, label)
-    if label == ABOVE_BINS:
-        return (2**62, label)
-    try:
-        return (int(label.rstrip("]").split(",")[1]), label)
-    except (IndexError, ValueError):
-        return (2**61, label)
-
-
-def bin_upper(label: str) -> int | None:
-    """Upper edge of a bin label, None for labels outside the bins."""
-    key = bin_sort_key(label)[0]
-    return key if 0 < key < 2**61 else None
 
 
 class RowInfo(BaseModel):

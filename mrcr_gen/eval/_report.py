@@ -12,8 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .._bins import bin_sort_key, bin_upper
 from .._files import atomic_path, write_text_atomic
-from ._data import bin_sort_key, bin_upper
 from ._results import (
     PLOT_NAME,
     RESULTS_NAME,

@@ -8,8 +8,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .._bins import bin_label, bin_sort_key
 from .._tokens import count_tokens_batch
-from ._data import DataError, bin_label, bin_sort_key, prompt_messages, read_rows
+from ._data import DataError, prompt_messages, read_rows
 from ._grade import grade
 
 

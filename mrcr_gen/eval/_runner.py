@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._bins import bin_upper
 from .._openai import DEFAULT_TIMEOUT, ChatError, chat_completion, make_client, redact
-from ._data import DataError, RowInfo, bin_upper, data_key, read_rows, row_info
+from ._data import DataError, RowInfo, data_key, read_rows, row_info
 from ._floors import row_floors
 from ._grade import grade, grade_lenient
 from ._report import write_report
