@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
+import shutil
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,10 +19,11 @@ from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
 from ._files import atomic_path, write_text_atomic
 from ._models import DATE_ADDED_PATTERN, Sample, _Frozen
-from ._parquet import write_rows
+from ._parquet import rows_to_table, write_row_groups
 from ._seeding import derive_seed
 from ._tokens import O200K_SHA256
 from ._version import __version__
+from .engines import Engine, TaskFailed
 from .writers._base import Writer
 
 # Fixed so that the same command and seed give byte-identical files on any day.
@@ -104,46 +107,194 @@ def sample_for(spec: RowSpec, assembler: Assembler) -> Sample:
     return assembler.sample(n_needles=spec.n_needles, seed=spec.row_seed, token_bin=spec.bin, tokens=spec.tokens)
 
 
+#: Decoded bytes per row a work unit aims at (a few rows in the 1M bin, a whole file in small bins).
+UNIT_BYTES = 64 << 20
+#: Upper estimate of decoded bytes per token of a row (JSON-escaped English), to size units before
+#: the rows exist.
+BYTES_PER_TOKEN = 5
+
+
+class FileFailed(RuntimeError):
+    """Some files could not be written (their worker died even after retries); the others were."""
+
+    def __init__(self, failures: list[tuple[str, str]]) -> None:
+        failures = list(dict(failures).items())  # a file once, however many of its chunks failed
+        self.failures = failures
+        names = ", ".join(name for name, _ in failures[:5]) + (" ..." if len(failures) > 5 else "")
+        super().__init__(
+            f"{len(failures)} file(s) failed ({failures[0][1]}): {names}; the others are written, "
+            "and rerunning the same command writes only what is missing"
+        )
+
+
 def generate_dataset(
     config: GenerateConfig,
     writer: Writer,
     *,
     command: str = "",
-    on_row: Callable[[Sample], None] | None = None,
+    engine: Engine | None = None,
+    on_rows: Callable[[int], None] | None = None,
     on_reused: Callable[[int], None] | None = None,
 ) -> GenerateResult:
     """Generate this shard's files under `config.out`; each file appears atomically when complete.
 
-    A file already written by an identical earlier run (same rows, writer and version, as its
-    sidecar records) is kept, so rerunning an interrupted command only writes what is missing.
+    Work is split into units (a file, or a chunk of a large file's rows) run by `engine` (default:
+    a local process pool over every core); rows are a pure function of their spec and the writer,
+    so the files are byte-identical whatever the engine and worker count. A file already written
+    by an identical earlier run (same rows, writer and version, as its sidecar records) is kept,
+    as is each finished chunk of an interrupted large file: rerunning only writes what is missing.
     """
-    assembler = Assembler(writer, date_added=config.date_added)
+    from .engines import LocalEngine
+
+    run_key = secrets.token_hex(8)  # workers keep one assembler per run, never across runs
+    files: list[tuple[FilePlan, Path, str, list[RowChunk]]] = []
+    reused: dict[Path, list[dict]] = {}
+    for file_plan in config.shard_plan():
+        # Absolute: workers (other processes, other nodes of a cluster) may run in another folder.
+        path = (config.out / file_plan.relative_path).absolute()
+        build = _build_fingerprint(config, writer, file_plan)
+        records = _reusable_sidecar(path, build, len(file_plan.rows))
+        if records is not None:
+            reused[path] = records
+            if on_reused is not None:
+                on_reused(len(records))
+            continue
+        chunks = split_rows(file_plan.rows)
+        files.append((file_plan, path, build, chunks))
+
+    chunk_units = []
+    for _, path, build, chunks in files:
+        parts = _parts_dir(path, build) if len(chunks) > 1 else None
+        for k, rows in enumerate(chunks):
+            if parts is not None and _finished_part(parts, k) is not None:
+                if on_rows is not None:
+                    on_rows(len(rows))
+                continue
+            chunk_units.append((writer, run_key, config.date_added, rows, build, path, parts, k))
+
+    own_engine = engine is None
+    engine = engine if engine is not None else LocalEngine(preload=WORKER_PRELOAD)
+    failures: list[tuple[str, str]] = []
+    try:
+        for unit, outcome in zip(chunk_units, engine.map(write_chunk, chunk_units)):
+            if isinstance(outcome, TaskFailed):
+                failures.append((str(unit[5]), outcome.message))
+            elif on_rows is not None:
+                on_rows(len(unit[3]))
+        joins = [
+            (path, _parts_dir(path, build), len(chunks))
+            for _, path, build, chunks in files
+            if len(chunks) > 1 and str(path) not in {f for f, _ in failures}
+        ]
+        for unit, outcome in zip(joins, engine.map(join_parts, joins)):
+            if isinstance(outcome, TaskFailed):
+                failures.append((str(unit[0]), outcome.message))
+    finally:
+        _ASSEMBLERS.clear()
+        if own_engine:
+            engine.close()
+    if failures:
+        raise FileFailed(failures)
+
     written, metadata = [], []
     for file_plan in config.shard_plan():
         path = config.out / file_plan.relative_path
-        build = _build_fingerprint(config, writer, file_plan)
-        records = _reusable_sidecar(path, build, len(file_plan.rows))
+        records = reused.get(path.absolute())
         if records is None:
-            samples = []
-            for spec in file_plan.rows:
-                sample = sample_for(spec, assembler)
-                samples.append(sample)
-                if on_row is not None:
-                    on_row(sample)
-            # The sidecar vouches for the parquet beside it: drop the old one before replacing
-            # the parquet, or a crash in between would leave it vouching for different rows.
-            sidecar_path(path).unlink(missing_ok=True)
-            write_rows([s.row for s in samples], path)
-            records = [{"build": build, **s.metadata()} for s in samples]
-            with atomic_path(sidecar_path(path)) as tmp:
-                tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-        elif on_reused is not None:
-            on_reused(len(records))
+            records = [json.loads(line) for line in sidecar_path(path).read_text(encoding="utf-8").splitlines()]
         written.append(path)
         metadata += [{k: v for k, v in r.items() if k != "build"} | {"n_needles": file_plan.n_needles} for r in records]
     result = GenerateResult(files=tuple(written), samples=tuple(metadata))
     write_text_atomic(config.out / _card_name(config), dataset_card(config, writer, result, command))
     return result
+
+
+RowChunk = tuple[RowSpec, ...]
+#: Modules a local pool's fork server imports first: workers start with the tokenizer loaded.
+WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.validate._worker")
+
+
+def split_rows(rows: Sequence[RowSpec]) -> list[RowChunk]:
+    """Consecutive rows in chunks of about UNIT_BYTES (estimated from their token targets)."""
+    chunks: list[RowChunk] = []
+    current: list[RowSpec] = []
+    size = 0
+    for spec in rows:
+        estimate = (spec.bin.upper if spec.bin is not None else spec.tokens or 0) * BYTES_PER_TOKEN
+        if current and size + estimate > UNIT_BYTES:
+            chunks.append(tuple(current))
+            current, size = [], 0
+        current.append(spec)
+        size += estimate
+    if current:
+        chunks.append(tuple(current))
+    return chunks
+
+
+_ASSEMBLERS: dict[str, Assembler] = {}
+
+
+def _assembler(writer: Writer, run_key: str, date_added: str) -> Assembler:
+    """One assembler per run and process, so each worker tokenizes a writing at most once."""
+    key = f"{run_key}/{date_added}"
+    if key not in _ASSEMBLERS:
+        _ASSEMBLERS.clear()
+        _ASSEMBLERS[key] = Assembler(writer, date_added=date_added)
+    return _ASSEMBLERS[key]
+
+
+def write_chunk(
+    writer: Writer,
+    run_key: str,
+    date_added: str,
+    rows: RowChunk,
+    build: str,
+    path: Path,
+    parts: Path | None,
+    index: int,
+) -> None:
+    """Work unit: generate `rows`; write them as the whole file `path` with its sidecar, or, when
+    the file has several chunks, as part `index` under `parts` (see `join_parts`)."""
+    assembler = _assembler(writer, run_key, date_added)
+    samples = [sample_for(spec, assembler) for spec in rows]
+    table = rows_to_table(s.row for s in samples)
+    records = "".join(json.dumps({"build": build, **s.metadata()}) + "\n" for s in samples)
+    if parts is None:
+        _write_file(path, [table], records)
+        return
+    with atomic_path(parts / f"{index}.arrow") as tmp, pa.OSFile(str(tmp), "wb") as sink:
+        with pa.ipc.new_file(sink, table.schema) as ipc:
+            ipc.write_table(table)
+    write_text_atomic(parts / f"{index}.jsonl", records)  # last: it marks the part finished
+
+
+def join_parts(path: Path, parts: Path, count: int) -> None:
+    """Work unit: the file `path` from its finished parts, in order; then the parts go."""
+    tables = (pa.ipc.open_file(pa.memory_map(str(parts / f"{k}.arrow"))).read_all() for k in range(count))
+    records = "".join(_finished_part(parts, k) or "" for k in range(count))
+    _write_file(path, tables, records)
+    shutil.rmtree(parts, ignore_errors=True)
+
+
+def _write_file(path: Path, tables: Iterable[pa.Table], records: str) -> None:
+    # The sidecar vouches for the parquet beside it: drop the old one before replacing the
+    # parquet, or a crash in between would leave it vouching for different rows.
+    sidecar_path(path).unlink(missing_ok=True)
+    write_row_groups(tables, path)
+    write_text_atomic(sidecar_path(path), records)
+
+
+def _parts_dir(path: Path, build: str) -> Path:
+    return path.with_name(f".{path.name.removesuffix('.parquet')}.{build}.parts")
+
+
+def _finished_part(parts: Path, index: int) -> str | None:
+    try:
+        if (parts / f"{index}.arrow").is_file():
+            return (parts / f"{index}.jsonl").read_text(encoding="utf-8")
+    except OSError:
+        pass
+    return None
 
 
 def sidecar_path(parquet_path: Path) -> Path:

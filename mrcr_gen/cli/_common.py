@@ -32,6 +32,20 @@ def parquet_inputs(paths: list[str]) -> list[Path]:
     return files
 
 
+def open_engine(kind: str, workers: int | None, address: str | None, *, preload: tuple[str, ...] = ()):
+    """The engine for `--engine/--workers/--address`, or a one-line error."""
+    from ..engines import make_engine
+
+    if address is not None and kind != "ray":
+        raise CommandError("--address is for --engine ray")
+    try:
+        return make_engine(kind, workers=workers, address=address, preload=preload)
+    except ValueError as exc:
+        raise CommandError(f"--engine: {exc}") from None
+    except (RuntimeError, ConnectionError) as exc:  # Ray missing, or no cluster at --address
+        raise CommandError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
+
+
 def one_line(error: ValidationError) -> str:
     """The first problem of a pydantic error as `field: message`."""
     first = error.errors()[0]

@@ -29,6 +29,10 @@ class MemoizedWriter:
     def compose(self, ask: Ask, variant: int) -> str:
         raise NotImplementedError
 
+    def __getstate__(self) -> dict:
+        # Sent to workers without its memo: they compose what they need, and the memo can be large.
+        return {**self.__dict__, "_cache": {}}
+
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
         missing = list(dict.fromkeys(key for key in keys if key not in self._cache))
         # Composing holds the GIL, tokenizing releases it: tokenize each chunk in the
