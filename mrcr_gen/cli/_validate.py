@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
@@ -18,9 +19,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ..validate import ValidationReport, default_workers, repair, validate_paths
+from ..validate import ValidationReport, repair, validate_paths
 from ..validate._findings import CHECKS, Finding
-from ._common import CommandError, run_app
+from ._common import CommandError, open_engine, run_app
 
 PROG = "mrcr-validate"
 
@@ -96,7 +97,9 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
 @app.command()
 def validate(
     paths: list[str] = typer.Argument(..., help="Parquet files, directories (every *.parquet below) or globs.", show_default=False),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. Findings are identical for every value."),
+    engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install 'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees."),
+    address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
     tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount o200k tokens to check the bins (the slow part)."),
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
     clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT.parquet", help="Write the rows with no error to OUT (atomically, input schema)."),
@@ -106,13 +109,13 @@ def validate(
 ) -> int:
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output file")
-    workers = workers or default_workers()
+    runner = open_engine(engine, workers, address) if engine != "local" or address is not None else None
     json_to_stdout = json_out == "-"
     console = Console(stderr=True) if json_to_stdout else Console()
     errors = Console(stderr=True)
     out = clean or fix
 
-    with _progress(errors) as progress:
+    with runner if runner is not None else nullcontext(), _progress(errors) as progress:
         tasks: dict[str, int] = {}
 
         def advance(file: str, done: int, total: int) -> None:
@@ -128,6 +131,7 @@ def validate(
                     mode="fix" if fix is not None else "clean",
                     tokens=tokens,
                     workers=workers,
+                    engine=runner,
                     progress=advance,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
                 )
@@ -135,7 +139,7 @@ def validate(
                 raise CommandError(str(exc)) from None
             report = result.report
         else:
-            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance)
+            report = validate_paths(paths, tokens=tokens, workers=workers, engine=runner, progress=advance)
 
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._files import atomic_path
 from .._models import RANDOM_STRING_PATTERN, ordinal
+from ..engines import Engine
 from ._checks import analyze_row, check_row
 from ._files import ProgressCallback, expand_paths, iter_validate
 from ._findings import ReportBuilder, ValidationReport
@@ -79,6 +80,7 @@ def repair(
     workers: int | None = None,
     progress: ProgressCallback | None = None,
     on_change: Callable[[str], None] | None = None,
+    engine: Engine | None = None,
 ) -> RepairResult:
     """Validate `paths` and write the rows with no error (plus, with `mode="fix"`, the rows whose
     ground truth is recoverable, rewritten) to `output`, atomically, with the input schema."""
@@ -99,7 +101,7 @@ def repair(
         out_schema: pa.Schema | None = None
         try:
             for scan, batch, results in iter_validate(
-                paths, tokens=tokens, workers=workers, progress=progress, builder=builder
+                paths, tokens=tokens, workers=workers, engine=engine, progress=progress, builder=builder
             ):
                 if out_schema is None and scan.schema_ok:
                     out_schema = scan.schema

@@ -17,6 +17,7 @@ from mrcr_gen import (
     write_rows,
 )
 from mrcr_gen._generate import sidecar_path
+from mrcr_gen.engines import LocalEngine
 
 from .structure import assert_mrcr_structure
 
@@ -78,16 +79,12 @@ def file_bytes_after(runner, cfg):
 
 def test_interrupted_run_leaves_no_partial_parquet(tmp_path):
     cfg = config(tmp_path)
-    calls = 0
 
-    def interrupt(_sample):
-        nonlocal calls
-        calls += 1
-        if calls == 6:
-            raise KeyboardInterrupt
+    def interrupt(_rows):  # right after the first file
+        raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=interrupt)
+        generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
     assert files == ["2needle_0.parquet", "2needle_0.samples.jsonl"]
 
@@ -112,8 +109,8 @@ def test_a_rerun_keeps_finished_files_and_writes_only_what_is_missing(tmp_path):
     (cfg.out / "4needle" / "4needle_1.parquet").unlink()
     (cfg.out / "2needle" / "2needle_0.samples.jsonl").write_text("truncated\n")
     generated, reused = [], []
-    result = generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=generated.append, on_reused=reused.append)
-    assert len(generated) == 4 + 2 and reused == [2, 4]
+    result = generate_dataset(cfg, OfflineWriter(cfg.seed), on_rows=generated.append, on_reused=reused.append)
+    assert generated == [4, 2] and reused == [2, 4]
     assert file_bytes(cfg.out) == before
     assert len(result.samples) == 12
 
@@ -122,11 +119,11 @@ def test_a_different_writer_or_date_is_never_reused(tmp_path):
     cfg = config(tmp_path / "out")
     run(cfg)
     generated = []
-    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_row=generated.append)
-    assert len(generated) == 12
+    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_rows=generated.append)
+    assert sum(generated) == 12
     generated.clear()
-    generate_dataset(cfg.model_copy(update={"date_added": "01-01-2027"}), OfflineWriter(cfg.seed + 1), on_row=generated.append)
-    assert len(generated) == 12
+    generate_dataset(cfg.model_copy(update={"date_added": "01-01-2027"}), OfflineWriter(cfg.seed + 1), on_rows=generated.append)
+    assert sum(generated) == 12
 
 
 def test_non_ascii_text_survives_the_parquet_round_trip(tmp_path):
@@ -143,17 +140,17 @@ def test_a_crash_between_parquet_and_sidecar_never_reuses_the_old_sidecar(tmp_pa
     run(cfg)
     before = file_bytes(cfg.out)
 
-    def crash_before_the_sidecar(_path):
+    def crash_before_the_sidecar(_path, _text):
         raise KeyboardInterrupt
 
     # Another run (another writer) replaces the parquet, then dies before writing its sidecar.
-    monkeypatch.setattr(generate_module, "atomic_path", crash_before_the_sidecar)
+    monkeypatch.setattr(generate_module, "write_text_atomic", crash_before_the_sidecar)
     with pytest.raises(KeyboardInterrupt):
-        generate_dataset(cfg, OfflineWriter(cfg.seed + 1))
+        generate_dataset(cfg, OfflineWriter(cfg.seed + 1), engine=LocalEngine(1))
     monkeypatch.undo()
     generated = []
-    generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=generated.append)
-    assert len(generated) == 3
+    generate_dataset(cfg, OfflineWriter(cfg.seed), on_rows=generated.append)
+    assert sum(generated) == 3
     assert file_bytes(cfg.out) == before
 
 
