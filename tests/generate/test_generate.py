@@ -159,3 +159,49 @@ def test_a_repeated_bin_plans_its_rows_once_and_no_bin_is_an_error(tmp_path):
     assert sum(len(f.rows) for f in cfg.plan()) == 2
     with pytest.raises(ValueError, match="at least one bin"):
         config(tmp_path, bins=())
+
+
+def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+    import mrcr_gen._parquet as parquet_module
+    from mrcr_gen.engines import LocalEngine
+
+    whole = config(tmp_path / "whole")
+    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
+    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)  # ~1 row per chunk: parts, then a join
+    for workers in (1, 2):
+        chunked = config(tmp_path / f"chunked{workers}")
+        generate_dataset(chunked, OfflineWriter(chunked.seed), engine=LocalEngine(workers))
+        assert file_bytes(chunked.out) == file_bytes(whole.out)
+        assert not list(chunked.out.rglob("*.parts"))
+    monkeypatch.setattr(parquet_module, "ROW_GROUP_BYTES", 60_000)  # in-process only (one worker)
+    small_groups = config(tmp_path / "groups")
+    generate_dataset(small_groups, OfflineWriter(small_groups.seed), engine=LocalEngine(1))
+    for path in small_groups.out.rglob("*.parquet"):
+        meta = pq.ParquetFile(path).metadata
+        sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+        assert meta.num_row_groups > 1 and all(s <= 60_000 or meta.row_group(i).num_rows == 1 for i, s in enumerate(sizes))
+        assert pq.read_table(path).equals(pq.read_table(whole.out / path.relative_to(small_groups.out)))
+
+
+def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+    from mrcr_gen.engines import LocalEngine
+
+    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
+    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)
+    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    done = []
+
+    def interrupt(rows):
+        done.append(rows)
+        if len(done) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
+    assert not list(cfg.out.rglob("*.parquet")) and len(list(cfg.out.rglob("*.parts/*.jsonl"))) == 2
+    again = []
+    generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=again.append)
+    assert sum(again) == 4 and file_bytes(cfg.out) == file_bytes(whole.out)
