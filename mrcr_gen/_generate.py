@@ -176,6 +176,8 @@ def generate_dataset(
     engine = engine if engine is not None else LocalEngine(preload=WORKER_PRELOAD)
     failures: list[tuple[str, str]] = []
     try:
+        store = _share_writings(writer, [u[3] for u in chunk_units], engine, config.out)
+        chunk_units = [(*unit, store) for unit in chunk_units]
         for unit, outcome in zip(chunk_units, engine.map(write_chunk, chunk_units)):
             if isinstance(outcome, TaskFailed):
                 failures.append((str(unit[5]), outcome.message))
@@ -195,6 +197,8 @@ def generate_dataset(
             engine.close()
     if failures:
         raise FileFailed(failures)
+    if store is not None:
+        shutil.rmtree(store, ignore_errors=True)
 
     written, metadata = [], []
     for file_plan in config.shard_plan():
@@ -231,6 +235,39 @@ def split_rows(rows: Sequence[RowSpec]) -> list[RowChunk]:
     return chunks
 
 
+#: Typical tokens of a distractor pair (ask and writing), to foresee how many pairs a job draws.
+PAIR_TOKENS = 500
+#: Shared writings composed per work unit.
+SHARED_PART_KEYS = 2048
+
+
+def _share_writings(writer: Writer, chunks: Sequence[RowChunk], engine: Engine, out: Path) -> Path | None:
+    """When the job draws more distractor pairs than the writer has shared writings, every worker
+    would compose nearly all of them: compose them once instead, spread over the workers, into
+    parts under `out` that every worker reads. None when not worth it (or the writer cannot)."""
+    if engine.workers < 2 or not hasattr(writer, "shared_keys"):
+        return None
+    tokens = sum((spec.bin.upper if spec.bin is not None else spec.tokens or 0) for rows in chunks for spec in rows)
+    n_keys = len(writer.shared_keys())
+    if tokens / PAIR_TOKENS < n_keys:
+        return None
+    key = hashlib.sha256(json.dumps([__version__, writer.describe()], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    store = out.absolute() / f".writings-{key}"
+    units = [
+        (writer, start, min(start + SHARED_PART_KEYS, n_keys), store)
+        for start in range(0, n_keys, SHARED_PART_KEYS)
+        if not (store / f"{start}.arrow").is_file()
+    ]
+    for _ in engine.map(compose_shared, units):
+        pass  # a part that failed is composed by the workers that need it, as without sharing
+    return store
+
+
+def compose_shared(writer: Writer, start: int, stop: int, store: Path) -> None:
+    """Work unit: compose and count shared writings `start:stop` into a part under `store`."""
+    writer.compose_part(start, stop, store)
+
+
 _ASSEMBLERS: dict[str, Assembler] = {}
 
 
@@ -252,10 +289,14 @@ def write_chunk(
     path: Path,
     parts: Path | None,
     index: int,
+    store: Path | None = None,
 ) -> None:
     """Work unit: generate `rows`; write them as the whole file `path` with its sidecar, or, when
-    the file has several chunks, as part `index` under `parts` (see `join_parts`)."""
+    the file has several chunks, as part `index` under `parts` (see `join_parts`). Writings
+    composed ahead (`store`, see `_share_writings`) are read rather than composed again."""
     assembler = _assembler(writer, run_key, date_added)
+    if store is not None:
+        assembler.writer.attach(store)
     samples = [sample_for(spec, assembler) for spec in rows]
     table = rows_to_table(s.row for s in samples)
     records = "".join(json.dumps({"build": build, **s.metadata()}) + "\n" for s in samples)

@@ -42,3 +42,29 @@ def test_the_default_path_never_imports_ray() -> None:
         "print('ray' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_writings_composed_once_and_shared_give_the_same_bytes(tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    import mrcr_gen._generate as generate_module
+    from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
+
+    from .units import FewSharedKeysWriter
+
+    def files(root):
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file() and p.name != "README.md"}
+
+    def config(out):
+        return GenerateConfig(needles=(2, 4), bins=(bin_by_upper(65536),), samples=4, rows_per_file=3, out=out)
+
+    alone = config(tmp_path / "alone")
+    generate_dataset(alone, OfflineWriter(0), engine=LocalEngine(1))
+    shared_dirs = []
+    share = generate_module._share_writings
+    monkeypatch.setattr(generate_module, "PAIR_TOKENS", 1)  # any job is large enough to share
+    monkeypatch.setattr(generate_module, "_share_writings", lambda *a: shared_dirs.append(share(*a)) or shared_dirs[-1])
+    shared = config(tmp_path / "shared")
+    generate_dataset(shared, FewSharedKeysWriter(0), engine=LocalEngine(2))
+    assert shared_dirs and shared_dirs[0] is not None and not shared_dirs[0].exists()  # used, then removed
+    assert files(shared.out) == files(alone.out)

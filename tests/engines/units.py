@@ -43,3 +43,10 @@ class DyingOnceWriter(OfflineWriter):
             marker.write_text(str(os.getpid()))
             os._exit(1)
         return super().compose(ask, variant)
+
+
+class FewSharedKeysWriter(OfflineWriter):
+    """The offline writer with a small shared-writings space, so tests can afford to compose it."""
+
+    def shared_keys(self):
+        return super().shared_keys()[:3000]
