@@ -71,7 +71,10 @@ def write_row_groups(tables: Iterable[pa.Table], path: str | os.PathLike, schema
     """Write the rows of `tables`, in order, as one zstd parquet file, atomically, in row groups of
     at most ROW_GROUP_BYTES decoded. The groups depend only on the rows, never on how they were
     split into tables, so the same rows give byte-identical files."""
-    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+    # write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than
+    # after 1024 values (one page of gigabytes in the 1M bin), so readers stream a row group page
+    # by page instead of decompressing it whole.
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd", write_batch_size=1) as writer:
         pending: list[pa.Table] = []
         pending_bytes = 0
 
@@ -108,9 +111,21 @@ def write_rows(rows: Iterable[MrcrRow], path: str | os.PathLike) -> None:
     write_table_atomic(rows_to_table(rows), path)
 
 
-def iter_rows(path: str | os.PathLike, batch_size: int = 64) -> Iterator[MrcrRow]:
-    """Stream the rows of an MRCR parquet file without loading it whole."""
-    with pq.ParquetFile(path) as parquet:
-        for batch in parquet.iter_batches(batch_size=batch_size, columns=list(MRCR_COLUMNS)):
+#: Decoded bytes of one record batch when streaming rows: a few rows in the 1M bin.
+BATCH_BYTES = 8 << 20
+
+
+def batch_rows(meta: pq.FileMetaData, batch_bytes: int = BATCH_BYTES) -> int:
+    """Rows per record batch so that one batch decodes to about `batch_bytes`."""
+    decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    per_row = decoded / max(1, meta.num_rows)
+    return max(1, min(1024, int(batch_bytes // max(1.0, per_row))))
+
+
+def iter_rows(path: str | os.PathLike, batch_size: int | None = None) -> Iterator[MrcrRow]:
+    """Stream the rows of an MRCR parquet file without loading it (or a row group) whole."""
+    with pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20) as parquet:
+        size = batch_size or batch_rows(parquet.metadata)
+        for batch in parquet.iter_batches(batch_size=size, columns=list(MRCR_COLUMNS), use_threads=False):
             for record in batch.to_pylist():
                 yield MrcrRow(**record)

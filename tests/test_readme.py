@@ -70,6 +70,7 @@ IGNORED = (
     re.compile(r"^vllm serve\b"),
     re.compile(r"^huggingface-cli download\b"),
     re.compile(r"^ls\b"),
+    re.compile(r"^ray (start|job submit)\b"),  # a real cluster; --engine ray is tested in tests/engines
 )
 
 
@@ -443,6 +444,8 @@ RULES: dict[str, Rule] = {
     "eval-official": Rule(r"^mrcr-eval mrcr/8needle/", needs=("mrcr",), check=check_eval),
     "eval-vllm": Rule(r"^mrcr-eval mrcr/2needle/.*--base-url ", needs=("mrcr",), check=check_eval),
     "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
+    "gen-workers": Rule(r"^mrcr-gen .*--workers 8 --out mrcr-1m$", check=check_generated),
+    "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report ", needs=("eval-generated",), check=check_report, before=before_report),
     "grade": Rule(r"^mrcr-grade mrcr/2needle/2needle_0\.parquet responses\.jsonl", needs=("mrcr", "responses"), check=check_grade),

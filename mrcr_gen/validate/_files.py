@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parquet import MRCR_SCHEMA
+from .._parquet import MRCR_SCHEMA, batch_rows
 from .._paths import find_parquet_files
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
 from ._checks import INT_COLUMNS, check_row
@@ -113,12 +113,6 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _batch_rows(parquet: pq.ParquetFile) -> int:
-    """Rows per record batch so that one batch decodes to about BATCH_BYTES."""
-    per_row = _decoded_bytes(parquet.metadata) / max(1, parquet.metadata.num_rows)
-    return max(1, min(1024, int(BATCH_BYTES // max(1.0, per_row))))
-
-
 def _decoded_bytes(meta: pq.FileMetaData) -> int:
     return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
 
@@ -142,7 +136,7 @@ def read_range(
         if position is None:
             return
         batches = parquet.iter_batches(
-            batch_size=_batch_rows(parquet), row_groups=groups, columns=columns, use_threads=False
+            batch_size=batch_rows(parquet.metadata, BATCH_BYTES), row_groups=groups, columns=columns, use_threads=False
         )
         for batch in batches:
             lo, hi = max(first - position, 0), min(end - position, batch.num_rows)
@@ -180,6 +174,9 @@ UNIT_BYTES = 64 << 20
 BYTES_PER_WORKER = 32 << 20
 #: Units per worker a file is cut into when it has row groups enough (for balance).
 UNITS_PER_WORKER = 3
+#: A file with a row group larger than this (other tools write a file as one) is checked in this
+#: process: a worker would have to decode the whole group, so splitting it only multiplies that.
+HUGE_ROW_GROUP_BYTES = 2 * UNIT_BYTES
 
 
 def choose_workers(decoded_bytes: int, tokens: bool = True, cores: int | None = None) -> int:
@@ -193,33 +190,25 @@ def choose_workers(decoded_bytes: int, tokens: bool = True, cores: int | None = 
 
 def plan_units(meta: pq.FileMetaData, workers: int) -> list[tuple[int, int]]:
     """(first row, row count) units covering the file in order: whole row groups gathered up to a
-    target size, or, for a row group larger than that (other tools write a file as one), row
-    ranges of it, at most one per worker (a worker decodes the rows before its range)."""
+    target size (a row group is never split: its pages would be decompressed by two workers)."""
     total = _decoded_bytes(meta)
     target = min(UNIT_BYTES, max(MIN_UNIT_BYTES, total // max(1, workers * UNITS_PER_WORKER)))
     units: list[tuple[int, int]] = []
-    first, rows, size, row = 0, 0, 0, 0
+    first, rows, size = 0, 0, 0
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
-        n, b = group.num_rows, group.total_byte_size
-        if rows and size + b > target:
+        if rows and size + group.total_byte_size > target:
             units.append((first, rows))
-            first, rows, size = row, 0, 0
-        if b > target and n > 1 and workers > 1:
-            if rows:
-                units.append((first, rows))
-            pieces = min(workers, n, -(-b // target))
-            bounds = [row + n * i // pieces for i in range(pieces + 1)]
-            units += [(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
-            row += n
-            first, rows, size = row, 0, 0
-            continue
-        rows += n
-        size += b
-        row += n
+            first, rows, size = first + rows, 0, 0
+        rows += group.num_rows
+        size += group.total_byte_size
     if rows:
         units.append((first, rows))
     return units
+
+
+def _largest_group(meta: pq.FileMetaData) -> int:
+    return max((meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)), default=0)
 
 
 def _plan_file(path: Path) -> FileScan:
@@ -268,10 +257,14 @@ def iter_validate(
     for problem in problems:
         builder.add_finding(problem)
     scans = [(path, _plan_file(path)) for path in files]
-    total = sum(_decoded_bytes(scan.metadata) for _, scan in scans if scan.metadata is not None)
+    here: set[str] = set()  # files checked in this process
     if engine is None:
-        workers = choose_workers(total, tokens) if workers is None else max(1, workers)
-        if total < POOL_MIN_BYTES:
+        for _, scan in scans:
+            if scan.metadata is not None and _largest_group(scan.metadata) > HUGE_ROW_GROUP_BYTES:
+                here.add(scan.file)
+        shared = sum(_decoded_bytes(s.metadata) for _, s in scans if s.metadata is not None and s.file not in here)
+        workers = choose_workers(shared, tokens) if workers is None else max(1, workers)
+        if not shared or shared < POOL_MIN_BYTES:
             workers = 1
     with ExitStack() as stack:
         if engine is None and workers > 1:
@@ -279,16 +272,20 @@ def iter_validate(
         units: list[tuple] = []
         for path, scan in scans:
             if scan.metadata is not None and scan.num_rows:
-                scan.units = plan_units(scan.metadata, engine.workers) if engine is not None else [(0, scan.num_rows)]
+                if engine is None or scan.file in here:
+                    scan.units = [(0, scan.num_rows)]
+                    here.add(scan.file)
+                    continue
+                scan.units = plan_units(scan.metadata, engine.workers)
                 columns = [c for c in MRCR_SCHEMA.names if c in scan.schema.names]
                 skip = frozenset(scan.unusable_columns)
                 units += [(str(path.absolute()), scan.file, first, n, tokens, skip, columns) for first, n in scan.units]
-        outcomes = engine.map(check_rows, units) if engine is not None else None
+        outcomes = iter(engine.map(check_rows, units)) if units else iter(())
         for path, scan in scans:
             builder.add_file(scan.file)
             if on_file_start:
                 on_file_start(scan)
-            if outcomes is None:
+            if scan.file in here:
                 stream = _check_here(path, scan, tokens, progress)
             else:
                 stream = _collect(path, scan, outcomes, progress, with_batches)

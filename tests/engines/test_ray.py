@@ -89,3 +89,24 @@ def test_validation_findings_on_ray_equal_local(tmp_path: Path) -> None:
     fixed_ray = repair([path], tmp_path / "ray.parquet", mode="fix", engine=ray_engine())
     assert (fixed_local.kept, fixed_local.fixed, fixed_local.dropped) == (fixed_ray.kept, fixed_ray.fixed, fixed_ray.dropped)
     assert (tmp_path / "local.parquet").read_bytes() == (tmp_path / "ray.parquet").read_bytes()
+
+
+def test_the_commands_with_engine_ray(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from mrcr_gen.cli._gen import main as gen_main
+    from mrcr_gen.cli._validate import validate_main
+
+    def run(main, *args: str) -> int:
+        with pytest.raises(SystemExit) as exit_info:
+            main(list(args))
+        return exit_info.value.code
+
+    common = ["--needles", "2", "--bin", "8192", "--samples", "3", "--rows-per-file", "2"]
+    assert run(gen_main, *common, "--out", str(tmp_path / "local"), "--workers", "1") == 0
+    assert run(gen_main, *common, "--out", str(tmp_path / "ray"), "--engine", "ray") == 0
+    assert digests(tmp_path / "local") == digests(tmp_path / "ray")
+    capsys.readouterr()
+    assert run(validate_main, str(tmp_path / "ray"), "--engine", "ray", "--json", "-") == 0
+    on_ray = capsys.readouterr().out
+    assert run(validate_main, str(tmp_path / "ray"), "--workers", "1", "--json", "-") == 0
+    assert capsys.readouterr().out == on_ray
+    assert run(gen_main, *common, "--out", str(tmp_path / "x"), "--address", "1.2.3.4:1") == 2  # --address needs --engine ray

@@ -156,7 +156,7 @@ def test_real_row_token_counts() -> None:
     assert counts == [146743, 148284, 144134]
 
 
-def test_units_follow_row_groups_and_split_one_large_group_per_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_units_gather_whole_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pyarrow.parquet as pq
 
     rows = [make_row(s, filler=200) for s in range(10)]
@@ -172,8 +172,19 @@ def test_units_follow_row_groups_and_split_one_large_group_per_worker(tmp_path: 
     assert sum(n for _, n in units) == 10 and all(first % 2 == 0 and n % 2 == 0 for first, n in units)
     assert all(sum(sizes[first // 2 : (first + n) // 2]) <= target for first, n in units)
     assert len(units) < 5  # groups were gathered
-    assert _files.plan_units(pq.ParquetFile(single).metadata, workers=3) == [(0, 3), (3, 3), (6, 4)]
-    assert _files.plan_units(pq.ParquetFile(single).metadata, workers=1) == [(0, 10)]
+    assert _files.plan_units(pq.ParquetFile(single).metadata, workers=3) == [(0, 10)]  # never split
+
+
+def test_a_file_written_as_one_huge_row_group_is_checked_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_files, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(_files, "HUGE_ROW_GROUP_BYTES", 1000)
+    rows = [make_row(s, filler=100) for s in range(6)]
+    rows[3] = MUTATIONS["extra_needle"][0](rows[3])
+    path = write_rows(tmp_path / "one.parquet", rows, row_group_size=6)
+    started = []
+    monkeypatch.setattr(_files, "LocalEngine", lambda *a, **k: started.append(a) or pytest.fail("no pool for it"))
+    report = validate_file(path, workers=2, tokens=False)
+    assert [f.row for f in report.findings] == [3] and started == []
 
 
 @pytest.mark.parametrize("row_group_size", [1, 3, 10])
