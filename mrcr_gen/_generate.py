@@ -107,8 +107,11 @@ def sample_for(spec: RowSpec, assembler: Assembler) -> Sample:
     return assembler.sample(n_needles=spec.n_needles, seed=spec.row_seed, token_bin=spec.bin, tokens=spec.tokens)
 
 
-#: Decoded bytes per row a work unit aims at (a few rows in the 1M bin, a whole file in small bins).
+#: Decoded bytes a work unit holds at most (a dozen rows in the 1M bin), and at least when the
+#: job is large enough, and units per worker when it is not (to balance rows of unequal cost).
 UNIT_BYTES = 64 << 20
+MIN_UNIT_BYTES = 4 << 20
+UNITS_PER_WORKER = 3
 #: Upper estimate of decoded bytes per token of a row (JSON-escaped English), to size units before
 #: the rows exist.
 BYTES_PER_TOKEN = 5
@@ -147,7 +150,7 @@ def generate_dataset(
     from .engines import LocalEngine
 
     run_key = secrets.token_hex(8)  # workers keep one assembler per run, never across runs
-    files: list[tuple[FilePlan, Path, str, list[RowChunk]]] = []
+    pending: list[tuple[FilePlan, Path, str]] = []
     reused: dict[Path, list[dict]] = {}
     for file_plan in config.shard_plan():
         # Absolute: workers (other processes, other nodes of a cluster) may run in another folder.
@@ -159,21 +162,26 @@ def generate_dataset(
             if on_reused is not None:
                 on_reused(len(records))
             continue
-        chunks = split_rows(file_plan.rows)
-        files.append((file_plan, path, build, chunks))
+        pending.append((file_plan, path, build))
 
+    own_engine = engine is None
+    engine = engine if engine is not None else LocalEngine(preload=WORKER_PRELOAD)
+    # Chunks small enough to keep every worker busy (a few per worker), large enough to be worth a
+    # task; how rows are chunked never changes the bytes written.
+    planned = sum(_row_bytes(spec) for file_plan, _, _ in pending for spec in file_plan.rows)
+    target = min(UNIT_BYTES, max(MIN_UNIT_BYTES, planned // (engine.workers * UNITS_PER_WORKER)))
+    files = [(file_plan, path, build, split_rows(file_plan.rows, target)) for file_plan, path, build in pending]
     chunk_units = []
     for _, path, build, chunks in files:
-        parts = _parts_dir(path, build) if len(chunks) > 1 else None
+        parts = _parts_dir(path, build, chunks) if len(chunks) > 1 else None
         for k, rows in enumerate(chunks):
             if parts is not None and _finished_part(parts, k) is not None:
                 if on_rows is not None:
                     on_rows(len(rows))
                 continue
             chunk_units.append((writer, run_key, config.date_added, rows, build, path, parts, k))
-
-    own_engine = engine is None
-    engine = engine if engine is not None else LocalEngine(preload=WORKER_PRELOAD)
+    if own_engine and len(chunk_units) + len([f for f in files if len(f[3]) > 1]) <= 1:
+        engine = LocalEngine(1)  # one unit of work: a pool would only add its start-up
     failures: list[tuple[str, str]] = []
     try:
         store = _share_writings(writer, [u[3] for u in chunk_units], engine, config.out)
@@ -184,7 +192,7 @@ def generate_dataset(
             elif on_rows is not None:
                 on_rows(len(unit[3]))
         joins = [
-            (path, _parts_dir(path, build), len(chunks))
+            (path, _parts_dir(path, build, chunks), len(chunks))
             for _, path, build, chunks in files
             if len(chunks) > 1 and str(path) not in {f for f, _ in failures}
         ]
@@ -218,14 +226,18 @@ RowChunk = tuple[RowSpec, ...]
 WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.validate._worker")
 
 
-def split_rows(rows: Sequence[RowSpec]) -> list[RowChunk]:
-    """Consecutive rows in chunks of about UNIT_BYTES (estimated from their token targets)."""
+def _row_bytes(spec: RowSpec) -> int:
+    return (spec.bin.upper if spec.bin is not None else spec.tokens or 0) * BYTES_PER_TOKEN
+
+
+def split_rows(rows: Sequence[RowSpec], target: int = UNIT_BYTES) -> list[RowChunk]:
+    """Consecutive rows in chunks of about `target` decoded bytes (estimated from their token targets)."""
     chunks: list[RowChunk] = []
     current: list[RowSpec] = []
     size = 0
     for spec in rows:
-        estimate = (spec.bin.upper if spec.bin is not None else spec.tokens or 0) * BYTES_PER_TOKEN
-        if current and size + estimate > UNIT_BYTES:
+        estimate = _row_bytes(spec)
+        if current and size + estimate > target:
             chunks.append(tuple(current))
             current, size = [], 0
         current.append(spec)
@@ -325,8 +337,11 @@ def _write_file(path: Path, tables: Iterable[pa.Table], records: str) -> None:
     write_text_atomic(sidecar_path(path), records)
 
 
-def _parts_dir(path: Path, build: str) -> Path:
-    return path.with_name(f".{path.name.removesuffix('.parquet')}.{build}.parts")
+def _parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:
+    """Where a large file's chunks wait to be joined: named by its build and its chunking, so a
+    rerun with another chunking (another worker count) never mixes parts."""
+    cut = hashlib.sha256(json.dumps([len(c) for c in chunks]).encode()).hexdigest()[:8]
+    return path.with_name(f".{path.name.removesuffix('.parquet')}.{build}.{cut}.parts")
 
 
 def _finished_part(parts: Path, index: int) -> str | None:
