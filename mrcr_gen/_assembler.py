@@ -31,6 +31,9 @@ RANDOM_STRING_ALPHABET = string.ascii_letters + string.digits
 # Give up filling the last gap after this many distractors in a row that do not fit.
 MAX_FILL_MISSES = 64
 MAX_ATTEMPTS = 50
+#: Bumped whenever the same writer and seed start giving different rows, so that a rerun of an
+#: older run's command rewrites its files instead of keeping them (see `_generate`).
+LAYOUT_REVISION = 2
 
 
 class AssemblyError(ValueError):
@@ -292,7 +295,8 @@ class Assembler:
         )
 
     def _fill(self, rng: random.Random, needle_key: str, budget: int) -> list[_Pair]:
-        """Distractor pairs, uniform over asks, adding up to at most `budget` tokens and close to it."""
+        """Distractor pairs, uniform over asks, adding up to at most `budget` tokens and close to it,
+        in random order."""
         chosen: list[_Pair] = []
         misses = 0
         while budget > 0 and misses < MAX_FILL_MISSES:
@@ -306,4 +310,6 @@ class Assembler:
                     misses += 1
                     if misses >= MAX_FILL_MISSES:
                         break
+        # Only short writings fit the last of the budget: shuffled, no position favours a format.
+        rng.shuffle(chosen)
         return chosen

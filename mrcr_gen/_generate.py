@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from ._assembler import Assembler
+from ._assembler import LAYOUT_REVISION, Assembler
 from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
 from ._files import atomic_path, write_text_atomic
@@ -151,9 +151,11 @@ def sidecar_path(parquet_path: Path) -> Path:
 
 
 def _build_fingerprint(config: GenerateConfig, writer: Writer, file_plan: FilePlan) -> str:
-    """What determines a file's bytes: version, writer, date and every row's spec."""
+    """What determines a file's bytes: version, assembly, writer, date and every row's spec."""
     rows = [(spec.row_seed, spec.n_needles, str(spec.bin), spec.tokens) for spec in file_plan.rows]
-    key = json.dumps([__version__, writer.describe(), config.date_added, rows], sort_keys=True, default=str)
+    key = json.dumps(
+        [__version__, LAYOUT_REVISION, writer.describe(), config.date_added, rows], sort_keys=True, default=str
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
