@@ -36,6 +36,11 @@ MAX_ATTEMPTS = 50
 LAYOUT_REVISION = 2
 
 
+def tokens_window(tokens: int) -> tuple[int, int]:
+    """The totals a `tokens=N` row may have: within 1% of N (64 tokens below 6400), never above."""
+    return tokens - max(64, tokens // 100), tokens
+
+
 class AssemblyError(ValueError):
     """The request cannot be met (e.g. the needles alone exceed the token budget)."""
 
@@ -197,7 +202,7 @@ class Assembler:
         if token_bin is not None:
             lowest, highest = token_bin.smallest, token_bin.upper
         else:
-            lowest, highest = tokens - max(64, tokens // 100), tokens
+            lowest, highest = tokens_window(tokens)
         # Uniform over the bin; every attempt re-draws the target so small bins stay uniform too.
         fixed_costs, short_totals = [], []
         for _ in range(MAX_ATTEMPTS):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -21,6 +22,18 @@ QUERY_PATTERN = re.compile(
     r"(?P<rest>.+)\. Do not include any other text in your response\.$",
     re.DOTALL,
 )
+
+
+def is_real_date(value: str) -> bool:
+    """`value` is MM-DD-YYYY and names a day of the calendar (not 02-30-2025)."""
+    if not re.match(DATE_ADDED_PATTERN, value):
+        return False
+    month, day, year = map(int, value.split("-"))
+    try:
+        date(year, month, day)
+    except ValueError:
+        return False
+    return True
 
 
 def normalize_ask(text: str) -> str:

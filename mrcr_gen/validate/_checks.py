@@ -7,16 +7,15 @@ import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 from .._bins import bin_for_tokens
 from .._models import (
     ASK_TEMPLATE,
-    DATE_ADDED_PATTERN,
     QUERY_PATTERN,
     RANDOM_STRING_PATTERN,
+    is_real_date,
     normalize_ask,
     ordinal,
 )
@@ -28,7 +27,6 @@ INT_COLUMNS = ("n_needles", "desired_msg_index", "total_messages", "n_chars")
 KNOWN_ROLES = frozenset({"user", "assistant", "system"})
 
 _RANDOM_STRING = re.compile(RANDOM_STRING_PATTERN)
-_DATE_ADDED = re.compile(DATE_ADDED_PATTERN)
 _SHOWN = 70
 
 
@@ -392,13 +390,7 @@ class _Checker:
         value = self.usable.get("date_added")
         if value is None:
             return
-        ok = bool(_DATE_ADDED.match(value))
-        if ok:
-            try:
-                datetime.strptime(value, "%m-%d-%Y")
-            except ValueError:
-                ok = False
-        if not ok:
+        if not is_real_date(value):
             self.add("date_added", f"date_added is {_short(value, 30)}, expected a real date as MM-DD-YYYY")
 
     def tokens(self) -> tuple[int | None, str | None]:
