@@ -20,6 +20,7 @@ from ._models import (
     Sample,
     Writing,
     normalize_ask,
+    normalize_writing,
     ordinal,
 )
 from ._seeding import derived_rng
@@ -238,8 +239,8 @@ class Assembler:
         needle_key = normalize_ask(needle_ask.text)
         variants = rng.sample(range(self._variant_space(needle_ask, n_needles)), n_needles)
         needles = self._pairs([(self._index[needle_ask], v) for v in variants])
-        if len({p.writing.text for p in needles}) < n_needles:
-            return None  # the writer repeated itself; draw another needle ask
+        if len({normalize_writing(p.writing.text) for p in needles}) < n_needles:
+            return None  # the writer repeated itself (up to case and spacing); draw another needle ask
         target_ordinal = rng.randint(1, n_needles)
         secret = random_string(rng)
         preamble = self._preamble(rng, needle_key)

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 RANDOM_STRING_PATTERN = r"^[A-Za-z0-9]{10}$"
 DATE_ADDED_PATTERN = r"^(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])-[0-9]{4}$"
 ASK_TEMPLATE = "write a {format} about {entity}"
+#: `ASK_TEMPLATE` read back (use `fullmatch`): format and entity neither empty nor padded with spaces.
+ASK_PATTERN = re.compile(r"write a (?P<format>\S(?:.*?\S)?) about (?P<entity>\S(?:.*\S)?)")
 PREAMBLE_HEADER = "Here are some examples of conversations succeeded by a follow-up question answered correctly:"
 QUERY_TEMPLATE = (
     "Prepend {random_string} to the {ordinal} (1 indexed) {format} about {entity}. "
@@ -40,6 +42,12 @@ def normalize_ask(text: str) -> str:
     """An ask with case, whitespace and punctuation removed: asks with equal keys are near-duplicates
     (the generator never lets one stand beside a needle; the validator warns about them)."""
     return re.sub(r"[\W_]+", "", text.lower())
+
+
+def normalize_writing(text: str) -> str:
+    """A writing with case and whitespace removed: needle writings with equal keys are
+    near-duplicates (the generator never uses them as needles together; the validator warns)."""
+    return "".join(text.casefold().split())
 
 
 def ordinal(k: int) -> str:

@@ -101,6 +101,7 @@ def validate(
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
     clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT.parquet", help="Write the rows with no error to OUT (atomically, input schema)."),
     fix: Optional[Path] = typer.Option(None, "--fix", metavar="OUT.parquet", help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten."),
+    strict: bool = typer.Option(False, "--strict", help="Count warnings as errors: exit code 1, and --clean/--fix drop their rows."),
     max_findings: int = typer.Option(50, "--max-findings", min=0, help="Findings shown in the table (all of them go to --json)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables, only the exit code, error lines and --json."),
 ) -> int:
@@ -135,7 +136,7 @@ def validate(
                 raise CommandError(str(exc)) from None
             report = result.report
         else:
-            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance)
+            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance, strict=strict)
 
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")

@@ -96,3 +96,15 @@ def test_console_script_pipes_json(files) -> None:
     assert done.returncode == 1
     assert json.loads(done.stdout)["summary"]["rows_with_errors"] == 1
     assert "Traceback" not in done.stderr
+
+
+def test_strict_counts_warnings_as_errors(capsys, tmp_path) -> None:
+    rows = [make_row(s, filler=400) for s in range(3)]
+    rows[2] = MUTATIONS["malformed_ask"][0](rows[2])
+    path = write_rows(tmp_path / "warned.parquet", rows)
+    code, out, _ = run(capsys, path, "--no-tokens", "--json", "-")
+    assert code == 0 and json.loads(out)["summary"]["rows_with_errors"] == 0
+    code, out, _ = run(capsys, path, "--no-tokens", "--json", "-", "--strict")
+    report = json.loads(out)
+    assert code == 1 and report["summary"]["rows_with_errors"] == 1
+    assert [(f["row"], f["check"], f["severity"]) for f in report["findings"]] == [(2, "ask_form", "error")]
