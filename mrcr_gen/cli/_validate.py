@@ -18,7 +18,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ..validate import RepairResult, ValidationReport, default_workers, repair, validate_paths
+from ..validate import (
+    RepairResult,
+    ValidationReport,
+    default_workers,
+    repair,
+    validate_paths,
+)
 from ..validate._findings import CHECKS, Finding
 from ._common import CommandError, run_app
 

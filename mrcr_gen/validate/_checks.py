@@ -8,6 +8,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 from .._bins import bin_for_tokens
@@ -285,9 +286,9 @@ class _Checker:
         messages = self.ctx.messages
         if messages is None:
             return
-        odd = [
+        malformed = [
             i
-            for i, (m, reply) in enumerate(zip(messages, messages[1:]))
+            for i, (m, reply) in enumerate(pairwise(messages))
             if m["role"] == "user"
             and reply["role"] == "assistant"
             and m["content"] != self.ctx.ask
@@ -295,11 +296,11 @@ class _Checker:
             and not self._near_needle_ask(m["content"])
             and not _is_preamble(m)
         ]
-        if odd:
-            shown = ", ".join(f"{i}: {_short(messages[i]['content'], 60)}" for i in odd[:5])
+        if malformed:
+            shown = ", ".join(f"{i}: {_short(messages[i]['content'], 60)}" for i in malformed[:5])
             self.add(
                 "ask_form",
-                f"{len(odd)} distractor ask(s) not of the form 'write a {{format}} about {{entity}}': {shown}",
+                f"{len(malformed)} distractor ask(s) not of the form 'write a {{format}} about {{entity}}': {shown}",
                 severity="warning",
             )
 

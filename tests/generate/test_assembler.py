@@ -8,9 +8,9 @@ from collections import Counter
 from functools import lru_cache
 
 import pytest
-from scipy.stats import chisquare
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.stats import chisquare
 
 from mrcr_gen import (
     Assembler,

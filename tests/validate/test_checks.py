@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from mrcr_gen import Finding, validate_row
 from mrcr_gen.validate import check_row, normalize_ask
-from tests.support.rowkit import MUTATIONS, make_row, messages_of, needles_of, with_messages
+from tests.support.rowkit import (
+    MUTATIONS,
+    make_row,
+    messages_of,
+    needles_of,
+    with_messages,
+)
 
 
 @given(seed=st.integers(0, 10_000), n_needles=st.integers(1, 6), extra_pairs=st.integers(0, 8))
