@@ -64,9 +64,9 @@ class _Frozen(BaseModel):
 
 
 class Message(_Frozen):
-    """One chat message as stored in the `prompt` column."""
+    """One chat message as stored in the `prompt` column (MRCR prompts have no system message)."""
 
-    role: Literal["user", "assistant", "system"]
+    role: Literal["user", "assistant"]
     content: str
 
 

@@ -208,3 +208,13 @@ def test_strict_makes_warnings_errors(name: str) -> None:
     strict = check_row(row, count_tokens=False, strict=True)
     assert strict.has_error and [f.check for f in strict.findings] == list(MUTATIONS[name][1])
     assert all(f.severity == "error" for f in validate_row(row, count_tokens=False, strict=True))
+
+
+def test_odd_roles_are_structure_errors_not_crashes() -> None:
+    row = make_row(5)
+    for role in (5, None, ["user"], {"k": "v"}, "system", "tool"):
+        messages = messages_of(row)
+        messages[0] = {"role": role, "content": messages[0]["content"]}
+        findings = validate_row({**row, "prompt": json.dumps(messages)}, count_tokens=False)
+        assert [(f.check, f.severity) for f in findings] == [("structure", "error")], findings
+        assert f"messages[0] is {str(role)!r}" in findings[0].message
