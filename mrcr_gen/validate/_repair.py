@@ -100,7 +100,11 @@ def output_paths(files: Sequence[Path], output: Path) -> dict[Path, Path]:
         raise ValueError(f"{output} is a file, but with {len(files)} input files the output is a folder")
     resolved = [f.resolve() for f in files]
     root = Path(os.path.commonpath([f.parent for f in resolved])) if resolved else output
-    return {f: output / r.relative_to(root) for f, r in zip(files, resolved)}
+    targets = {f: output / r.relative_to(root) for f, r in zip(files, resolved)}
+    if len(set(targets.values())) < len(targets):
+        twice = next(f for f, r in zip(files, resolved) if resolved.count(r) > 1)
+        raise ValueError(f"{twice} is named twice among the inputs (through a link?); give it once")
+    return targets
 
 
 def repair(

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
-from mrcr_gen.validate import repair
+from mrcr_gen.validate import _files, repair
 from mrcr_gen.validate._repair import fix_record
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
@@ -160,3 +160,28 @@ def test_an_all_dropped_file_still_gets_its_empty_output(tmp_path: Path) -> None
     assert [(f.kept, f.dropped) for f in result.files] == [(0, 2)]
     assert pq.read_table(tmp_path / "bad-clean.parquet").num_rows == 0
     assert [line.split(": ", 1)[1] for line in result.changes] == ["dropped (needle_count)"] * 2
+
+
+def test_an_interrupted_repair_leaves_only_complete_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_files, "BATCH_BYTES", 1)  # one row per batch: stop with a file half-written
+    inputs = _mixed_inputs(tmp_path)
+    out = tmp_path / "out"
+    batches: list[str] = []
+
+    def stop_in_the_second_file(file: str, done: int, total: int) -> None:
+        batches.append(file)
+        if batches.count(str(inputs["plain"])) == 2:
+            assert len(list(out.glob(".plain.parquet.*.partial"))) == 1
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        repair([inputs["backwards"], inputs["plain"]], out, tokens=False, workers=1, progress=stop_in_the_second_file)
+    assert sorted(p.name for p in out.rglob("*")) == ["backwards.parquet"]
+    assert pq.read_table(out / "backwards.parquet").num_rows == 3
+
+
+def test_the_same_file_twice_is_refused(tmp_path: Path) -> None:
+    inputs = _mixed_inputs(tmp_path)
+    (tmp_path / "link.parquet").symlink_to(inputs["plain"])
+    with pytest.raises(ValueError, match="named twice"):
+        repair([inputs["plain"], tmp_path / "link.parquet"], tmp_path / "out", tokens=False)
