@@ -248,10 +248,9 @@ class _FileOutput:
         unread = scan.num_rows - self.rows_seen
         if unread > 0:
             self.summary.dropped += unread
-            stopped = [f for f in scan.file_findings if f.check == "file"] or [
-                Finding(file=scan.file, row=None, check="file", severity="error", message="rows missing")
-            ]
-            note(f"{scan.file}:{self.rows_seen}-{scan.num_rows - 1}: dropped, not read ({_reason(stopped)})")
+            stopped = [f for f in scan.file_findings if f.check == "file"]
+            why = _reason(stopped) if stopped else "the file ended early"
+            note(f"{scan.file}:{self.rows_seen}-{scan.num_rows - 1}: dropped, not read ({why})")
 
 
 def _reason(findings: list[Finding]) -> str:
