@@ -369,11 +369,13 @@ def validate_paths(
     workers: int | None = None,
     engine: Engine | None = None,
     progress: ProgressCallback | None = None,
+    strict: bool = False,
 ) -> ValidationReport:
-    """Validate files, directories and globs; return every finding and the summary."""
+    """Validate files, directories and globs; return every finding and the summary (`strict`:
+    warnings count as errors)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    builder = ReportBuilder()
+    builder = ReportBuilder(strict=strict)
     for _ in iter_validate(
         paths, tokens=tokens, workers=workers, engine=engine, progress=progress, builder=builder, with_batches=False
     ):
@@ -388,6 +390,7 @@ def validate_file(
     workers: int | None = None,
     engine: Engine | None = None,
     progress: ProgressCallback | None = None,
+    strict: bool = False,
 ) -> ValidationReport:
     """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths([path], tokens=tokens, workers=workers, engine=engine, progress=progress)
+    return validate_paths([path], tokens=tokens, workers=workers, engine=engine, progress=progress, strict=strict)
