@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import measure, naive_command  # noqa: E402
+from _measure import measure, naive_command
 
 
 def main() -> None:

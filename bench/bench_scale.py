@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import measure  # noqa: E402
+from _measure import measure
 
 
 def digests(root: Path) -> dict[str, str]:

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import eval_read_command, measure, naive_command  # noqa: E402
+from _measure import eval_read_command, measure, naive_command
 
 ROWS_PER_MB = 1 / 0.45  # generated rows of these bins take about 0.45 MB on disk each (zstd)
 

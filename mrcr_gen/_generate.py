@@ -17,9 +17,9 @@ from pydantic import Field, field_validator, model_validator
 from ._assembler import LAYOUT_REVISION, Assembler, tokens_window
 from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
-from ._files import atomic_path, write_text_atomic
+from ._files import write_text_atomic
 from ._models import Sample, _Frozen, is_real_date
-from ._parquet import rows_to_table, write_row_groups
+from ._parquet import read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
 from ._seeding import derive_seed
 from ._tokens import O200K_SHA256
 from ._version import __version__
@@ -251,8 +251,13 @@ RowChunk = tuple[RowSpec, ...]
 WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.validate._worker")
 
 
+def _row_tokens(spec: RowSpec) -> int:
+    """The most tokens the row can have."""
+    return spec.bin.upper if spec.bin is not None else spec.tokens or 0
+
+
 def _row_bytes(spec: RowSpec) -> int:
-    return (spec.bin.upper if spec.bin is not None else spec.tokens or 0) * BYTES_PER_TOKEN
+    return _row_tokens(spec) * BYTES_PER_TOKEN
 
 
 def split_rows(rows: Sequence[RowSpec], target: int = UNIT_BYTES) -> list[RowChunk]:
@@ -284,7 +289,7 @@ def _share_writings(writer: Writer, chunks: Sequence[RowChunk], engine: Engine, 
     parts under `out` that every worker reads. None when not worth it (or the writer cannot)."""
     if engine.workers < 2 or not hasattr(writer, "shared_keys"):
         return None
-    tokens = sum((spec.bin.upper if spec.bin is not None else spec.tokens or 0) for rows in chunks for spec in rows)
+    tokens = sum(_row_tokens(spec) for rows in chunks for spec in rows)
     n_keys = len(writer.shared_keys())
     if tokens / PAIR_TOKENS < n_keys:
         return None
@@ -340,15 +345,13 @@ def write_chunk(
     if parts is None:
         _write_file(path, [table], records)
         return
-    with atomic_path(parts / f"{index}.arrow") as tmp, pa.OSFile(str(tmp), "wb") as sink:
-        with pa.ipc.new_file(sink, table.schema) as ipc:
-            ipc.write_table(table)
+    write_arrow_atomic(table, parts / f"{index}.arrow")
     write_text_atomic(parts / f"{index}.jsonl", records)  # last: it marks the part finished
 
 
 def join_parts(path: Path, parts: Path, count: int) -> None:
     """Work unit: the file `path` from its finished parts, in order; then the parts go."""
-    tables = (pa.ipc.open_file(pa.memory_map(str(parts / f"{k}.arrow"))).read_all() for k in range(count))
+    tables = (read_arrow(parts / f"{k}.arrow") for k in range(count))
     records = "".join(_finished_part(parts, k) or "" for k in range(count))
     _write_file(path, tables, records)
     shutil.rmtree(parts, ignore_errors=True)

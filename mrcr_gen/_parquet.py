@@ -101,6 +101,17 @@ def write_row_groups(tables: Iterable[pa.Table], path: str | os.PathLike, schema
         flush()
 
 
+def write_arrow_atomic(table: pa.Table, path: str | os.PathLike) -> None:
+    """An uncompressed Arrow IPC file, atomically: scratch data that readers memory-map."""
+    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as ipc:
+        ipc.write_table(table)
+
+
+def read_arrow(path: str | os.PathLike) -> pa.Table:
+    """A file of `write_arrow_atomic`, memory-mapped (its pages are shared between processes)."""
+    return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+
+
 def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> None:
     """Write zstd parquet atomically in row groups of at most ROW_GROUP_BYTES; the same table
     gives byte-identical files."""
@@ -115,10 +126,14 @@ def write_rows(rows: Iterable[MrcrRow], path: str | os.PathLike) -> None:
 BATCH_BYTES = 8 << 20
 
 
+def decoded_bytes(meta: pq.FileMetaData) -> int:
+    """What a parquet file's rows take decoded, by its footer."""
+    return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+
+
 def batch_rows(meta: pq.FileMetaData, batch_bytes: int = BATCH_BYTES) -> int:
     """Rows per record batch so that one batch decodes to about `batch_bytes`."""
-    decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    per_row = decoded / max(1, meta.num_rows)
+    per_row = decoded_bytes(meta) / max(1, meta.num_rows)
     return max(1, min(1024, int(batch_bytes // max(1.0, per_row))))
 
 

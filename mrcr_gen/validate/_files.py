@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parquet import MRCR_SCHEMA, batch_rows
+from .._parquet import MRCR_SCHEMA, batch_rows, decoded_bytes
 from .._paths import find_parquet_files
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
 from ._checks import INT_COLUMNS, check_row
@@ -113,10 +113,6 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _decoded_bytes(meta: pq.FileMetaData) -> int:
-    return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-
-
 def read_range(
     path: str | os.PathLike, first: int = 0, count: int | None = None, *, columns: list[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -191,7 +187,7 @@ def choose_workers(decoded_bytes: int, tokens: bool = True, cores: int | None = 
 def plan_units(meta: pq.FileMetaData, workers: int) -> list[tuple[int, int]]:
     """(first row, row count) units covering the file in order: whole row groups gathered up to a
     target size (a row group is never split: its pages would be decompressed by two workers)."""
-    total = _decoded_bytes(meta)
+    total = decoded_bytes(meta)
     target = min(UNIT_BYTES, max(MIN_UNIT_BYTES, total // max(1, workers * UNITS_PER_WORKER)))
     units: list[tuple[int, int]] = []
     first, rows, size = 0, 0, 0
@@ -262,7 +258,7 @@ def iter_validate(
         for _, scan in scans:
             if scan.metadata is not None and _largest_group(scan.metadata) > HUGE_ROW_GROUP_BYTES:
                 here.add(scan.file)
-        shared = sum(_decoded_bytes(s.metadata) for _, s in scans if s.metadata is not None and s.file not in here)
+        shared = sum(decoded_bytes(s.metadata) for _, s in scans if s.metadata is not None and s.file not in here)
         workers = choose_workers(shared, tokens) if workers is None else max(1, workers)
         if not shared or shared < POOL_MIN_BYTES:
             workers = 1

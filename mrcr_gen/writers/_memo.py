@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from .._catalog import Catalog, load_catalog
-from .._files import atomic_path
 from .._models import Ask, Writing
+from .._parquet import read_arrow, write_arrow_atomic
 from .._tokens import count_tokens_batch, tokenizer_threads
 
 # A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
@@ -55,9 +55,7 @@ class MemoizedWriter:
             {"text": pa.array([w.text for w in writings], pa.large_string()),
              "n_tokens": pa.array([w.n_tokens for w in writings], pa.int64())}
         )
-        with atomic_path(store / f"{start}.arrow") as tmp, pa.OSFile(str(tmp), "wb") as sink:
-            with pa.ipc.new_file(sink, table.schema) as ipc:
-                ipc.write_table(table)
+        write_arrow_atomic(table, store / f"{start}.arrow")
 
     def attach(self, store: Path) -> None:
         """Take the shared keys' writings from the parts under `store` (read when first needed)."""
@@ -71,7 +69,7 @@ class MemoizedWriter:
             keys = self.shared_keys()
             self._stored = {}
             for part in sorted(self._store.glob("*.arrow"), key=lambda p: int(p.stem)):
-                table = pa.ipc.open_file(pa.memory_map(str(part))).read_all()
+                table = read_arrow(part)
                 start = int(part.stem)
                 self._stored.update((keys[start + i], (table, i)) for i in range(table.num_rows))
         found = self._stored.get(key)

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 import mrcr_gen._generate as generate_module
-from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset, validate_paths
+from mrcr_gen import (
+    GenerateConfig,
+    OfflineWriter,
+    bin_by_upper,
+    generate_dataset,
+    validate_paths,
+)
 from mrcr_gen.engines import LocalEngine, TaskFailed
 from mrcr_gen.validate import repair
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
