@@ -17,7 +17,7 @@ from mrcr_gen.eval import (
     summarize,
     write_report,
 )
-from mrcr_gen.eval._data import data_key
+from mrcr_gen.eval._runner import resolve_inputs
 from tests.support.chat_server import ChatServer, Fault, first_needle
 
 from .conftest import API_KEY
@@ -172,7 +172,7 @@ def test_filters_and_context_window(small_data, gen_data, tmp_path, api_key):
         _, summary = run_eval(config([small_data, gen_data], tmp_path / "c", server, limit=13))
         assert server.total_requests == 13
         records = results(tmp_path / "c")
-        assert records[-1]["file"] == data_key(gen_data) and records[-1]["row"] == 0
+        assert records[-1]["file"] == resolve_inputs([gen_data])[0] and records[-1]["row"] == 0
         # The seed's rule: prompt-only o200k tokens above the window are skipped and counted.
         server.reset()
         _, summary = run_eval(config([small_data, gen_data], tmp_path / "d", server, max_context_window=4096))
