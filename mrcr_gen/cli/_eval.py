@@ -135,7 +135,7 @@ def evaluate(
     if summary["file_errors"]:
         first = summary["file_errors"][0]["error"]
         more = len(summary["file_errors"]) - 1
-        raise CommandError(f"{first}{f' (and {more} more unreadable files)' if more else ''}; the other rows were scored")
+        raise CommandError(f"{first}{f' (and {more} more unreadable files)' if more else ''}")
     if not summary["complete"]:
         raise CommandError(
             f"{summary['errors']['count']} rows failed (they count 0 in mean_score; rerun the command to retry them)",
@@ -177,7 +177,8 @@ def compare(
     if as_json:
         print(json.dumps(entries, indent=2))
     else:
-        Console().print(compare_table(entries))
+        # A leaderboard is wide: do not squeeze it into 80 columns when written to a file or pipe.
+        Console(width=None if sys.stdout.isatty() else 240).print(compare_table(entries))
 
 
 SUBCOMMANDS = {"report": report_app, "compare": compare_app}
