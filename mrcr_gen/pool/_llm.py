@@ -180,12 +180,17 @@ def plan_asks(
     return {ask: (max(per_pair, needle_variants) if i < needle_asks else per_pair) for i, ask in enumerate(asks)}
 
 
-def _params(temperature: float | None, max_tokens: int | None, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+def _params(
+    temperature: float | None,
+    max_tokens: int | None,
+    extra: Mapping[str, Any] | None,
+    max_tokens_field: str = "max_tokens",
+) -> dict[str, Any]:
     params = dict(extra or {})
     if temperature is not None:
         params["temperature"] = temperature
     if max_tokens is not None:
-        params["max_tokens"] = max_tokens
+        params[max_tokens_field] = max_tokens
     return {k: v for k, v in sorted(params.items()) if v is not None}
 
 
