@@ -143,10 +143,14 @@ def evaluate(
         )
 
 
-@report_app.command()
-def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory.")) -> None:
+def _require_run_dir(run_dir: Path) -> None:
     if not (run_dir / "results.jsonl").is_file():
         raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory")
+
+
+@report_app.command()
+def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory.")) -> None:
+    _require_run_dir(run_dir)
     try:
         summary = write_report(run_dir)
     except ValueError as exc:  # run.json that is not JSON
@@ -163,8 +167,7 @@ def compare(
     from ..eval._compare import compare_runs, compare_table, plot_compare
 
     for run_dir in run_dirs:
-        if not (run_dir / "results.jsonl").is_file():
-            raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory")
+        _require_run_dir(run_dir)
     try:
         entries = compare_runs(run_dirs)
     except ValueError as exc:  # run.json that is not JSON

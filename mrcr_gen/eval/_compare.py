@@ -9,8 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from .._bins import bin_sort_key
-from .._files import atomic_path
-from ._report import _fmt, _short_bin, summarize
+from ._report import _fmt, _short_bin, finish_bin_plot, summarize
 
 
 def compare_runs(run_dirs: list[str | os.PathLike]) -> list[dict[str, Any]]:
@@ -75,17 +74,6 @@ def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None
             points = [(i, entry["bins"][label]) for i, label in enumerate(bins) if entry["bins"].get(label) is not None]
             label = f"{entry['model']} ({Path(entry['run']).name})"
             axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
-        axes.set_xticks(range(len(bins)))
-        axes.set_xticklabels([_short_bin(b) for b in bins])
-        axes.set_xlabel("context length bin (o200k tokens, upper edge)")
-        axes.set_ylabel("mean score (official grader; errors count 0)")
-        axes.set_ylim(0, 1.02)
-        axes.grid(True, alpha=0.3)
-        axes.set_title("MRCR - runs compared")
-        if entries:
-            axes.legend(fontsize="small")
-        figure.tight_layout()
-        with atomic_path(path) as tmp:
-            figure.savefig(tmp, format="png")
+        finish_bin_plot(figure, axes, bins, "MRCR - runs compared", bool(entries), path)
     finally:
         plt.close(figure)

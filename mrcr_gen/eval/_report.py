@@ -272,20 +272,25 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
                     alpha=0.6,
                     label=f"{n_needles} needles: random-needle floor",
                 )
-        axes.set_xticks(range(len(bins)))
-        axes.set_xticklabels([_short_bin(b) for b in bins])
-        axes.set_xlabel("context length bin (o200k tokens, upper edge)")
-        axes.set_ylabel("mean score (official grader)")
-        axes.set_ylim(0, 1.02)
-        axes.grid(True, alpha=0.3)
-        axes.set_title(f"MRCR - {summary.get('model') or 'model'}")
-        if summary["cells"]:
-            axes.legend(fontsize="small")
-        figure.tight_layout()
-        with atomic_path(path) as tmp:
-            figure.savefig(tmp, format="png")
+        finish_bin_plot(figure, axes, bins, f"MRCR - {summary.get('model') or 'model'}", bool(summary["cells"]), path)
     finally:
         plt.close(figure)
+
+
+def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend: bool, path: str | os.PathLike) -> None:
+    """Label a score-by-bin chart (x: the bins in order) and write it atomically as PNG."""
+    axes.set_xticks(range(len(bins)))
+    axes.set_xticklabels([_short_bin(b) for b in bins])
+    axes.set_xlabel("context length bin (o200k tokens, upper edge)")
+    axes.set_ylabel("mean score (official grader; errors count 0)")
+    axes.set_ylim(0, 1.02)
+    axes.grid(True, alpha=0.3)
+    axes.set_title(title)
+    if legend:
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png")
 
 
 def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:

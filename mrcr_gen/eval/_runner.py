@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._files import file_sha256
 from .._openai import (
     DEFAULT_TIMEOUT,
     ChatError,
@@ -147,14 +148,6 @@ class RunStats(BaseModel):
     file_errors: int = 0
     max_in_flight: int = 0
     fatal: str | None = None
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def resolve_inputs(paths: list[str]) -> list[str]:

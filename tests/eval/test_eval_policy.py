@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -312,3 +313,79 @@ def test_copied_run_dir_compares_like_the_original(small_data, tmp_path, api_key
         run_eval(config([small_data], tmp_path / "run", server, limit=3))
     shutil.copytree(tmp_path / "run", tmp_path / "copy")
     assert summarize(tmp_path / "copy") == summarize(tmp_path / "run")
+
+
+def test_a_file_that_breaks_half_way_keeps_the_rows_before_and_the_other_files(small_data, tmp_path, capsys, api_key):
+    data = tmp_path / "half.parquet"
+    pq.write_table(pa.Table.from_pylist([make_row(seed=s) for s in range(4)], schema=MRCR_SCHEMA), data, row_group_size=2)
+    second = pq.ParquetFile(data).metadata.row_group(1).column(0)  # the prompts of rows 2-3
+    raw = bytearray(data.read_bytes())
+    start = (second.dictionary_page_offset or second.data_page_offset) + 40
+    raw[start : start + 200] = bytes(b ^ 0xFF for b in raw[start : start + 200])
+    data.write_bytes(raw)
+    out = tmp_path / "run"
+    with ChatServer("oracle") as server:
+        code, _, err = call(eval_main, [str(data), str(small_data), "--model", "m", "--base-url", server.base_url,
+                                        "--out", str(out), "--quiet"], capsys)
+        assert server.total_requests == 2 + 12
+    assert code == 2 and "half.parquet: cannot read past row 1" in err and len(err.strip().splitlines()) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_scored"] == 14 and summary["mean_score"] == 1.0 and not summary["complete"]
+
+
+def test_a_run_dir_of_an_older_version_is_refused(small_data, tmp_path, api_key):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"model": "test-model", "data": [str(small_data)]}))
+    with ChatServer("oracle") as server:
+        with pytest.raises(EvalError, match="older mrcr-eval"):
+            asyncio.run(run_eval_async(config([small_data], tmp_path / "run", server)))
+        assert server.total_requests == 0
+
+
+# ----------------------------------------------------------------------- another recipe plugs in
+
+
+def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_key):
+    """The runner knows items only: a recipe found by its marker column supplies and grades them,
+    and the items of one transcript group are sent one after another."""
+    from mrcr_gen.eval import EvalItem, Recipe, register_recipe
+    from mrcr_gen.eval._items import RECIPES
+
+    data = tmp_path / "groups.parquet"
+    pq.write_table(pa.table({"toy_queries": ["a", "b", "c", "d", "e", "f"], "toy_group": ["g1", "g1", "g1", "g2", "g2", "g3"]}), data)
+
+    def read(path, *, tokenizer_spec, skip=None):
+        table = pq.read_table(path)
+        for row, (query, group) in enumerate(zip(table["toy_queries"].to_pylist(), table["toy_group"].to_pylist())):
+            messages = [{"role": "user", "content": f"Prepend PFX to the 1st (1 indexed) poem about {query}. "
+                                                    "Do not include any other text in your response."}]
+            yield EvalItem(source=str(path), row=row, digest=query, messages=messages, answer="PFX" + query,
+                           prefix="PFX", n_needles=1, bin_upper=8192, group=group, recipe="toy")
+
+    register_recipe(Recipe(name="toy", marker_column="toy_queries", read=read,
+                           grade=lambda response, item: float(response == item.answer)))
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+
+    def query_of(messages) -> str:
+        return messages[-1]["content"].split(" about ")[1][0]
+
+    def watch(number, body):
+        started[query_of(body["messages"])] = time.monotonic()
+        return Fault.slow(0.1)
+
+    def policy(messages, body):
+        finished[query_of(messages)] = time.monotonic()
+        return "PFX" + query_of(messages)
+
+    try:
+        with ChatServer(policy, watch) as server:
+            _, summary = run_eval(config([data], tmp_path / "run", server, concurrency=3))
+            order = [b["messages"][-1]["content"].split(" about ")[1][0] for b in server.requests]
+    finally:
+        RECIPES.pop("toy")
+    assert summary["mean_score"] == 1.0 and summary["n_scored"] == 6
+    assert [q for q in order if q in "abc"] == ["a", "b", "c"] and [q for q in order if q in "de"] == ["d", "e"]
+    for earlier, later in ("ab", "bc", "de"):  # within a group: the next is sent once the last is answered
+        assert started[later] >= finished[earlier]
+    assert server.max_in_flight >= 2  # groups run side by side
