@@ -37,7 +37,7 @@ class EvalItem(BaseModel):
     answer: str = ""
     prefix: str = ""  # the random string / hash the grade needs
     n_needles: int = 0  # 0 when it cannot be told
-    bin_upper: int = 0  # upper edge of the row's context bin (see `bin_label_of_upper`)
+    bin_upper: int = 0  # upper edge of the row's context bin (see `bin_label_of_upper`); 0 = unknown
     prompt_tokens: int = 0  # what --max-context-window compares
     total_tokens: int = 0  # prompt + answer: what decides the bin
     group: str | None = None  # rows sharing a transcript: sent one after another
@@ -60,7 +60,12 @@ def bin_upper_of_tokens(n_tokens: int) -> int:
     return BELOW_UPPER if n_tokens < BINS[0].lower else ABOVE_UPPER
 
 
+UNKNOWN_BIN = "unknown"  # a row that could not be read far enough to count its tokens
+
+
 def bin_label_of_upper(upper: int) -> str:
+    if upper <= 0:
+        return UNKNOWN_BIN
     if upper in BIN_UPPER_EDGES:
         return BINS[BIN_UPPER_EDGES.index(upper)].label
     return BELOW_BINS if upper < BINS[0].lower else ABOVE_BINS

@@ -187,7 +187,7 @@ class _Planner:
 
     def _done(self, key: tuple[str, int], digest: str) -> dict | None:
         previous = self.final.get(key)
-        if previous is None or previous.get("digest") != digest:
+        if previous is None or previous.get("digest") != digest or previous.get("settings") != self.base["settings"]:
             return None
         status = previous.get("status")
         if status == STATUS_OK:
