@@ -124,6 +124,8 @@ def test_eval_cli_and_report_subcommand(small_data, tmp_path, capsys, api_key):
         (["--model", "m", "--out", "OUT", "--bin", "1000"], "no bin has upper edge 1000"),
         (["--model", "m", "--out", "OUT", "--max-tokens-field", "tokens"], "max_tokens_field"),
         (["--out", "OUT"], "--model"),
+        (["--model", "m", "--out", "OUT", "--extra-body", "{not json"], "--extra-body: not valid JSON"),
+        (["--model", "m", "--out", "OUT", "--extra-body", "[1]"], "--extra-body: expected a JSON object"),
     ],
 )
 def test_eval_cli_bad_options(small_data, tmp_path, capsys, api_key, args, message):
@@ -270,6 +272,9 @@ def test_sigkill_then_resume_repeats_no_finished_call(small_data, tmp_path):
         assert 4 <= len(done_before) < 12
         sent_before = _stats(port)["total_requests"]
         assert sent_before <= len(done_before) + 2  # at most `concurrency` calls were in flight
+        from mrcr_gen.eval import summarize
+
+        assert not summarize(out)["complete"]  # the killed run never finished
 
         finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         assert finished.returncode == 0, finished.stderr
