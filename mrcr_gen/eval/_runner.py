@@ -147,7 +147,6 @@ class RunStats(BaseModel):
     resumed: int = 0
     file_errors: int = 0
     max_in_flight: int = 0
-    fatal: str | None = None
 
 
 def resolve_inputs(paths: list[str]) -> list[str]:
@@ -493,7 +492,6 @@ async def run_eval_async(
                     pass
     stats.resumed = planner.resumed
     if fatal:
-        stats.fatal = str(fatal[0])
         raise EvalFatal(f"the server refused the run: {fatal[0]} (nothing more was sent)")
     if finished:
         _write_run_file(out, run_record(config, previous, shas, finished=True))
