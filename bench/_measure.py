@@ -90,22 +90,21 @@ def eval_read_command(paths: list[Path]) -> list[str]:
 
 
 def eval_read(paths: list[str]) -> dict:
-    """What mrcr-eval does with a data file before sending anything: read each row and parse its
-    prompt (its reader streams rows; this measures its memory)."""
+    """What mrcr-eval does with a data file before sending anything: its reader turns every row
+    into an item (messages parsed, tokens counted); this measures that reader's memory."""
     try:
-        from mrcr_gen.eval._data import read_rows
-    except ImportError:  # the reader moved: fall back to the shared row iterator
+        from mrcr_gen.eval._items import read_items
+    except ImportError:  # an older layout: the shared row iterator
         from mrcr_gen import iter_rows
 
-        def read_rows(path):
-            return enumerate(iter_rows(path))
+        def read_items(path):
+            return iter_rows(path)
 
-    rows = messages = 0
+    rows = 0
     for path in paths:
-        for _, row in read_rows(path):
-            messages += len(json.loads(row.prompt))
+        for _ in read_items(path):
             rows += 1
-    return {"rows": rows, "messages": messages}
+    return {"rows": rows}
 
 
 if __name__ == "__main__":
