@@ -205,13 +205,14 @@ def generate_dataset(
                     on_rows(len(rows))
                 continue
             chunk_units.append((writer, run_key, config.date_added, rows, build, path, parts, k))
-    if own_engine and len(chunk_units) + len([f for f in files if len(f[3]) > 1]) <= 1:
-        engine = LocalEngine(1)  # one unit of work: a pool would only add its start-up
+    runner = engine
+    if isinstance(engine, LocalEngine) and len(chunk_units) + len([f for f in files if len(f[3]) > 1]) <= 1:
+        runner = LocalEngine(1)  # one unit of work: a pool would only add its start-up
     failures: list[tuple[str, str]] = []
     try:
-        store = _share_writings(writer, [u[3] for u in chunk_units], engine, config.out)
+        store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out)
         chunk_units = [(*unit, store) for unit in chunk_units]
-        for unit, outcome in zip(chunk_units, engine.map(write_chunk, chunk_units)):
+        for unit, outcome in zip(chunk_units, runner.map(write_chunk, chunk_units)):
             if isinstance(outcome, TaskFailed):
                 failures.append((str(unit[5]), outcome.message))
             elif on_rows is not None:
@@ -221,7 +222,7 @@ def generate_dataset(
             for _, path, build, chunks in files
             if len(chunks) > 1 and str(path) not in {f for f, _ in failures}
         ]
-        for unit, outcome in zip(joins, engine.map(join_parts, joins)):
+        for unit, outcome in zip(joins, runner.map(join_parts, joins)):
             if isinstance(outcome, TaskFailed):
                 failures.append((str(unit[0]), outcome.message))
     finally:
