@@ -20,7 +20,7 @@ from rich.table import Table
 
 from ..validate import ValidationReport, default_workers, repair, validate_paths
 from ..validate._findings import CHECKS, Finding
-from ._common import CommandError, run_app
+from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, run_app
 
 PROG = "mrcr-validate"
 
@@ -95,17 +95,20 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
 
 @app.command()
 def validate(
-    paths: list[str] = typer.Argument(..., help="Parquet files, directories (every *.parquet below) or globs.", show_default=False),
+    paths: list[str] = typer.Argument(..., help="Parquet files, directories (every *.parquet below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
-    tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount o200k tokens to check the bins (the slow part)."),
+    tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount tokens to check the bins (the slow part)."),
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
     clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT.parquet", help="Write the rows with no error to OUT (atomically, input schema)."),
     fix: Optional[Path] = typer.Option(None, "--fix", metavar="OUT.parquet", help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten."),
     max_findings: int = typer.Option(50, "--max-findings", min=0, help="Findings shown in the table (all of them go to --json)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables, only the exit code, error lines and --json."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"),
 ) -> int:
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output file")
+    if tokenizer is not None:
+        checked_tokenizer(tokenizer)
     workers = workers or default_workers()
     json_to_stdout = json_out == "-"
     console = Console(stderr=True) if json_to_stdout else Console()
@@ -130,12 +133,13 @@ def validate(
                     workers=workers,
                     progress=advance,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+                    tokenizer=tokenizer,
                 )
             except (ValueError, OSError) as exc:
                 raise CommandError(str(exc)) from None
             report = result.report
         else:
-            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance)
+            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance, tokenizer=tokenizer)
 
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")

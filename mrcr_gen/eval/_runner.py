@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._bins import bin_upper
 from .._openai import DEFAULT_TIMEOUT, ChatError, chat_completion, make_client, redact
+from .._tokens import TokenizerError
 from ._data import DataError, RowInfo, data_key, read_rows, row_info
+from ._fit import TooLong, prompt_counter, rows_over_window
 from ._floors import row_floors
 from ._grade import grade, grade_lenient
 from ._report import write_report
@@ -62,6 +65,16 @@ class EvalConfig(BaseModel):
     max_retries: int = Field(default=8, ge=0)
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
     retry_errors: bool = True
+    # How --max-context-window counts a prompt (see _fit): contents with `tokenizer`, the chat
+    # template rendered with it, or the server's /tokenize.
+    tokenizer: str = "o200k_base"
+    chat_template: bool = False
+    count_with_server: bool = False
+
+    @property
+    def counts_as_seed(self) -> bool:
+        """Whether prompts are counted as the seed counts them (o200k over the contents)."""
+        return self.tokenizer == "o200k_base" and not self.chat_template and not self.count_with_server
 
     def request_params(self) -> dict[str, Any]:
         params: dict[str, Any] = {}
@@ -85,7 +98,9 @@ _SKIP = "skip"
 _JOB = "job"
 
 
-def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tuple[str, Any]]:
+def _plan(
+    config: EvalConfig, final: dict[tuple[str, int], dict], too_long: dict[tuple[str, int], int] | None = None
+) -> Iterator[tuple[str, Any]]:
     """Walk the data in order, yielding ("job", RowInfo) or ("skip", record) for rows to handle.
 
     Filters apply in this order: needles, bin, limit (rows already done count toward the
@@ -114,7 +129,8 @@ def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tu
             if wanted_bins is not None and bin_upper(info.bin) not in wanted_bins:
                 continue
             taken += 1
-            if config.max_context_window is not None and info.prompt_tokens > config.max_context_window:
+            window = config.max_context_window
+            if window is not None and ((key, index) in too_long if too_long is not None else info.prompt_tokens > window):
                 if not (
                     previous is not None
                     and previous.get("status") == STATUS_SKIPPED
@@ -124,7 +140,7 @@ def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tu
                         "status": STATUS_SKIPPED,
                         "reason": "context",
                         "max_context_window": config.max_context_window,
-                    }
+                    } | ({} if too_long is None else {"context_tokens": too_long[(key, index)]})
                 continue
             yield _JOB, info
 
@@ -173,8 +189,13 @@ def _write_run_file(config: EvalConfig) -> None:
     from .._files import write_text_atomic
 
     run_file = Path(config.out) / RUN_NAME
+    from .._paths import hub_source
+
     record = config.model_dump()
     record["data"] = [data_key(p) for p in config.data]
+    hub = {data_key(p): source for p in config.data if (source := hub_source(p)) is not None}
+    if hub:
+        record["hub_sources"] = hub
     write_text_atomic(run_file, json.dumps(record, indent=2) + "\n")
 
 
@@ -184,6 +205,7 @@ async def run_eval_async(
     api_key: str | None = None,
     client: Any = None,
     on_record: Callable[[dict], None] | None = None,
+    too_long: Sequence[TooLong] | None = None,
 ) -> RunStats:
     """Evaluate; returns the counts of this invocation. Writes results.jsonl and run.json only;
     call `write_report` (or use `run_eval`) for summary.json and plot.png."""
@@ -205,6 +227,11 @@ async def run_eval_async(
             client = make_client(config.base_url, api_key=api_key, timeout=config.timeout)
         except ChatError as exc:
             raise EvalError(str(exc)) from None
+    over_window = None
+    if config.max_context_window is not None and (too_long is not None or not config.counts_as_seed):
+        if too_long is None:  # counted here, still before any request is sent
+            too_long = await asyncio.to_thread(preflight, config, api_key)
+        over_window = {(t.file, t.row): t.prompt_tokens for t in too_long}
     stats = RunStats(resumed=sum(1 for r in final.values() if r.get("status") == STATUS_OK))
     params = config.request_params()
     semaphore = asyncio.Semaphore(config.concurrency)
@@ -242,7 +269,7 @@ async def run_eval_async(
             stats.scored += 1
             emit(record)
 
-        plan = _plan(config, final)
+        plan = _plan(config, final, over_window)
         done = object()
         try:
             while True:
@@ -278,6 +305,24 @@ async def run_eval_async(
     return stats
 
 
+def preflight(config: EvalConfig, api_key: str | None = None, on_row: Callable[[], None] | None = None) -> list[TooLong]:
+    """The rows whose prompt exceeds `max_context_window` as `config` counts them (its tokenizer,
+    chat template or the server's /tokenize), found before any request is sent."""
+    if config.max_context_window is None:
+        return []
+    server = None
+    if config.count_with_server:
+        if not config.base_url:
+            raise EvalError("--count-with-server needs --base-url (the server's /tokenize is asked)")
+        server = (config.base_url, config.model)
+    try:
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        count = prompt_counter(config.tokenizer, chat_template=config.chat_template, server=server, api_key=key)
+        return rows_over_window(config.data, config.max_context_window, count, needles=config.needles, on_row=on_row)
+    except (TokenizerError, DataError) as exc:
+        raise EvalError(str(exc)) from None
+
+
 def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStats, dict]:
     """Run (or resume) an evaluation, then write summary.json and plot.png; returns (stats, summary)."""
     stats = asyncio.run(run_eval_async(config, api_key=api_key))
@@ -285,4 +330,4 @@ def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStat
     return stats, summary
 
 
-__all__ = ["EvalConfig", "EvalError", "RunStats", "run_eval", "run_eval_async"]
+__all__ = ["EvalConfig", "EvalError", "RunStats", "TooLong", "preflight", "run_eval", "run_eval_async"]

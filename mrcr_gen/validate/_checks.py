@@ -20,7 +20,7 @@ from .._models import (
     normalize_ask,
     ordinal,
 )
-from .._tokens import RepeatedTextCounter
+from .._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
 from ._findings import OUT_OF_RANGE, Finding, RowResult
 
 STRING_COLUMNS = ("prompt", "answer", "random_string_to_prepend", "date_added")
@@ -401,11 +401,11 @@ class _Checker:
         if not ok:
             self.add("date_added", f"date_added is {_short(value, 30)}, expected a real date as MM-DD-YYYY")
 
-    def tokens(self) -> tuple[int | None, str | None]:
+    def tokens(self, tokenizer: str = DEFAULT_TOKENIZER) -> tuple[int | None, str | None]:
         messages, answer = self.ctx.messages, self.usable.get("answer")
         if messages is None:
             return None, None
-        count = _repeated_text_counter()
+        count = _repeated_text_counter(tokenizer)
         n_tokens = sum(count(m["content"]) for m in messages)
         if answer is not None:
             n_tokens += count(answer)
@@ -413,15 +413,15 @@ class _Checker:
         if found is None:
             self.add(
                 "token_bin",
-                f"prompt + answer have {n_tokens} o200k tokens, expected 4096..1048576 (the bins of openai/mrcr)",
+                f"prompt + answer have {n_tokens} {tokenizer} tokens, expected 4096..1048576 (the bins of openai/mrcr)",
             )
             return n_tokens, OUT_OF_RANGE
         return n_tokens, found.label
 
 
-@lru_cache(maxsize=1)
-def _repeated_text_counter() -> RepeatedTextCounter:
-    return RepeatedTextCounter()
+@lru_cache(maxsize=4)
+def _repeated_text_counter(tokenizer: str = DEFAULT_TOKENIZER) -> RepeatedTextCounter:
+    return RepeatedTextCounter(tokenizer=tokenizer)
 
 
 def analyze_row(
@@ -431,6 +431,7 @@ def analyze_row(
     row: int | None = 0,
     count_tokens: bool = True,
     skip_columns: Collection[str] = (),
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> tuple[RowResult, RowContext]:
     """Run every check on one raw row; return the result and what was parsed on the way."""
     checker = _Checker(record, file, row, skip_columns)
@@ -446,7 +447,7 @@ def analyze_row(
         checker.duplicate_needle_response()
         checker.counts()
         checker.date_added()
-        n_tokens, bin_label = checker.tokens() if count_tokens else (None, None)
+        n_tokens, bin_label = checker.tokens(tokenizer) if count_tokens else (None, None)
     except Exception as exc:  # a check must never take the run down; report it on this row
         checker.add("schema", f"row could not be checked: {type(exc).__name__}: {exc}")
         n_tokens, bin_label = None, None
@@ -468,9 +469,12 @@ def check_row(
     row: int | None = 0,
     count_tokens: bool = True,
     skip_columns: Collection[str] = (),
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> RowResult:
-    """The findings of one row plus its token count and bin."""
-    return analyze_row(record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns)[0]
+    """The findings of one row plus its token count and bin (counted by `tokenizer`)."""
+    return analyze_row(
+        record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, tokenizer=tokenizer
+    )[0]
 
 
 def validate_row(
@@ -486,5 +490,7 @@ def validate_row(
 
 def _check_row_task(args: tuple) -> RowResult:
     """Process-pool entry point."""
-    record, file, row, count_tokens, skip_columns = args
-    return check_row(record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns)
+    record, file, row, count_tokens, skip_columns, *tokenizer = args
+    return check_row(
+        record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, tokenizer=tokenizer[0] if tokenizer else DEFAULT_TOKENIZER
+    )

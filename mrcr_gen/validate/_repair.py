@@ -79,6 +79,7 @@ def repair(
     workers: int | None = None,
     progress: ProgressCallback | None = None,
     on_change: Callable[[str], None] | None = None,
+    tokenizer: str | None = None,
 ) -> RepairResult:
     """Validate `paths` and write the rows with no error (plus, with `mode="fix"`, the rows whose
     ground truth is recoverable, rewritten) to `output`, atomically, with the input schema."""
@@ -99,7 +100,7 @@ def repair(
         out_schema: pa.Schema | None = None
         try:
             for scan, batch, results in iter_validate(
-                paths, tokens=tokens, workers=workers, progress=progress, builder=builder
+                paths, tokens=tokens, workers=workers, progress=progress, builder=builder, tokenizer=tokenizer
             ):
                 if out_schema is None and scan.schema_ok:
                     out_schema = scan.schema
