@@ -82,6 +82,7 @@ def compile_chat_template(template: str) -> Callable[..., str]:
     lstrip_blocks, loop controls, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII)."""
     try:
         import jinja2
+        import jinja2.ext
         from jinja2.sandbox import ImmutableSandboxedEnvironment
     except ImportError:
         raise TokenizerError("--chat-template needs jinja2: pip install 'mrcr-gen[hf]'") from None
