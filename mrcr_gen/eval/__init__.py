@@ -14,6 +14,8 @@ from ._report import (
 )
 from ._responses import ResponsesError, grade_responses, read_responses
 from ._runner import EvalConfig, EvalError, RunStats, run_eval, run_eval_async
+from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
+from ._runner import preflight
 
 __all__ = [
     "EvalConfig",
@@ -22,7 +24,13 @@ __all__ = [
     "ResponsesError",
     "RowInfo",
     "RunStats",
+    "TooLong",
     "bin_label",
+    "chat_template_counter",
+    "preflight",
+    "prompt_counter",
+    "rows_over_window",
+    "server_counter",
     "grade",
     "grade_lenient",
     "grade_responses",

@@ -14,16 +14,21 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<s>", "</s>", "<|user|>", "<|assistant|>"]
 
 
-def _corpus() -> list[str]:
+def _corpus(writings: int) -> list[str]:
+    from mrcr_gen import OfflineWriter
     from mrcr_gen._catalog import load_catalog
 
     catalog = load_catalog()
-    words = [f"write a {f.name} about {e}" for f in catalog.formats for e in catalog.entities[:40]]
-    return words + [f.guidance for f in catalog.formats] * 3
+    asks = [f"write a {f.name} about {e}" for f in catalog.formats for e in catalog.entities[:40]]
+    writer = OfflineWriter(0)
+    texts = [writer.compose(ask, 0) for ask in writer.asks()[:writings]]
+    return asks + [f.guidance for f in catalog.formats] * 3 + texts
 
 
-def write_tiny_tokenizer(folder: Path, vocab_size: int = 600) -> Path:
-    """Train the tokenizer into `folder` (created); returns the folder."""
+def write_tiny_tokenizer(folder: Path, vocab_size: int = 600, writings: int = 0) -> Path:
+    """Train the tokenizer into `folder` (created); returns the folder. With `writings` offline
+    writings in the corpus and a larger vocabulary it counts close to o200k (a stand-in for a
+    real model's tokenizer); the default small one counts about twice as many tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -35,7 +40,7 @@ def write_tiny_tokenizer(folder: Path, vocab_size: int = 600) -> Path:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    tokenizer.train_from_iterator(_corpus(writings), trainer=trainer)
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(folder / "tokenizer.json"))
     config = {
