@@ -175,7 +175,7 @@ class TiktokenTokenizer(Tokenizer):
         self.spec = spec
         if spec == DEFAULT_TOKENIZER:
             self.encoding = o200k()
-            self.count = token_counter()  # the buffer encoder: the fast path stays as fast
+            self._count = token_counter()  # the buffer encoder: the fast path stays as fast
             return
         try:
             self.encoding = tiktoken.get_encoding(spec)
@@ -185,6 +185,8 @@ class TiktokenTokenizer(Tokenizer):
                 f"({type(exc).__name__}); only o200k_base works offline out of the box: set TIKTOKEN_CACHE_DIR "
                 "to a cache holding it, or use an hf: tokenizer"
             ) from None
+        encode = self.encoding.encode_ordinary
+        self._count = lambda text: len(encode(text))
 
     def describe(self) -> dict:
         described = super().describe()
@@ -193,7 +195,7 @@ class TiktokenTokenizer(Tokenizer):
         return described
 
     def count(self, text: str) -> int:
-        return len(self.encoding.encode_ordinary(text))
+        return self._count(text)
 
 
 class HFTokenizer(Tokenizer):
@@ -347,14 +349,7 @@ def tokenizer_threads() -> ThreadPoolExecutor:
 
 def count_tokens_batch(texts: Sequence[str], num_threads: int = 2, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> list[int]:
     """Token counts of many texts; tiktoken releases the GIL, so `num_threads` > 1 runs in parallel."""
-    if tokenizer != DEFAULT_TOKENIZER:
-        return load_tokenizer(tokenizer).count_batch(texts, num_threads)
-    counter = token_counter()
-    if num_threads <= 1 or len(texts) < 2:
-        return [counter(text) for text in texts]
-    chunk = -(-len(texts) // num_threads)
-    parts = [texts[i : i + chunk] for i in range(0, len(texts), chunk)]
-    return [n for part in tokenizer_threads().map(lambda part: [counter(t) for t in part], parts) for n in part]
+    return load_tokenizer(tokenizer).count_batch(texts, num_threads)
 
 
 def row_token_count(messages: Iterable[Message | dict], answer: str, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> int:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._bins import bin_upper
 from .._openai import DEFAULT_TIMEOUT, ChatError, chat_completion, make_client, redact
+from .._paths import hub_source
 from .._tokens import TokenizerError
 from ._data import DataError, RowInfo, data_key, read_rows, row_info
 from ._fit import TooLong, prompt_counter, rows_over_window
@@ -189,8 +190,6 @@ def _write_run_file(config: EvalConfig) -> None:
     from .._files import write_text_atomic
 
     run_file = Path(config.out) / RUN_NAME
-    from .._paths import hub_source
-
     record = config.model_dump()
     record["data"] = [data_key(p) for p in config.data]
     hub = {data_key(p): source for p in config.data if (source := hub_source(p)) is not None}

@@ -72,7 +72,7 @@ def test_tokenize_endpoint_counts_via_the_local_server(tiny_data):
         server_counter(server.base_url, "m", timeout=2)([{"role": "user", "content": "x"}])
 
 
-@pytest.mark.parametrize("mode", ["chat-template", "server"])
+@pytest.mark.parametrize("mode", ["tokenizer", "chat-template", "server"])
 def test_eval_skips_and_lists_rows_that_do_not_fit_before_sending(mode, tiny_spec, tiny_data, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     data = next(tiny_data.rglob("2needle_0.parquet"))
@@ -80,6 +80,9 @@ def test_eval_skips_and_lists_rows_that_do_not_fit_before_sending(mode, tiny_spe
     if mode == "server":
         counts = [len(word_tokens({"messages": m})) for m in prompts]
         extra = ["--count-with-server"]
+    elif mode == "tokenizer":
+        counts = [contents_counter(tiny_spec)(m) for m in prompts]
+        extra = ["--tokenizer", tiny_spec]
     else:
         counts = [chat_template_counter(tiny_spec)(m) for m in prompts]
         extra = ["--tokenizer", tiny_spec, "--chat-template"]
@@ -101,6 +104,7 @@ def test_eval_skips_and_lists_rows_that_do_not_fit_before_sending(mode, tiny_spe
     assert [(r["row"], r["context_tokens"]) for r in skipped] == [(too_long[0], counts[too_long[0]])]
     run = json.loads((out / "run.json").read_text())
     assert run["chat_template"] == (mode == "chat-template") and run["count_with_server"] == (mode == "server")
+    assert run["tokenizer"] == ("o200k_base" if mode == "server" else tiny_spec)
 
 
 def test_count_with_server_needs_a_base_url(tiny_data, tmp_path, capsys, monkeypatch):

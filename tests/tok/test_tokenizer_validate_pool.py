@@ -28,6 +28,16 @@ def test_validator_recounts_with_the_cards_tokenizer(tiny_data, tiny_spec):
     assert report.summary.by_bin == {"(8192, 16384]": {"2": 3, "4": 3}}
 
 
+def test_worker_processes_count_with_the_spec_they_receive(tiny_data, tiny_spec, monkeypatch):
+    import mrcr_gen.validate._files as files
+
+    monkeypatch.setattr(files, "POOL_MIN_BYTES", 0)  # small files still go to the process pool
+    in_pool = validate_paths([tiny_data], workers=2)
+    in_process = validate_paths([tiny_data], workers=1)
+    assert in_pool.exit_code == 0 and in_pool.summary == in_process.summary
+    assert set(in_pool.summary.tokenizers.values()) == {tiny_spec}
+
+
 def test_validator_with_another_tokenizer_flags_every_row_out_of_its_bin(tiny_data):
     report = validate_paths([tiny_data], workers=1, tokenizer="o200k_base")
     flagged = {(f.file, f.row) for f in report.findings if f.check == "token_bin"}
