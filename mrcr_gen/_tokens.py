@@ -17,6 +17,7 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import tempfile
@@ -242,8 +243,6 @@ class HFTokenizer(Tokenizer):
         path = self.file.with_name("tokenizer_config.json")
         if not path.is_file():
             return {}
-        import json
-
         return json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -52,7 +52,10 @@ def chat_template_counter(tokenizer: str) -> PromptCounter:
     }
 
     def count(messages: list[dict]) -> int:
-        text = render(messages=messages, add_generation_prompt=True, **special)
+        try:
+            text = render(messages=messages, add_generation_prompt=True, **special)
+        except Exception as exc:  # jinja2's TemplateError, or whatever the template raises on these messages
+            raise TokenizerError(f"{tokenizer}: the chat template failed on a row: {type(exc).__name__}: {exc}") from None
         return len(loaded.tokenizer.encode(text, add_special_tokens=False).ids)
 
     return count

@@ -9,9 +9,14 @@ import pytest
 from tokenizers import Tokenizer as RustTokenizer
 
 from mrcr_gen import iter_rows
-from mrcr_gen.cli._eval import eval_main
-from mrcr_gen.eval._fit import chat_template_counter, contents_counter, rows_over_window, server_counter
 from mrcr_gen._tokens import TokenizerError
+from mrcr_gen.cli._eval import eval_main
+from mrcr_gen.eval._fit import (
+    chat_template_counter,
+    contents_counter,
+    rows_over_window,
+    server_counter,
+)
 from tests.support.chat_server import ChatServer, word_tokens
 
 API_KEY = "sk-test-fit-0123456789"
@@ -112,3 +117,15 @@ def test_count_with_server_needs_a_base_url(tiny_data, tmp_path, capsys, monkeyp
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     code, _, err = call(capsys, tiny_data, "--model", "m", "--out", tmp_path / "r", "--max-context-window", "10", "--count-with-server")
     assert code == 2 and "--count-with-server needs --base-url" in err
+
+
+def test_a_template_that_raises_is_a_one_line_error(tmp_path, tiny_dir):
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((tiny_dir / name).read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% if messages[0]['role'] == 'user' %}{{ raise_exception('system first') }}{% endif %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    count = chat_template_counter(f"hf:{tmp_path}")
+    assert count([{"role": "system", "content": "x"}]) == 0
+    with pytest.raises(TokenizerError, match="the chat template failed on a row: TemplateError: system first"):
+        count([{"role": "user", "content": "x"}])

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -112,6 +111,7 @@ def test_hub_tokenizer_cached_then_offline(hub, tiny_spec, tmp_path):
     offline = run(hub, "mrcr-gen", *args, tmp_path / "b", "--tokenizer", "hf:org/tiny", offline=True)
     assert offline.returncode == 0, offline.stderr
     local = run(hub, "mrcr-gen", *args, tmp_path / "c", "--tokenizer", tiny_spec, offline=True)
+    assert local.returncode == 0, local.stderr
     parquet = "2needle/2needle_0.parquet"
     assert (tmp_path / "a" / parquet).read_bytes() == (tmp_path / "b" / parquet).read_bytes() == (tmp_path / "c" / parquet).read_bytes()
     card = (tmp_path / "b" / "README.md").read_text()

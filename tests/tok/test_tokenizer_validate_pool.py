@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 from mrcr_gen import validate_paths
+from mrcr_gen._tokens import count_tokens_batch
 from mrcr_gen.cli._validate import validate_main
 from mrcr_gen.pool import PoolWriter, harvest, read_pool
 from mrcr_gen.pool._pool import pool_tokenizer
-from mrcr_gen._tokens import count_tokens_batch
 
 
 def run(capsys, *args):
