@@ -25,7 +25,7 @@ from .._bins import BINS, bin_by_upper
 from .._generate import DEFAULT_DATE_ADDED, GenerateConfig, generate_dataset, summarize
 from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
-from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, one_line, run_app, stderr
+from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -42,6 +42,13 @@ def parse_bins(values: list[str]) -> tuple:
         return tuple(bin_by_upper(int(v)) for v in dict.fromkeys(values))
     except ValueError as exc:
         raise CommandError(f"--bin: {exc}" if "no bin" in str(exc) else f"--bin takes an upper edge or 'all', got {values}") from None
+
+
+def _option_error(error: ValidationError) -> str:
+    """The first problem of the config, named by the option the user typed (not its field)."""
+    first = error.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    return f"--{str(first['loc'][0]).replace('_', '-')}: {message}" if first["loc"] else message
 
 
 def parse_shard(value: str) -> tuple[int, int]:
@@ -109,7 +116,7 @@ def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, o
 def generate(
     ctx: typer.Context,
     needles: list[int] = typer.Option([4], "--needles", "-n", help="Needle count (repeatable); 2, 4 and 8 are the standard ones."),
-    bins: list[str] = typer.Option(["all"], "--bin", "-b", help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all'."),
+    bins: Optional[list[str]] = typer.Option(None, "--bin", "-b", show_default=False, help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all' [default: all]."),
     samples: int = typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files."),
     out: Path = typer.Option(Path("mrcr-data"), "--out", "-o", help="Output directory."),
@@ -124,7 +131,7 @@ def generate(
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="--writer openai: max_tokens per writing."),
     price_in: Optional[float] = typer.Option(None, "--price-in", help="--writer openai: USD per 1M prompt tokens (cost estimate)."),
     price_out: Optional[float] = typer.Option(None, "--price-out", help="--writer openai: USD per 1M completion tokens."),
-    tokens: Optional[int] = typer.Option(None, "--tokens", min=4096, help="Target an exact token total instead of bins (within 1% from 16384 up)."),
+    tokens: Optional[int] = typer.Option(None, "--tokens", help="Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every row lies in a bin). Not with --bin."),
     shard: str = typer.Option("1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."),
     rows_per_file: int = typer.Option(400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."),
     date_added: str = typer.Option(DEFAULT_DATE_ADDED, "--date-added", help="date_added column (MM-DD-YYYY)."),
@@ -132,11 +139,12 @@ def generate(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
+    if tokens is not None and bins:
+        raise CommandError("--tokens and --bin are exclusive: --tokens N replaces the bins with one token target")
     try:
         config = GenerateConfig(
             needles=tuple(needles),
-            bins=parse_bins(bins),
-            tokens=tokens,
+            **({"tokens": tokens} if tokens is not None else {"bins": parse_bins(bins or [])}),
             samples=samples,
             seed=seed,
             out=out,
@@ -146,7 +154,7 @@ def generate(
             tokenizer=checked_tokenizer(tokenizer),
         )
     except ValidationError as exc:
-        raise CommandError(one_line(exc)) from None
+        raise CommandError(_option_error(exc)) from None
     total = sum(len(f.rows) for f in config.shard_plan())
     chosen_writer = make_writer(
         writer, seed, pool=pool, model=model, base_url=base_url, per_pair=per_pair, concurrency=concurrency,

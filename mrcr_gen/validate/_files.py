@@ -110,6 +110,7 @@ class FileScan:
     num_rows: int = 0
     file_findings: list[Finding] = field(default_factory=list)
     unusable_columns: set[str] = field(default_factory=set)
+    tokenizer: str = DEFAULT_TOKENIZER  # what recounts the file's tokens
 
     @property
     def schema_ok(self) -> bool:
@@ -288,7 +289,7 @@ def iter_validate(
                 executor = lazy.get()
             if on_file_start:
                 on_file_start(scan)
-            spec = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
+            spec = scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
             count = tokens and _loads(spec, scan.file, builder)
             builder.add_source(scan.file, spec if count else None, hub_source(path))
             sidecar = SidecarBins(path, _num_rows(path)) if count else None
@@ -337,14 +338,15 @@ def validate_paths(
     tokens: bool = True,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
+    strict: bool = False,
     tokenizer: str | None = None,
 ) -> ValidationReport:
-    """Validate files, directories, globs and hf:// paths; return every finding and the summary.
-    `tokenizer` (a spec) recounts the tokens; by default the one each file's dataset card names,
-    else o200k_base."""
+    """Validate files, directories, globs and hf:// paths; return every finding and the summary
+    (`strict`: warnings count as errors). `tokenizer` (a spec) recounts the tokens; by default the
+    one each file's dataset card names, else o200k_base."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    builder = ReportBuilder()
+    builder = ReportBuilder(strict=strict)
     for _ in iter_validate(paths, tokens=tokens, workers=workers, progress=progress, builder=builder, tokenizer=tokenizer):
         pass
     return builder.build()
@@ -356,7 +358,8 @@ def validate_file(
     tokens: bool = True,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
+    strict: bool = False,
     tokenizer: str | None = None,
 ) -> ValidationReport:
     """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths([path], tokens=tokens, workers=workers, progress=progress, tokenizer=tokenizer)
+    return validate_paths([path], tokens=tokens, workers=workers, progress=progress, strict=strict, tokenizer=tokenizer)
