@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._bins import bin_sort_key
-from ..eval._data import DataError
+from ..eval._items import FileError
 from ..eval._responses import ResponsesError, grade_responses
 from ._common import CommandError, parquet_inputs, run_app
 
@@ -52,7 +52,7 @@ def grade(
             raise CommandError(f"file not found: {path}")
     try:
         result = grade_responses(data, responses, allow_missing=allow_missing)
-    except (ResponsesError, DataError) as exc:
+    except (ResponsesError, FileError) as exc:
         raise CommandError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise CommandError(f"cannot read {data}: {exc}".splitlines()[0]) from None

@@ -18,7 +18,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from .._tokens import DEFAULT_TOKENIZER, HFTokenizer, TokenizerError, load_tokenizer
-from ._data import DataError, data_key, prompt_messages, read_rows
+from ._items import read_items
 
 PromptCounter = Callable[[list[dict]], int]
 
@@ -157,21 +157,17 @@ def rows_over_window(
     needles: Sequence[int] | None = None,
     on_row: Callable[[], None] | None = None,
 ) -> list[TooLong]:
-    """Every row (of the wanted needle counts) whose prompt counts more than the window."""
+    """Every sendable row (of the wanted needle counts) whose prompt counts more than the window.
+    `file` is the item's source, as the runner names it; a file that cannot be read raises FileError."""
     wanted = set(needles) if needles else None
     over = []
     for path in files:
-        key = data_key(path)
-        for index, row in read_rows(path):
-            if wanted is not None and row.n_needles not in wanted:
+        for item in read_items(path):
+            if item.error is not None or (wanted is not None and item.n_needles not in wanted):
                 continue
-            try:
-                messages = prompt_messages(row.prompt)
-            except ValueError as exc:
-                raise DataError(f"{path}: row {index}: {exc}") from None
-            tokens = count(messages)
+            tokens = count(item.messages)
             if tokens > max_context_window:
-                over.append(TooLong(file=key, row=index, prompt_tokens=tokens))
+                over.append(TooLong(file=item.source, row=item.row, prompt_tokens=tokens))
             if on_row is not None:
                 on_row()
     return over

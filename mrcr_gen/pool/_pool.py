@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError, model_validator
 
 from .._assembler import AssemblyError
-from .._files import atomic_path
+from .._files import atomic_path, file_sha256
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
 
@@ -159,14 +159,6 @@ def pool_tokenizer(path: str | os.PathLike) -> str:
         return json.loads(metadata.get(POOL_METADATA_KEY, b"{}")).get("tokenizer", DEFAULT_TOKENIZER)
     except (OSError, ValueError, pa.ArrowException):
         return DEFAULT_TOKENIZER
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class PoolWriter:

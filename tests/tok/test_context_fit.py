@@ -107,9 +107,9 @@ def test_eval_skips_and_lists_rows_that_do_not_fit_before_sending(mode, tiny_spe
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     skipped = [r for r in records if r["status"] == "skipped"]
     assert [(r["row"], r["context_tokens"]) for r in skipped] == [(too_long[0], counts[too_long[0]])]
-    run = json.loads((out / "run.json").read_text())
-    assert run["chat_template"] == (mode == "chat-template") and run["count_with_server"] == (mode == "server")
-    assert run["tokenizer"] == ("o200k_base" if mode == "server" else tiny_spec)
+    options = json.loads((out / "run.json").read_text())["options"]
+    assert options["chat_template"] == (mode == "chat-template") and options["count_with_server"] == (mode == "server")
+    assert options["tokenizer_spec"] == ("o200k_base" if mode == "server" else tiny_spec)
 
 
 def test_count_with_server_needs_a_base_url(tiny_data, tmp_path, capsys, monkeypatch):
