@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import shutil
 import statistics
@@ -21,7 +22,7 @@ from ._files import write_text_atomic
 from ._models import Sample, _Frozen, is_real_date
 from ._parquet import read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
 from ._seeding import derive_seed
-from ._tokens import O200K_SHA256
+from ._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ._version import __version__
 from .engines import Engine, TaskFailed
 from .writers._base import Writer
@@ -89,6 +90,7 @@ class GenerateConfig(_Frozen):
                 f"{BINS[0].smallest}..{BINS[-1].upper}; choose {TOKENS_RANGE[0]}..{TOKENS_RANGE[1]}"
             )
         return value
+    tokenizer: str = DEFAULT_TOKENIZER  # a spec for mrcr_gen._tokens.load_tokenizer; rows are binned by its count
 
     @model_validator(mode="after")
     def _check(self) -> GenerateConfig:
@@ -210,8 +212,8 @@ def generate_dataset(
         runner = LocalEngine(1)  # one unit of work: a pool would only add its start-up
     failures: list[tuple[str, str]] = []
     try:
-        store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out)
-        chunk_units = [(*unit, store) for unit in chunk_units]
+        store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out, config.tokenizer)
+        chunk_units = [(*unit, store, config.tokenizer) for unit in chunk_units]
         for unit, outcome in zip(chunk_units, runner.map(write_chunk, chunk_units)):
             if isinstance(outcome, TaskFailed):
                 failures.append((str(unit[5]), outcome.message))
@@ -241,7 +243,7 @@ def generate_dataset(
         if records is None:
             records = [json.loads(line) for line in sidecar_path(path).read_text(encoding="utf-8").splitlines()]
         written.append(path)
-        metadata += [{k: v for k, v in r.items() if k != "build"} | {"n_needles": file_plan.n_needles} for r in records]
+        metadata += [{k: v for k, v in r.items() if k not in ("build", "tokenizer")} | {"n_needles": file_plan.n_needles} for r in records]
     result = GenerateResult(files=tuple(written), samples=tuple(metadata))
     write_text_atomic(config.out / _card_name(config), dataset_card(config, writer, result, command))
     return result
@@ -284,7 +286,9 @@ PAIR_TOKENS = 500
 SHARED_PART_KEYS = 2048
 
 
-def _share_writings(writer: Writer, chunks: Sequence[RowChunk], engine: Engine, out: Path) -> Path | None:
+def _share_writings(
+    writer: Writer, chunks: Sequence[RowChunk], engine: Engine, out: Path, tokenizer: str = DEFAULT_TOKENIZER
+) -> Path | None:
     """When the job draws more distractor pairs than the writer has shared writings, every worker
     would compose nearly all of them: compose them once instead, spread over the workers, into
     parts under `out` that every worker reads. None when not worth it (or the writer cannot)."""
@@ -294,7 +298,8 @@ def _share_writings(writer: Writer, chunks: Sequence[RowChunk], engine: Engine, 
     n_keys = len(writer.shared_keys())
     if tokens / PAIR_TOKENS < n_keys:
         return None
-    key = hashlib.sha256(json.dumps([__version__, writer.describe()], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    key = json.dumps([__version__, writer.describe(), tokenizer], sort_keys=True, default=str)
+    key = hashlib.sha256(key.encode()).hexdigest()[:16]
     store = out.absolute() / f".writings-{key}"
     units = [
         (writer, start, min(start + SHARED_PART_KEYS, n_keys), store)
@@ -314,12 +319,12 @@ def compose_shared(writer: Writer, start: int, stop: int, store: Path) -> None:
 _ASSEMBLERS: dict[str, Assembler] = {}
 
 
-def _assembler(writer: Writer, run_key: str, date_added: str) -> Assembler:
+def _assembler(writer: Writer, run_key: str, date_added: str, tokenizer: str) -> Assembler:
     """One assembler per run and process, so each worker tokenizes a writing at most once."""
-    key = f"{run_key}/{date_added}"
+    key = f"{run_key}/{date_added}/{tokenizer}"
     if key not in _ASSEMBLERS:
         _ASSEMBLERS.clear()
-        _ASSEMBLERS[key] = Assembler(writer, date_added=date_added)
+        _ASSEMBLERS[key] = Assembler(writer, date_added=date_added, tokenizer=tokenizer)
     return _ASSEMBLERS[key]
 
 
@@ -333,16 +338,18 @@ def write_chunk(
     parts: Path | None,
     index: int,
     store: Path | None = None,
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> None:
     """Work unit: generate `rows`; write them as the whole file `path` with its sidecar, or, when
     the file has several chunks, as part `index` under `parts` (see `join_parts`). Writings
     composed ahead (`store`, see `_share_writings`) are read rather than composed again."""
-    assembler = _assembler(writer, run_key, date_added)
+    assembler = _assembler(writer, run_key, date_added, tokenizer)
     if store is not None:
         assembler.writer.attach(store)
     samples = [sample_for(spec, assembler) for spec in rows]
     table = rows_to_table(s.row for s in samples)
-    records = "".join(json.dumps({"build": build, **s.metadata()}) + "\n" for s in samples)
+    counted_by = load_tokenizer(tokenizer).describe()["spec"]
+    records = "".join(json.dumps({"build": build, **s.metadata(), "tokenizer": counted_by}) + "\n" for s in samples)
     if parts is None:
         _write_file(path, [table], records)
         return
@@ -389,9 +396,10 @@ def sidecar_path(parquet_path: Path) -> Path:
 def _build_fingerprint(config: GenerateConfig, writer: Writer, file_plan: FilePlan) -> str:
     """What determines a file's bytes: version, assembly, writer, date and every row's spec."""
     rows = [(spec.row_seed, spec.n_needles, str(spec.bin), spec.tokens) for spec in file_plan.rows]
-    key = json.dumps(
-        [__version__, LAYOUT_REVISION, writer.describe(), config.date_added, rows], sort_keys=True, default=str
-    )
+    parts = [__version__, LAYOUT_REVISION, writer.describe(), config.date_added, rows]
+    if config.tokenizer != DEFAULT_TOKENIZER:  # o200k fingerprints stay as before, so old files are reused
+        parts.append(load_tokenizer(config.tokenizer).describe())
+    key = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -434,15 +442,60 @@ def summarize(samples: Sequence[dict]) -> list[dict]:
     ]
 
 
+def card_header(config: GenerateConfig) -> str:
+    """The Hub's YAML header: one `datasets` config per needle count (`load_dataset(OUT, "4needle")`),
+    license, task tags, and which tokenizer counted (read back by mrcr-validate)."""
+    counted_by = load_tokenizer(config.tokenizer).describe()
+    lines = [
+        "---",
+        "license: mit",
+        "pretty_name: MRCR (generated by mrcr-gen)",
+        "task_categories:",
+        "- text-generation",
+        "- question-answering",
+        "tags:",
+        "- long-context",
+        "- mrcr",
+        "- synthetic",
+        "configs:",
+    ]
+    for n in sorted(set(config.needles)):
+        lines += [
+            f"- config_name: {n}needle",
+            "  data_files:",
+            "  - split: train",
+            f"    path: {n}needle/*.parquet",
+        ]
+    lines += ["mrcr_gen:", f"  version: {json.dumps(__version__)}"]
+    lines += [f"  tokenizer{'' if key == 'spec' else '_' + key}: {json.dumps(value)}" for key, value in counted_by.items()]
+    return "\n".join(lines) + "\n---\n\n"
+
+
+CARD_TOKENIZER = re.compile(r'^  tokenizer: (".*")$', re.MULTILINE)
+
+
+def card_tokenizer(card_text: str) -> str | None:
+    """The tokenizer spec a dataset card's YAML header names, or None (e.g. openai/mrcr's own card)."""
+    if not card_text.startswith("---\n"):
+        return None
+    header = card_text[4 : card_text.find("\n---", 4)]
+    match = CARD_TOKENIZER.search(header)
+    return json.loads(match.group(1)) if match else None
+
+
 def dataset_card(config: GenerateConfig, writer: Writer, result: GenerateResult, command: str) -> str:
     catalog = load_catalog()
+    counted_by = load_tokenizer(config.tokenizer).describe()
+    tokenizer = f"{counted_by['spec']} ({counted_by['library']})" + "".join(
+        f", {key} `{value}`" for key, value in counted_by.items() if key not in ("spec", "library")
+    )
     table = "\n".join(
         f"| {g['n_needles']} | {g['bin']} | {g['rows']} | {g['min']} | {g['median']} | {g['max']} |"
         for g in summarize(result.samples)
     )
     files = "\n".join(f"- `{path.relative_to(config.out)}`" for path in result.files)
     index, count = config.shard
-    return f"""# MRCR dataset generated by mrcr-gen
+    return card_header(config) + f"""# MRCR dataset generated by mrcr-gen
 
 | | |
 |---|---|
@@ -452,10 +505,11 @@ def dataset_card(config: GenerateConfig, writer: Writer, result: GenerateResult,
 | shard | {index}/{count} |
 | date_added | {config.date_added} |
 | catalog | {len(catalog.entities)} entities x {len(catalog.formats)} formats, sha256 `{catalog.sha256}` |
-| tokenizer | o200k_base (tiktoken), vocabulary sha256 `{O200K_SHA256}`; count = sum of message contents + answer |
+| tokenizer | {tokenizer}; count = sum of message contents + answer |
 | writer | `{json.dumps(writer.describe(), sort_keys=True)}` |
 
-Schema: the exact openai/mrcr columns. Per-row metadata (needle positions, token count, bin, needle
+Schema: the exact openai/mrcr columns. Load one needle count with
+`datasets.load_dataset(FOLDER, "4needle", split="train")`. Per-row metadata (needle positions, token count, bin, needle
 format and entity, seed) is in the `*.samples.jsonl` file beside each parquet file, one line per row.
 
 ## Rows per needle count and bin

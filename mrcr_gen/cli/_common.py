@@ -46,6 +46,23 @@ def open_engine(kind: str, workers: int | None, address: str | None, *, preload:
         raise CommandError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
 
 
+TOKENIZER_HELP = (
+    "Tokenizer that counts: o200k_base (default, the benchmark's), another tiktoken encoding, "
+    "hf:PATH (a tokenizer.json or a folder holding one) or hf:ORG/NAME (a Hub model's, cached)."
+)
+
+
+def checked_tokenizer(spec: str) -> str:
+    """The spec, once it loads (so a bad one is a one-line error before any work starts)."""
+    from .._tokens import TokenizerError, load_tokenizer
+
+    try:
+        load_tokenizer(spec)
+    except TokenizerError as exc:
+        raise CommandError(f"--tokenizer: {exc}") from None
+    return spec
+
+
 def one_line(error: ValidationError) -> str:
     """The first problem of a pydantic error as `field: message`."""
     first = error.errors()[0]

@@ -25,7 +25,7 @@ from .._bins import BINS, bin_by_upper
 from .._generate import DEFAULT_DATE_ADDED, WORKER_PRELOAD, FileFailed, GenerateConfig, generate_dataset, summarize
 from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
-from ._common import EXIT_FINDINGS, CommandError, open_engine, run_app, stderr
+from ._common import EXIT_FINDINGS, TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -67,8 +67,9 @@ def make_writer(kind: str, seed: int, **options: object):
     options: pool, model, base_url, per_pair, concurrency, cache_dir, temperature, max_tokens,
     price_in, price_out (writer settings) and needles, bins, tokens, rows (the request).
     """
+    tokenizer = str(options.get("tokenizer") or "o200k_base")
     if kind == "offline":
-        return OfflineWriter(seed)
+        return OfflineWriter(seed, tokenizer=tokenizer)
     if kind not in ("pool", "openai"):
         raise CommandError(f"unknown writer {kind!r}; choose offline, pool or openai")
     from ..pool import PoolError, PoolTooSmall, PoolWriter, pool_requirements
@@ -77,10 +78,10 @@ def make_writer(kind: str, seed: int, **options: object):
     max_tokens, where = pool_requirements(needles, options.get("bins") or BINS, options.get("tokens"))
     try:
         if kind == "openai":  # a pool built (or reused from the cache) for this request, already checked
-            return PoolWriter.from_file(_build_openai_pool(seed, needles, max_tokens, where, options))
+            return PoolWriter.from_file(_build_openai_pool(seed, needles, max_tokens, where, options), tokenizer)
         if options.get("pool") is None:
             raise CommandError("--writer pool needs --pool PATH (a pool from `mrcr-gen pool harvest` or `pool build`)")
-        pool_writer = PoolWriter.from_file(Path(options["pool"]))
+        pool_writer = PoolWriter.from_file(Path(options["pool"]), tokenizer)
         pool_writer.check(needles, max_tokens, where)
     except (PoolError, PoolTooSmall) as exc:
         raise CommandError(str(exc)) from None
@@ -137,6 +138,7 @@ def generate(
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every value."),
     engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip install 'mrcr-gen[ray]'); --out must then be on a filesystem every node sees."),
     address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
+    tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Rows are binned by its count."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -152,6 +154,7 @@ def generate(
             rows_per_file=rows_per_file,
             shard=parse_shard(shard),
             date_added=date_added,
+            tokenizer=checked_tokenizer(tokenizer),
         )
     except ValidationError as exc:
         raise CommandError(_option_error(exc)) from None
@@ -160,6 +163,7 @@ def generate(
         writer, seed, pool=pool, model=model, base_url=base_url, per_pair=per_pair, concurrency=concurrency,
         cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens, price_in=price_in, price_out=price_out,
         needles=config.needles, bins=config.bins, tokens=config.tokens, rows=sum(len(f.rows) for f in config.plan()),
+        tokenizer=config.tokenizer,
     )
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
     runner = open_engine(engine, workers, address, preload=WORKER_PRELOAD)

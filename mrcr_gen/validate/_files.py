@@ -13,10 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._parquet import MRCR_SCHEMA, batch_rows, decoded_bytes
-from .._paths import find_parquet_files
+from .._paths import find_parquet_files, hub_source
+from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
 from ._checks import INT_COLUMNS, check_row
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport
+from ._provenance import SidecarBins, dataset_tokenizer
 
 #: Target decoded size of one record batch. Rows hold up to ~4 MB of prompt each, so this is
 #: a few rows: memory stays flat however large the file is.
@@ -102,6 +104,7 @@ class FileScan:
     unusable_columns: set[str] = field(default_factory=set)
     metadata: pq.FileMetaData | None = None
     units: list[tuple[int, int]] = field(default_factory=list)  # (first row, rows) checked together
+    tokenizer: str = DEFAULT_TOKENIZER  # what recounts the file's tokens
 
     @property
     def schema_ok(self) -> bool:
@@ -144,7 +147,14 @@ def read_range(
 
 
 def check_rows(
-    path: str, file: str, first: int, count: int, tokens: bool, skip: frozenset[str], columns: list[str] | None
+    path: str,
+    file: str,
+    first: int,
+    count: int,
+    tokens: bool,
+    skip: frozenset[str],
+    columns: list[str] | None,
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> tuple[list[RowResult], str | None]:
     """Unit of work: check rows `first` .. `first + count` of `path`, read by the worker itself.
     Returns their results and, if reading failed half-way, why (the results then stop there)."""
@@ -153,7 +163,7 @@ def check_rows(
         for batch in read_range(path, first, count, columns=columns):
             row = first + len(results)
             results += [
-                check_row(record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip)
+                check_row(record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=tokenizer)
                 for i, record in enumerate(batch.to_pylist())
             ]
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
@@ -239,9 +249,11 @@ def iter_validate(
     on_file_start: Callable[[FileScan], None] | None = None,
     builder: ReportBuilder | None = None,
     with_batches: bool = True,
+    tokenizer: str | None = None,
 ) -> Iterator[tuple[FileScan, pa.RecordBatch | None, list[RowResult]]]:
     """Validate many inputs, yielding (file, batch, results) in row order; findings and summary
-    accumulate in `builder`. An unreadable file never stops the others.
+    accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
+    `tokenizer`, else the one the file's dataset card names, else o200k_base.
 
     Rows are checked in units (row groups, or ranges of a large row group) that each worker reads
     itself, by `engine` (Ray, say), else by a local pool of `workers` processes (default: chosen
@@ -253,6 +265,8 @@ def iter_validate(
     for problem in problems:
         builder.add_finding(problem)
     scans = [(path, _plan_file(path)) for path in files]
+    for path, scan in scans:
+        scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
     here: set[str] = set()  # files checked in this process
     if engine is None:
         for _, scan in scans:
@@ -275,22 +289,59 @@ def iter_validate(
                 scan.units = plan_units(scan.metadata, engine.workers)
                 columns = [c for c in MRCR_SCHEMA.names if c in scan.schema.names]
                 skip = frozenset(scan.unusable_columns)
-                units += [(str(path.absolute()), scan.file, first, n, tokens, skip, columns) for first, n in scan.units]
+                count = tokens and _tokenizer_loads(scan.tokenizer)
+                units += [
+                    (str(path.absolute()), scan.file, first, n, count, skip, columns, scan.tokenizer)
+                    for first, n in scan.units
+                ]
         outcomes = iter(engine.map(check_rows, units)) if units else iter(())
         for path, scan in scans:
             builder.add_file(scan.file)
             if on_file_start:
                 on_file_start(scan)
+            spec = scan.tokenizer
+            count = tokens and _loads(spec, scan.file, builder)
+            builder.add_source(scan.file, spec if count else None, hub_source(path))
+            sidecar = SidecarBins(path, _num_rows(path)) if count else None
             if scan.file in here:
-                stream = _check_here(path, scan, tokens, progress)
+                stream = _check_here(path, scan, count, progress)
             else:
                 stream = _collect(path, scan, outcomes, progress, with_batches)
             for batch, results in stream:
+                if sidecar is not None:
+                    results = [sidecar.check(result, scan.file, spec) for result in results]
                 for result in results:
                     builder.add_row(result)
                 yield scan, batch, results
             for finding in scan.file_findings:
                 builder.add_finding(finding)
+
+
+def _tokenizer_loads(spec: str) -> bool:
+    try:
+        load_tokenizer(spec)
+    except TokenizerError:
+        return False
+    return True
+
+
+def _loads(spec: str, file: str, builder: ReportBuilder) -> bool:
+    """Whether the tokenizer loads; if not, a file-level `token_bin` error says so (rows go uncounted)."""
+    try:
+        load_tokenizer(spec)
+    except TokenizerError as exc:
+        message = f"tokens not recounted: the dataset card's tokenizer cannot be loaded ({exc}); pass --tokenizer"
+        builder.add_finding(Finding(file=file, row=None, check="token_bin", severity="error", message=message))
+        return False
+    return True
+
+
+def _num_rows(path: Path) -> int:
+    try:
+        with pq.ParquetFile(path) as parquet:
+            return parquet.metadata.num_rows
+    except Exception:
+        return -1
 
 
 def _check_here(
@@ -304,7 +355,9 @@ def _check_here(
     try:
         for batch in read_range(path):
             results = [
-                check_row(record, file=scan.file, row=row + i, count_tokens=tokens, skip_columns=skip)
+                check_row(
+                    record, file=scan.file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=scan.tokenizer
+                )
                 for i, record in enumerate(batch.to_pylist())
             ]
             row += batch.num_rows
@@ -366,14 +419,17 @@ def validate_paths(
     engine: Engine | None = None,
     progress: ProgressCallback | None = None,
     strict: bool = False,
+    tokenizer: str | None = None,
 ) -> ValidationReport:
-    """Validate files, directories and globs; return every finding and the summary (`strict`:
-    warnings count as errors)."""
+    """Validate files, directories, globs and hf:// paths; return every finding and the summary
+    (`strict`: warnings count as errors). `tokenizer` (a spec) recounts the tokens; by default the
+    one each file's dataset card names, else o200k_base."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     builder = ReportBuilder(strict=strict)
     for _ in iter_validate(
-        paths, tokens=tokens, workers=workers, engine=engine, progress=progress, builder=builder, with_batches=False
+        paths, tokens=tokens, workers=workers, engine=engine, progress=progress, builder=builder,
+        with_batches=False, tokenizer=tokenizer,
     ):
         pass
     return builder.build()
@@ -387,6 +443,9 @@ def validate_file(
     engine: Engine | None = None,
     progress: ProgressCallback | None = None,
     strict: bool = False,
+    tokenizer: str | None = None,
 ) -> ValidationReport:
     """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths([path], tokens=tokens, workers=workers, engine=engine, progress=progress, strict=strict)
+    return validate_paths(
+        [path], tokens=tokens, workers=workers, engine=engine, progress=progress, strict=strict, tokenizer=tokenizer
+    )
