@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import secrets
 import shutil
@@ -280,8 +281,12 @@ def split_rows(rows: Sequence[RowSpec], target: int = UNIT_BYTES) -> list[RowChu
     return chunks
 
 
-#: Typical tokens of a distractor pair (ask and writing), to foresee how many pairs a job draws.
+#: Tokens of a row's bin (its upper edge) per distractor pair it draws, about (offline writer:
+#: 2,100 pairs in a row of the 1M bin), to foresee how many pairs a job draws.
 PAIR_TOKENS = 500
+#: Share when the workers, each composing what it draws, would compose this many times the
+#: writings that composing them once costs.
+SHARE_WHEN = 1.2
 #: Shared writings composed per work unit.
 SHARED_PART_KEYS = 2048
 
@@ -289,14 +294,16 @@ SHARED_PART_KEYS = 2048
 def _share_writings(
     writer: Writer, chunks: Sequence[RowChunk], engine: Engine, out: Path, tokenizer: str = DEFAULT_TOKENIZER
 ) -> Path | None:
-    """When the job draws more distractor pairs than the writer has shared writings, every worker
-    would compose nearly all of them: compose them once instead, spread over the workers, into
-    parts under `out` that every worker reads. None when not worth it (or the writer cannot)."""
+    """When the job draws so many distractor pairs that every worker would compose most of the
+    writer's shared writings, compose them once instead, spread over the workers, into parts under
+    `out` that every worker reads. None when not worth it (or the writer cannot)."""
     if engine.workers < 2 or not hasattr(writer, "shared_keys"):
         return None
     tokens = sum(_row_tokens(spec) for rows in chunks for spec in rows)
-    n_keys = len(writer.shared_keys())
-    if tokens / PAIR_TOKENS < n_keys:
+    n_keys, workers = len(writer.shared_keys()), engine.workers
+    # Each worker draws tokens / PAIR_TOKENS / workers pairs uniformly from n_keys writings.
+    composed_alone = workers * (1 - math.exp(-tokens / PAIR_TOKENS / workers / n_keys))
+    if composed_alone < SHARE_WHEN:
         return None
     key = json.dumps([__version__, writer.describe(), tokenizer], sort_keys=True, default=str)
     key = hashlib.sha256(key.encode()).hexdigest()[:16]
