@@ -20,33 +20,38 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return [proc]
 
 
-def _sample(proc: psutil.Process, peaks: dict, stop: threading.Event) -> None:
+def _sample(proc: psutil.Process, peaks: dict, stop: threading.Event, pss_every: int) -> None:
+    """RSS (cheap: /proc/PID/statm) every 20 ms; PSS (reads /proc/PID/smaps, which costs CPU the
+    measured processes then lack, more so with many workers) every `pss_every`-th sample, or never."""
+    tick = 0
     while not stop.is_set():
         rss = pss = 0
         biggest = 0
+        with_pss = pss_every > 0 and tick % pss_every == 0 and sys.platform.startswith("linux")
         for p in _tree(proc):
             try:
                 one = p.memory_info().rss
                 rss += one
                 biggest = max(biggest, one)
-                if sys.platform.startswith("linux"):
+                if with_pss:
                     pss += p.memory_full_info().pss
             except psutil.Error:
                 pass
         peaks["rss"] = max(peaks["rss"], rss)
         peaks["pss"] = max(peaks["pss"], pss)
         peaks["largest"] = max(peaks["largest"], biggest)
+        tick += 1
         stop.wait(0.02)
 
 
-def measure(command: list[str], env: dict | None = None) -> dict:
-    """Run `command`; wall seconds, peak tree RSS / PSS and largest process RSS in MB, and the
-    JSON it printed on a line starting with RESULT (if any)."""
+def measure(command: list[str], env: dict | None = None, pss_every: int = 0) -> dict:
+    """Run `command`; wall seconds, peak tree RSS (and PSS, sampled every `pss_every`-th time)
+    and largest process RSS in MB, and the JSON it printed on a line starting with RESULT."""
     start = time.perf_counter()
     proc = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peaks = {"rss": 0, "pss": 0, "largest": 0}
     stop = threading.Event()
-    sampler = threading.Thread(target=_sample, args=(proc, peaks, stop), daemon=True)
+    sampler = threading.Thread(target=_sample, args=(proc, peaks, stop, pss_every), daemon=True)
     sampler.start()
     out, err = proc.communicate()
     wall = time.perf_counter() - start

@@ -133,10 +133,10 @@ def main() -> None:
     for name, path in files.items():
         print(describe(path))
         runs = {
-            "naive": measure(naive_command([path])),
-            "validate": measure(validate_command(path, None)),
-            "validate -w1": measure(validate_command(path, 1)),
-            "eval read": measure(eval_read_command([path])),
+            "naive": measure(naive_command([path]), pss_every=10),
+            "validate": measure(validate_command(path, None), pss_every=10),
+            "validate -w1": measure(validate_command(path, 1), pss_every=10),
+            "eval read": measure(eval_read_command([path]), pss_every=10),
         }
         for kind, r in runs.items():
             print(f"  {kind:<13} {r['wall']:7.1f} s   peak tree RSS {r['tree_rss_mb']:6.0f} MB   "
