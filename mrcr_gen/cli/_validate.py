@@ -18,6 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..v2._checks import expand_inputs, merge_reports, validate_v2_paths
 from ..validate import ValidationReport, default_workers, repair, validate_paths
 from ..validate._findings import CHECKS, Finding
 from ._common import CommandError, run_app
@@ -26,7 +27,7 @@ PROG = "mrcr-validate"
 
 app = typer.Typer(
     add_completion=False,
-    help="Re-check MRCR parquet files (openai/mrcr schema) row by row. Exit code 0: no row has an "
+    help="Re-check MRCR files row by row: openai/mrcr parquet, and MRCR v2 CSV or parquet (column 'queries'). Exit code 0: no row has an "
     "error (warnings allowed); 1: some row or file has an error; 2: an input could not be read or "
     "the usage is wrong. The input files are never modified.",
 )
@@ -95,7 +96,7 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
 
 @app.command()
 def validate(
-    paths: list[str] = typer.Argument(..., help="Parquet files, directories (every *.parquet below) or globs.", show_default=False),
+    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet and *.csv below) or globs.", show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
     tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount o200k tokens to check the bins (the slow part)."),
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
@@ -120,7 +121,16 @@ def validate(
                 tasks[file] = progress.add_task(Path(file).name, total=total)
             progress.advance(tasks[file], done)
 
-        if out is not None:
+        v2_files, other_files, problems = expand_inputs(paths)
+        if v2_files:
+            if fix is not None:
+                raise CommandError("--fix does not apply to MRCR v2 files (column 'queries'); use --clean")
+            if clean is not None and (other_files or problems):
+                raise CommandError("--clean takes MRCR v2 files or openai/mrcr files, not both at once")
+            paths = [str(p) for p in other_files] + [text for text, _ in problems]
+        if not paths:
+            report = ValidationReport()
+        elif out is not None:
             try:
                 result = repair(
                     paths,
@@ -136,6 +146,12 @@ def validate(
             report = result.report
         else:
             report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance)
+        if v2_files:
+            try:
+                v2_report, v2_kept = validate_v2_paths(v2_files, tokens=tokens, threads=workers, progress=advance, clean=clean)
+            except (ValueError, OSError) as exc:
+                raise CommandError(str(exc)) from None
+            report = merge_reports(report, v2_report)
 
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")
@@ -153,7 +169,9 @@ def validate(
                 raise CommandError(f"cannot write --json {json_out}: {exc}") from None
     if not quiet:
         _summary_tables(report, console, max_findings)
-        if out is not None:
+        if v2_files and clean is not None:
+            console.print(f"cleaned: wrote {v2_kept} MRCR v2 rows to {clean}")
+        elif out is not None:
             verb = "fixed" if fix is not None else "cleaned"
             console.print(
                 f"{verb}: wrote {result.kept + result.fixed} rows to {out} "
