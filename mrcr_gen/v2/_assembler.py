@@ -36,7 +36,7 @@ from ._text import (
 )
 
 HASH_ALPHABET = string.ascii_letters + string.digits
-# Needle keys that do not fit in a row before the search for more stops.
+# Keys tried for the first one that fits before giving up (short buckets, long formats).
 MAX_KEY_MISSES = 16
 # Filler draws in a row that do not fit before the fill stops.
 MAX_FILL_MISSES = 64
@@ -207,11 +207,12 @@ class V2Assembler:
             need = used + cost + max(longest_query, *counts)
             if need > budget:
                 smallest_need = need if smallest_need is None else min(smallest_need, need)
+                if chosen:
+                    break  # as upstream: keys go in until one does not fit; filler takes the rest
                 misses += 1
                 if misses >= MAX_KEY_MISSES:
                     break
                 continue
-            misses = 0
             chosen[key], hashes[key] = turns, secret
             query_tokens.update({(key, k): n for k, n in enumerate(counts, start=1)})
             used += cost
