@@ -11,7 +11,8 @@ from rich.table import Table
 
 from .._bins import bin_sort_key
 from ..eval._data import DataError
-from ..eval._responses import ResponsesError, grade_responses
+from ..eval._responses import ResponsesError, grade_responses, read_responses
+from ..v2._rows import is_v2_file
 from ._common import CommandError, run_app
 
 app = typer.Typer(
@@ -37,7 +38,7 @@ def _table(result: dict) -> Table:
 
 @app.command()
 def grade(
-    data: Path = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema)."),
+    data: Path = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), or an MRCR v2 CSV / parquet file."),
     responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
@@ -45,6 +46,8 @@ def grade(
     for path in (data, responses):
         if not path.is_file():
             raise CommandError(f"file not found: {path}")
+    if is_v2_file(data):
+        return _grade_v2(data, responses, as_json, allow_missing)
     try:
         result = grade_responses(data, responses, allow_missing=allow_missing)
     except (ResponsesError, DataError) as exc:
@@ -60,6 +63,40 @@ def grade(
     if result["missing"]:
         console.print(f"{len(result['missing'])} rows had no response and were not graded")
     console.print(_table(result))
+
+
+def _grade_v2(data: Path, responses: Path, as_json: bool, allow_missing: bool) -> None:
+    """MRCR v2 files (column `queries`): grade_v2, per-bucket means and Google's summary numbers."""
+    from ..v2._eval import grade_v2_responses
+
+    try:
+        result = grade_v2_responses(data, read_responses(responses), allow_missing=allow_missing)
+    except (ResponsesError, ValueError, OSError) as exc:
+        raise CommandError(str(exc).splitlines()[0]) from None
+    if as_json:
+        print(json.dumps(result))
+        return
+    console = Console()
+    mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
+    console.print(f"MRCR v2: mean score {mean} over {result['n_rows']} rows (grade_v2, strict)")
+    console.print(_table(result))
+    print_v2_numbers(result["report"], console)
+
+
+def print_v2_numbers(report: dict, console: Console) -> None:
+    def fmt(value):
+        return "-" if value is None else f"{value:.3f}"
+
+    table = Table(title="MRCR v2 summary (compare with Google's reports)")
+    for column in ("needles", "rows", "up to 128K", "at 1M", "AUC", "random needle floor", "random writing floor"):
+        table.add_column(column, justify="right")
+    for entry in report["by_needles"]:
+        table.add_row(
+            str(entry["n_needles"]), str(entry["count"]), f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
+            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})", fmt(entry["auc"]),
+            fmt(entry["floor_random_needle"]), fmt(entry["floor_random_writing"]),
+        )
+    console.print(table)
 
 
 def grade_main(args: list[str] | None = None) -> None:

@@ -8,7 +8,7 @@ transcript share it as their prefix.
 
 Lengths are exact: every distinct turn is tokenized once and the counts are added. That is
 exact for o200k because a turn starts with "User:" right after a blank line, where the
-tokenizer's pre-split always cuts; each transcript is also counted whole once to prove it.
+tokenizer's pre-split always cuts; one row of each transcript is also counted whole to prove it.
 """
 
 from __future__ import annotations
@@ -261,14 +261,12 @@ class V2Assembler:
 
 
 def verify_exact(transcript: Transcript) -> None:
-    """Count the transcript whole once, and one row whole: both must equal the added counts."""
-    whole = count_tokens(transcript.text)
-    if whole != transcript.tokens:
-        raise AssemblyError(
-            f"the tokenizer does not split at turn boundaries: the transcript counts {whole} tokens "
-            f"whole but {transcript.tokens} turn by turn"
-        )
+    """Count one row whole: it must equal the added counts of the few-shot block, every turn and
+    its query, which proves the tokenizer splits at each of those seams for this transcript."""
     key, ordinal = transcript.pairs()[0]
-    with_query = count_tokens(transcript.text + transcript.query(key, ordinal))
-    if with_query != transcript.context_len(key, ordinal):
-        raise AssemblyError("the tokenizer does not split between the transcript and the final query")
+    whole = count_tokens(transcript.text + transcript.query(key, ordinal))
+    if whole != transcript.context_len(key, ordinal):
+        raise AssemblyError(
+            f"the tokenizer does not split at turn boundaries: a row counts {whole} tokens whole but "
+            f"{transcript.context_len(key, ordinal)} part by part"
+        )

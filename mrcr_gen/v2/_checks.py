@@ -6,11 +6,11 @@ characters of [A-Za-z0-9], absent from the transcript, and used by no other key 
 `answer` is the hash + the ordinal-th writing; `context_len` and `answer_token_count` recount
 exactly; the length lies in a v2 bucket; the positions are the key's turns and their token spans.
 
-Rows of one transcript share its text, so each transcript is parsed and tokenized once (whole,
-and turn by turn for the positions; the two must agree). A row's `context_len` is the
-transcript's count plus its query's: exact because the query starts with "User:" right after a
-blank line, where the tokenizer always splits; the first row of each transcript is counted
-whole to prove it.
+Rows of one transcript share its text, so each transcript is parsed and tokenized once, turn by
+turn (which gives the positions). A row's `context_len` is then the parts' counts added: exact
+because every turn and the query start with "User:" right after a blank line, where the
+tokenizer always splits. The first row of each transcript is counted whole to prove it; if the
+two disagree, every row of that transcript is counted whole.
 """
 
 from __future__ import annotations
@@ -42,9 +42,8 @@ class _Transcript:
     id: str
     turns: list | None  # ParsedTurn list, None when the structure is broken
     problem: str | None
-    tokens: int | None = None  # counted whole
     starts: list[int] | None = None  # token offset of every turn, and of the end
-    proven_additive: bool = False
+    additive: bool | None = None  # a row counted whole equals the parts (None: not yet counted)
 
 
 @dataclass
@@ -74,7 +73,6 @@ class V2FileState:
                 problem = "a turn does not end with a blank line"
             state = _Transcript(tid, turns, problem)
             if self.count and problem is None:
-                state.tokens = count_tokens(text)
                 counts = count_tokens_batch([text[t.start : t.end] for t in turns], self.threads) if self.threads > 1 else [
                     self.counter(text[t.start : t.end]) for t in turns
                 ]
@@ -158,14 +156,16 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     n_tokens = None
     bucket = None
     if state.count:
-        if transcript.starts[-1] != transcript.tokens:
-            add("positions", f"the turns count {transcript.starts[-1]} tokens one by one but {transcript.tokens} whole: "
-                "the tokenizer does not split at turn boundaries, so token positions are undefined")
-        if not transcript.proven_additive:
+        if transcript.additive is False:
             n_tokens = count_tokens(queries)
-            transcript.proven_additive = n_tokens == transcript.tokens + count_tokens(view_ops)
         else:
-            n_tokens = transcript.tokens + count_tokens(view_ops)
+            n_tokens = transcript.starts[-1] + count_tokens(view_ops)
+            if transcript.additive is None:
+                whole = count_tokens(queries)
+                transcript.additive = whole == n_tokens
+                n_tokens = whole
+        if not transcript.additive:
+            add("positions", "the tokenizer does not split this text at its turn boundaries, so token positions are undefined")
         if rec.get("context_len") != n_tokens:
             add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
         if target is not None and rec.get("answer_token_count") != (expected := count_tokens(target)):

@@ -242,6 +242,7 @@ def grade_v2_responses(data: str | os.PathLike, responses: dict[int, str], *, al
         rows.append({
             "row": item.row, "score": grade_v2(response, item.answer), "score_lenient": grade_v2_lenient(response, item.answer),
             "bin": f"({item.bin_upper // 2}, {item.bin_upper}]", "n_needles": item.n_needles, "context_len": item.prompt_tokens,
+            **row_floors(item.messages[0]["content"], item.answer),
         })
     cells: dict[tuple[str, int], list[float]] = defaultdict(list)
     for r in rows:
