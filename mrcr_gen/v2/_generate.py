@@ -125,7 +125,7 @@ def generate_v2(
 ) -> list[dict]:
     """Write this shard's files (each appears atomically when complete) and the dataset card;
     returns one summary record per file."""
-    assembler = V2Assembler(writer=writer, catalog=load_v2_catalog())
+    assembler = V2Assembler(writer=writer, catalog=getattr(writer, "catalog", None) or load_v2_catalog())
     summaries = []
     for n_needles, label, where, relative in config.shard_files():
         lengths, transcripts = [], set()
