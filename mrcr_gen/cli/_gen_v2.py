@@ -77,7 +77,10 @@ def generate_v2_command(
     ) as progress:
         task = progress.add_task("rows", total=total)
         try:
-            summaries = generate_v2(config, chosen, command=command, on_row=lambda _: progress.advance(task))
+            summaries = generate_v2(
+                config, chosen, command=command,
+                on_row=lambda _: progress.advance(task), on_reused=lambda rows: progress.advance(task, rows),
+            )
         except AssemblyError as exc:
             raise CommandError(str(exc)) from None
         except OSError as exc:

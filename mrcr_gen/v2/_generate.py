@@ -11,6 +11,7 @@ Rows of one transcript are written one after another (prefix caches hit when sen
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import statistics
@@ -122,14 +123,25 @@ def generate_v2(
     *,
     command: str = "",
     on_row: Callable[[V2Row], None] | None = None,
+    on_reused: Callable[[int], None] | None = None,
 ) -> list[dict]:
     """Write this shard's files (each appears atomically when complete) and the dataset card;
-    returns one summary record per file."""
+    returns one summary record per file. A file an identical earlier run completed (as the
+    `.build.json` beside it records) is kept, so an interrupted run resumes where it stopped."""
     assembler = V2Assembler(writer=writer, catalog=getattr(writer, "catalog", None) or load_v2_catalog())
     summaries = []
     for n_needles, label, where, relative in config.shard_files():
+        path = config.out / relative
+        build = _build_fingerprint(config, writer, n_needles, label)
+        previous = _reusable(path, build)
+        if previous is not None:
+            summaries.append(previous)
+            if on_reused is not None:
+                on_reused(previous["rows"])
+            continue
+        build_path(path).unlink(missing_ok=True)  # never vouches for a file being replaced
         lengths, transcripts = [], set()
-        with V2FileWriter(config.out / relative, config.format) as out:
+        with V2FileWriter(path, config.format) as out:
             for transcript_index, row in bucket_rows(assembler, config, n_needles, where):
                 out.write(row)
                 lengths.append(row.context_len)
@@ -148,10 +160,32 @@ def generate_v2(
                 "max": max(lengths),
             }
         )
+        write_text_atomic(build_path(path), json.dumps({"build": build, "summary": summaries[-1]}) + "\n")
     index, count = config.shard
     card = "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
     write_text_atomic(config.out / card, v2_dataset_card(config, writer, summaries, command))
     return summaries
+
+
+def build_path(path: Path) -> Path:
+    return path.with_name(path.name + ".build.json")
+
+
+def _build_fingerprint(config: V2Config, writer, n_needles: int, label: str) -> str:
+    """What determines a file's bytes: version, writer, catalog and the file's part of the config."""
+    key = [__version__, writer.describe(), load_v2_catalog().sha256, n_needles, label, config.samples,
+           config.rows_per_transcript, config.seed, config.format, config.tokenizer_spec]
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _reusable(path: Path, build: str) -> dict | None:
+    try:
+        record = json.loads(build_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not path.is_file() or not isinstance(record, dict) or record.get("build") != build:
+        return None
+    return record.get("summary")
 
 
 def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: str) -> str:

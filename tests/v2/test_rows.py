@@ -113,3 +113,32 @@ def test_needles_that_cannot_fit_say_so():
 
     with pytest.raises(AssemblyError, match="cannot fit"):
         ASSEMBLER.build(n_needles=8, target=600, lowest=500, seed=0)
+
+
+def test_rerun_keeps_complete_files_and_rewrites_changed_ones(tmp_path):
+    from mrcr_gen.v2 import generate_v2
+
+    config = V2Config(needles=(2,), buckets=(v2_bucket(8192), v2_bucket(16384)), samples=2, seed=4, out=tmp_path)
+    generate_v2(config, V2OfflineWriter(4))
+    small = tmp_path / "2needle" / "mrcr_v2_2needle_in_(4096,8192).csv"
+    large = tmp_path / "2needle" / "mrcr_v2_2needle_in_(8192,16384).csv"
+    stamps = {p: p.stat().st_mtime_ns for p in (small, large)}
+    large.unlink()  # as if the run had been interrupted before this file
+    reused = []
+    generate_v2(config, V2OfflineWriter(4), on_reused=reused.append)
+    assert reused == [2] and small.stat().st_mtime_ns == stamps[small] and large.is_file()
+    generate_v2(config.model_copy(update={"samples": 3}), V2OfflineWriter(4), on_reused=reused.append)
+    assert reused == [2] and len(list(iter_v2_rows(small))) == 3
+
+
+def test_shards_write_disjoint_files_that_together_are_the_whole(tmp_path):
+    from mrcr_gen.v2 import generate_v2
+
+    base = V2Config(needles=(2, 4), buckets=(v2_bucket(8192),), samples=2, seed=6)
+    generate_v2(base.model_copy(update={"out": tmp_path / "all"}), V2OfflineWriter(6))
+    for k in (1, 2):
+        generate_v2(base.model_copy(update={"out": tmp_path / "parts", "shard": (k, 2)}), V2OfflineWriter(6))
+    whole = {p.relative_to(tmp_path / "all"): p.read_bytes() for p in (tmp_path / "all").rglob("*.csv")}
+    parts = {p.relative_to(tmp_path / "parts"): p.read_bytes() for p in (tmp_path / "parts").rglob("*.csv")}
+    assert len(whole) == 2 and whole == parts
+    assert (tmp_path / "parts" / "README.shard-2-of-2.md").is_file()
