@@ -193,12 +193,16 @@ class V2FileWriter:
         self._tmp = self._atomic.__enter__()
         self._buffer: list[dict[str, Any]] = []
         self._buffered_bytes = 0
-        if format == "csv":
-            self._handle = open(self._tmp, "w", newline="", encoding="utf-8")
-            self._csv = csv.writer(self._handle)
-            self._csv.writerow(V2_COLUMNS)
-        else:
-            self._parquet = pq.ParquetWriter(self._tmp, V2_SCHEMA, compression="zstd")
+        try:
+            if format == "csv":
+                self._handle = open(self._tmp, "w", newline="", encoding="utf-8")
+                self._csv = csv.writer(self._handle)
+                self._csv.writerow(V2_COLUMNS)
+            else:
+                self._parquet = pq.ParquetWriter(self._tmp, V2_SCHEMA, compression="zstd")
+        except BaseException as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
+            raise
 
     def write(self, row: V2Row | dict[str, Any]) -> None:
         record = row.record() if isinstance(row, V2Row) else row
