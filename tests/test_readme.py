@@ -475,6 +475,7 @@ RULES: dict[str, Rule] = {
     "gen-v2": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--out v2-data$", check=check_v2_generated),
     "gen-v2-tokens": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokens ", check=check_v2_generated),
     "validate-v2": Rule(r"^mrcr-validate v2-data/$", needs=("gen-v2",), check=check_validated),
+    "eval-v2": Rule(r"^mrcr-eval v2-data/", needs=("gen-v2",), check=check_eval),
     "grade-v2": Rule(r"^mrcr-grade 'v2-data/", needs=("gen-v2", "v2-responses"), check=check_grade_v2),
     "grade": Rule(r"^mrcr-grade mrcr/2needle/2needle_0\.parquet responses\.jsonl", needs=("mrcr", "responses"), check=check_grade),
 }

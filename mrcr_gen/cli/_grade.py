@@ -67,7 +67,7 @@ def grade(
 
 def _grade_v2(data: Path, responses: Path, as_json: bool, allow_missing: bool) -> None:
     """MRCR v2 files (column `queries`): grade_v2, per-bucket means and Google's summary numbers."""
-    from ..v2._eval import grade_v2_responses
+    from ..v2._eval import grade_v2_responses, render_v2_table
 
     try:
         result = grade_v2_responses(data, read_responses(responses), allow_missing=allow_missing)
@@ -80,23 +80,7 @@ def _grade_v2(data: Path, responses: Path, as_json: bool, allow_missing: bool) -
     mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
     console.print(f"MRCR v2: mean score {mean} over {result['n_rows']} rows (grade_v2, strict)")
     console.print(_table(result))
-    print_v2_numbers(result["report"], console)
-
-
-def print_v2_numbers(report: dict, console: Console) -> None:
-    def fmt(value):
-        return "-" if value is None else f"{value:.3f}"
-
-    table = Table(title="MRCR v2 summary (compare with Google's reports)")
-    for column in ("needles", "rows", "up to 128K", "at 1M", "AUC", "random needle floor", "random writing floor"):
-        table.add_column(column, justify="right")
-    for entry in report["by_needles"]:
-        table.add_row(
-            str(entry["n_needles"]), str(entry["count"]), f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
-            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})", fmt(entry["auc"]),
-            fmt(entry["floor_random_needle"]), fmt(entry["floor_random_writing"]),
-        )
-    console.print(table)
+    console.print(render_v2_table(result["report"]))
 
 
 def grade_main(args: list[str] | None = None) -> None:

@@ -29,9 +29,15 @@ class RowInfo(BaseModel):
     n_needles: int
     prompt_tokens: int
     total_tokens: int
+    recipe: str = "openai-mrcr"
+    group: str | None = None  # MRCR v2: the transcript; its rows are sent one after another
 
     @property
     def bin(self) -> str:
+        if self.recipe == "mrcr-v2":
+            from ..v2._eval import bucket_label
+
+            return bucket_label(self.total_tokens)
         return bin_label(self.total_tokens)
 
 

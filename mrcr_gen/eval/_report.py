@@ -66,7 +66,13 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
     usage_prompt = [r.get("usage", {}).get("prompt_tokens") for r in scored]
     usage_completion = [r.get("usage", {}).get("completion_tokens") for r in scored]
     run = run or {}
-    return {
+    v2_scored = [r for r in scored if r.get("recipe") == "mrcr-v2"]
+    extra = {}
+    if v2_scored:
+        from ..v2._eval import v2_report
+
+        extra["mrcr_v2"] = v2_report(v2_scored)
+    return extra | {
         "model": run.get("model"),
         "base_url": run.get("base_url"),
         "data": run.get("data"),
@@ -204,4 +210,9 @@ def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def print_report(summary: dict[str, Any], console: Console | None = None) -> None:
-    (console or Console()).print(render_table(summary))
+    console = console or Console()
+    console.print(render_table(summary))
+    if summary.get("mrcr_v2"):
+        from ..v2._eval import render_v2_table
+
+        console.print(render_v2_table(summary["mrcr_v2"]))

@@ -96,7 +96,7 @@ def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tu
     taken = 0
     for path in config.data:
         key = data_key(path)
-        for index, row in read_rows(path):
+        for index, row in _read_any(path, key):
             if config.limit is not None and taken >= config.limit:
                 return
             if wanted_needles is not None and row.n_needles not in wanted_needles:
@@ -110,7 +110,7 @@ def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tu
                 if wanted_bins is None or bin_upper(previous["bin"]) in wanted_bins:
                     taken += 1
                 continue
-            info = row_info(key, index, row)
+            info = row if isinstance(row, RowInfo) else row_info(key, index, row)
             if wanted_bins is not None and bin_upper(info.bin) not in wanted_bins:
                 continue
             taken += 1
@@ -129,6 +129,18 @@ def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tu
             yield _JOB, info
 
 
+def _read_any(path: str, key: str) -> Iterator[tuple[int, Any]]:
+    """(index, MrcrRow) of an openai/mrcr file, or (index, RowInfo) of an MRCR v2 file."""
+    from ..v2._rows import is_v2_file
+
+    if not is_v2_file(path):
+        yield from read_rows(path)
+        return
+    from ..v2._eval import row_infos
+
+    yield from row_infos(path, key)
+
+
 def _base_record(info: RowInfo) -> dict[str, Any]:
     return {
         "file": info.file,
@@ -141,6 +153,10 @@ def _base_record(info: RowInfo) -> dict[str, Any]:
 
 
 def _scored_record(info: RowInfo, response: str, result: Any) -> dict[str, Any]:
+    if info.recipe == "mrcr-v2":
+        from ..v2._eval import scored_fields
+
+        return _base_record(info) | scored_fields(info, response, result)
     floors = row_floors(info.messages, info.answer, info.random_string)
     return _base_record(info) | {
         "status": STATUS_OK,
@@ -218,7 +234,15 @@ async def run_eval_async(
             if on_record is not None:
                 on_record(record)
 
+        group_locks: dict[str, asyncio.Lock] = {}
+
         async def evaluate(info: RowInfo) -> None:
+            if info.group is None:
+                return await _evaluate(info)
+            async with group_locks.setdefault(info.group, asyncio.Lock()):  # the prefix cache hits
+                await _evaluate(info)
+
+        async def _evaluate(info: RowInfo) -> None:
             nonlocal in_flight
             in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, in_flight)

@@ -256,3 +256,66 @@ def grade_v2_responses(data: str | os.PathLike, responses: dict[int, str], *, al
         "cells": [{"bin": b, "n_needles": n, "count": len(v), "mean": _mean(v)} for (b, n), v in sorted(cells.items(), key=lambda kv: (int(kv[0][0].split(", ")[1][:-1]), kv[0][1]))],
         "report": v2_report(rows),
     }
+
+
+def render_v2_table(report: dict[str, Any]):
+    """A rich table of `v2_report`: Google's summary numbers per needle count, with the floors."""
+    from rich.table import Table
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    table = Table(title="MRCR v2 summary (compare with Google's reports)")
+    for column in ("needles", "rows", "up to 128K", "at 1M", "AUC", "random needle floor", "random writing floor"):
+        table.add_column(column, justify="right")
+    for entry in report["by_needles"]:
+        table.add_row(
+            str(entry["n_needles"]), str(entry["count"]), f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
+            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})", fmt(entry["auc"]),
+            fmt(entry["floor_random_needle"]), fmt(entry["floor_random_writing"]),
+        )
+    return table
+
+
+# --- the current runner (mrcr_gen/eval/_runner.py) -----------------------------------------------
+
+
+def bucket_label(n_tokens: int) -> str:
+    upper = bucket_upper(n_tokens)
+    return f"({upper // 2}, {upper}]"
+
+
+def row_infos(path: str | os.PathLike, key: str):
+    """(index, RowInfo) for every row of a v2 file, for the runner; DataError for a bad row."""
+    from ..eval._data import DataError, RowInfo
+
+    try:
+        for item in read_v2_items(path):
+            if item.error is not None:
+                raise DataError(f"{path}: row {item.row}: {item.error.check}: {item.error.message}")
+            yield item.row, RowInfo(
+                file=key, row=item.row, messages=item.messages, answer=item.answer, random_string=item.prefix,
+                n_needles=item.n_needles, prompt_tokens=item.prompt_tokens, total_tokens=item.prompt_tokens,
+                recipe=RECIPE, group=item.group,
+            )
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, DataError):
+            raise
+        raise DataError(f"{path}: cannot read as an MRCR v2 file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
+def scored_fields(info, response: str, result: Any) -> dict[str, Any]:
+    """The fields of a graded v2 row in the runner's results.jsonl."""
+    return {
+        "status": "ok",
+        "recipe": RECIPE,
+        "group": info.group,
+        "response": response,
+        "score": grade_v2(response, info.answer),
+        "score_lenient": grade_v2_lenient(response, info.answer),
+        "latency_s": result.latency_s,
+        "attempts": result.attempts,
+        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+        "finish_reason": result.finish_reason,
+        **row_floors(info.messages[0]["content"], info.answer),
+    }
