@@ -219,7 +219,15 @@ def v2_report(records: list[dict[str, Any]]) -> dict[str, Any]:
                 "buckets": cells,
             }
         )
-    return {"recipe": RECIPE, "by_needles": out}
+    usage = [r.get("usage") or {} for r in records]
+    cached = [u["cached_tokens"] for u in usage if isinstance(u.get("cached_tokens"), int)]
+    return {
+        "recipe": RECIPE,
+        "by_needles": out,
+        # How much of the prompts the provider served from its prefix cache (None: not reported).
+        "prompt_tokens": sum(u["prompt_tokens"] for u in usage if isinstance(u.get("prompt_tokens"), int)),
+        "cached_tokens": sum(cached) if cached else None,
+    }
 
 
 def grade_v2_responses(data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False) -> dict[str, Any]:
@@ -315,7 +323,8 @@ def scored_fields(info, response: str, result: Any) -> dict[str, Any]:
         "score_lenient": grade_v2_lenient(response, info.answer),
         "latency_s": result.latency_s,
         "attempts": result.attempts,
-        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+                  "cached_tokens": getattr(result, "cached_tokens", None)},
         "finish_reason": result.finish_reason,
         **row_floors(info.messages[0]["content"], info.answer),
     }
