@@ -1,7 +1,7 @@
 """MRCR v2 at scale: generate one bucket (default the largest, (4194304, 8388608]: 8M-token
 transcripts), check it independently, and time generator and validator against plain loops.
 
-    python bench/bench_v2.py [--bucket 8388608] [--rows 2] [--rows-per-transcript 2] [--needles 8]
+    python bench/bench_v2.py [--bucket 8388608 | --tokens 8388608] [--rows 2] [--rows-per-transcript 2] [--needles 8]
 
 Prints, measured in this process:
 - generator seconds / one tiktoken pass over every generated `queries` string;
@@ -23,20 +23,22 @@ import pandas as pd
 
 from mrcr_gen import o200k
 from mrcr_gen.v2 import V2Config, V2OfflineWriter, generate_v2, v2_bucket, validate_v2_paths
+from mrcr_gen.v2._generate import tokens_range
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bucket", type=int, default=8388608, help="upper edge of the bucket (default 8388608)")
+    parser.add_argument("--tokens", type=int, default=None, help="an exact target instead of a bucket (e.g. 8388608)")
     parser.add_argument("--rows", type=int, default=2)
     parser.add_argument("--rows-per-transcript", type=int, default=2)
     parser.add_argument("--needles", type=int, default=8)
     args = parser.parse_args()
 
     encoding = o200k()
-    bucket = v2_bucket(args.bucket)
+    bucket = v2_bucket(args.bucket) if args.tokens is None else tokens_range(args.tokens)
     with tempfile.TemporaryDirectory() as tmp:
-        config = V2Config(needles=(args.needles,), buckets=(bucket,), samples=args.rows,
+        config = V2Config(needles=(args.needles,), buckets=(bucket,), tokens=args.tokens, samples=args.rows,
                           rows_per_transcript=args.rows_per_transcript, seed=1, out=Path(tmp))
         start = time.perf_counter()
         summary = generate_v2(config, V2OfflineWriter(config.seed))

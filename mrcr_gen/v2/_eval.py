@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover - before the runner's recipe-neutral ite
         n_needles: int = 0
         bin_upper: int = 0
         prompt_tokens: int = 0
+        total_tokens: int = 0
         group: str | None = None
         recipe: str = RECIPE
         error: ItemError | None = None
@@ -114,6 +115,7 @@ def read_v2_items(
             n_needles=int(rec.get("num_relevant") or 0),
             bin_upper=bucket_upper(prompt_tokens),
             prompt_tokens=prompt_tokens,
+            total_tokens=prompt_tokens,  # v2 lengths count the text sent, not the answer
             group=group,
         )
 
