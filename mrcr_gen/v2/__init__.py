@@ -31,4 +31,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = sorted(_LAZY)
+__all__ = [name for name in sorted(_LAZY)]

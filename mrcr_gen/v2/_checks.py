@@ -24,9 +24,22 @@ from typing import Any
 
 from .._paths import find_parquet_files
 from .._tokens import RepeatedTextCounter, count_tokens, count_tokens_batch
-from ..validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, ValidationReport
+from ..validate._findings import (
+    OUT_OF_RANGE,
+    Finding,
+    ReportBuilder,
+    RowResult,
+    ValidationReport,
+)
 from ._generate import v2_bucket_for
-from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, file_columns, is_v2_file, iter_records
+from ._rows import (
+    V2_COLUMNS,
+    V2FileWriter,
+    coerce_record,
+    file_columns,
+    is_v2_file,
+    iter_records,
+)
 from ._text import HASH_PATTERN, parse_query, split_transcript
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -103,7 +116,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         add("v2_row", str(exc))
         return RowResult(row=row, findings=tuple(findings))
     queries, view_ops, answer, n = rec.get("queries"), rec.get("view_ops"), rec.get("answer"), rec.get("num_relevant")
-    if not all(isinstance(v, str) for v in (queries, view_ops, answer)) or not isinstance(n, int):
+    if not (isinstance(queries, str) and isinstance(view_ops, str) and isinstance(answer, str) and isinstance(n, int)):
         add("v2_row", "queries, view_ops and answer must be strings and num_relevant an integer")
         return RowResult(row=row, findings=tuple(findings))
     n_needles = n
@@ -116,9 +129,10 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
     text = queries[: len(queries) - len(view_ops)]
     transcript = state.transcript(text)
-    if transcript.problem is not None:
-        add("transcript", transcript.problem)
+    if transcript.problem is not None or transcript.turns is None:
+        add("transcript", transcript.problem or "no turns")
         return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
+    turns = transcript.turns
 
     # --- hash -----------------------------------------------------------------------------
     secret = query.hash
@@ -132,10 +146,10 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         add("hash_key", f"hash {secret} also belongs to '{owner[1]}' in {where}")
 
     # --- needles and ground truth ------------------------------------------------------------
-    indices = [i for i, t in enumerate(transcript.turns) if t.ask == query.ask]
+    indices = [i for i, t in enumerate(turns) if t.ask == query.ask]
     if len(indices) != n:
         add("needle_count", f"'{query.ask}' occurs {len(indices)} times, num_relevant is {n} (turns {indices[:12]})")
-    writings = [transcript.turns[i].text for i in indices]
+    writings = [turns[i].text for i in indices]
     if len(set(writings)) < len(writings):
         add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
     if query.ordinal > len(indices):
@@ -155,11 +169,12 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     # --- token counts --------------------------------------------------------------------------
     n_tokens = None
     bucket = None
-    if state.count:
+    if state.count and transcript.starts is not None:
+        starts = transcript.starts
         if transcript.additive is False:
             n_tokens = count_tokens(queries)
         else:
-            n_tokens = transcript.starts[-1] + count_tokens(view_ops)
+            n_tokens = starts[-1] + count_tokens(view_ops)
             if transcript.additive is None:
                 whole = count_tokens(queries)
                 transcript.additive = whole == n_tokens
@@ -170,7 +185,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
             add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
         if target is not None and rec.get("answer_token_count") != (expected := count_tokens(target)):
             add("answer_token_count", f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens")
-        spans = [(transcript.starts[i], transcript.starts[i + 1]) for i in indices]
+        spans = [(starts[i], starts[i + 1]) for i in indices]
         if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
             add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
         if target is not None and len(spans) >= query.ordinal and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]:

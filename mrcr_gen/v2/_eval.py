@@ -9,6 +9,7 @@ and a provider's prefix cache holds the shared transcript.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import random
@@ -171,7 +172,7 @@ def auc(points: list[tuple[int, float]]) -> float | None:
     if len(points) == 1:
         return points[0][1]
     area = sum(
-        (math.log2(b[0]) - math.log2(a[0])) * (a[1] + b[1]) / 2 for a, b in zip(points, points[1:])
+        (math.log2(b[0]) - math.log2(a[0])) * (a[1] + b[1]) / 2 for a, b in itertools.pairwise(points)
     )
     return area / (math.log2(points[-1][0]) - math.log2(points[0][0]))
 

@@ -4,9 +4,9 @@ lines, headings, stanzas, hashtags, a riddle's answer) and whose register follow
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import random
+
 from .._seeding import derived_rng
 from ..writers._memo import MemoizedWriter
 from ._catalog import Register, V2Catalog, V2Key, load_v2_catalog

@@ -195,7 +195,7 @@ class V2FileWriter:
         self._buffered_bytes = 0
         try:
             if format == "csv":
-                self._handle = open(self._tmp, "w", newline="", encoding="utf-8")
+                self._handle = open(self._tmp, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in close()
                 self._csv = csv.writer(self._handle)
                 self._csv.writerow(V2_COLUMNS)
             else:
@@ -239,7 +239,7 @@ class V2FileWriter:
             else:
                 self._atomic.__exit__(type(error), error, error.__traceback__)
 
-    def __enter__(self) -> V2FileWriter:
+    def __enter__(self) -> V2FileWriter:  # noqa: PYI034
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from mrcr_gen import EvalConfig, run_eval
-from mrcr_gen.v2 import grade_v2, iter_records, read_v2_items, transcript_id, validate_v2_paths, v2_report
+from mrcr_gen.v2 import (
+    grade_v2,
+    iter_records,
+    read_v2_items,
+    transcript_id,
+    v2_report,
+    validate_v2_paths,
+)
 from tests.support.chat_server import ChatServer
 from tests.support.v2_resolve import solve
 

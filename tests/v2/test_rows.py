@@ -13,7 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrcr_gen import count_tokens
-from mrcr_gen.v2 import V2Assembler, V2Config, V2OfflineWriter, bucket_rows, load_v2_catalog, v2_bucket
+from mrcr_gen.v2 import (
+    V2Assembler,
+    V2Config,
+    V2OfflineWriter,
+    bucket_rows,
+    load_v2_catalog,
+    v2_bucket,
+)
 from mrcr_gen.v2._rows import iter_v2_rows
 from tests.support.v2_resolve import solve
 
