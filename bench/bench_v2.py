@@ -59,7 +59,7 @@ def main() -> None:
         tiktoken_pass_s = naive_s  # the same pass over every generated queries string (and answers)
 
         start = time.perf_counter()
-        report, _ = validate_v2_paths([path], threads=2)
+        report = validate_v2_paths([path], threads=2).report
         validate_s = time.perf_counter() - start
 
         exact = list(frame["context_len"]) == counts and list(frame["answer_token_count"]) == answers

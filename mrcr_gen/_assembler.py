@@ -20,6 +20,7 @@ from ._models import (
     Sample,
     Writing,
     normalize_ask,
+    normalize_writing,
     ordinal,
 )
 from ._seeding import derived_rng
@@ -31,6 +32,14 @@ RANDOM_STRING_ALPHABET = string.ascii_letters + string.digits
 # Give up filling the last gap after this many distractors in a row that do not fit.
 MAX_FILL_MISSES = 64
 MAX_ATTEMPTS = 50
+#: Bumped whenever the same writer and seed start giving different rows, so that a rerun of an
+#: older run's command rewrites its files instead of keeping them (see `_generate`).
+LAYOUT_REVISION = 2
+
+
+def tokens_window(tokens: int) -> tuple[int, int]:
+    """The totals a `tokens=N` row may have: within 1% of N (64 tokens below 6400), never above."""
+    return tokens - max(64, tokens // 100), tokens
 
 
 class AssemblyError(ValueError):
@@ -194,7 +203,7 @@ class Assembler:
         if token_bin is not None:
             lowest, highest = token_bin.smallest, token_bin.upper
         else:
-            lowest, highest = tokens - max(64, tokens // 100), tokens
+            lowest, highest = tokens_window(tokens)
         # Uniform over the bin; every attempt re-draws the target so small bins stay uniform too.
         fixed_costs, short_totals = [], []
         for _ in range(MAX_ATTEMPTS):
@@ -230,8 +239,8 @@ class Assembler:
         needle_key = normalize_ask(needle_ask.text)
         variants = rng.sample(range(self._variant_space(needle_ask, n_needles)), n_needles)
         needles = self._pairs([(self._index[needle_ask], v) for v in variants])
-        if len({p.writing.text for p in needles}) < n_needles:
-            return None  # the writer repeated itself; draw another needle ask
+        if len({normalize_writing(p.writing.text) for p in needles}) < n_needles:
+            return None  # the writer repeated itself (up to case and spacing); draw another needle ask
         target_ordinal = rng.randint(1, n_needles)
         secret = random_string(rng)
         preamble = self._preamble(rng, needle_key)
@@ -292,7 +301,8 @@ class Assembler:
         )
 
     def _fill(self, rng: random.Random, needle_key: str, budget: int) -> list[_Pair]:
-        """Distractor pairs, uniform over asks, adding up to at most `budget` tokens and close to it."""
+        """Distractor pairs, uniform over asks, adding up to at most `budget` tokens and close to it,
+        in random order."""
         chosen: list[_Pair] = []
         misses = 0
         while budget > 0 and misses < MAX_FILL_MISSES:
@@ -306,4 +316,6 @@ class Assembler:
                     misses += 1
                     if misses >= MAX_FILL_MISSES:
                         break
+        # Only short writings fit the last of the budget: shuffled, no position favours a format.
+        rng.shuffle(chosen)
         return chosen

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from ._assembler import Assembler
+from ._assembler import LAYOUT_REVISION, Assembler, tokens_window
 from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
 from ._files import atomic_path, write_text_atomic
-from ._models import DATE_ADDED_PATTERN, Sample, _Frozen
+from ._models import Sample, _Frozen, is_real_date
 from ._parquet import write_rows
 from ._seeding import derive_seed
 from ._tokens import O200K_SHA256
@@ -26,6 +26,11 @@ from .writers._base import Writer
 # Fixed so that the same command and seed give byte-identical files on any day.
 DEFAULT_DATE_ADDED = "12-02-2026"
 ROWS_PER_FILE = 400
+#: The smallest and largest `tokens` whose every row lies inside the bins, [4096, 1048576].
+TOKENS_RANGE = (
+    next(t for t in range(BINS[0].smallest, 2 * BINS[0].smallest) if tokens_window(t)[0] >= BINS[0].smallest),
+    BINS[-1].upper,
+)
 
 
 class RowSpec(_Frozen):
@@ -56,18 +61,38 @@ class FilePlan(_Frozen):
 class GenerateConfig(_Frozen):
     needles: tuple[int, ...] = (4,)
     bins: tuple[Bin, ...] = BINS
-    tokens: int | None = Field(default=None, ge=1)
+    tokens: int | None = None
     samples: int = Field(default=100, ge=1)
     seed: int = 0
     out: Path = Path("mrcr-data")
     rows_per_file: int = Field(default=ROWS_PER_FILE, ge=1)
     shard: tuple[int, int] = (1, 1)
-    date_added: str = Field(default=DEFAULT_DATE_ADDED, pattern=DATE_ADDED_PATTERN)
+    date_added: str = DEFAULT_DATE_ADDED
+
+    @field_validator("date_added")
+    @classmethod
+    def _real_date(cls, value: str) -> str:
+        if not is_real_date(value):
+            raise ValueError(f"{value!r} is not a calendar date as MM-DD-YYYY")
+        return value
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens_inside_the_bins(cls, value: int | None) -> int | None:
+        if value is not None and not TOKENS_RANGE[0] <= value <= TOKENS_RANGE[1]:
+            lowest, highest = tokens_window(value)
+            raise ValueError(
+                f"{value} gives rows of {lowest}..{highest} tokens, outside the bins' "
+                f"{BINS[0].smallest}..{BINS[-1].upper}; choose {TOKENS_RANGE[0]}..{TOKENS_RANGE[1]}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> GenerateConfig:
         if not self.needles or min(self.needles) < 1:
             raise ValueError("needle counts must be at least 1")
+        if self.tokens is not None and "bins" in self.model_fields_set:
+            raise ValueError("give tokens or bins, not both (tokens replaces the bins)")
         if self.tokens is None and not self.bins:
             raise ValueError("give at least one bin, or tokens")
         index, count = self.shard
@@ -151,9 +176,11 @@ def sidecar_path(parquet_path: Path) -> Path:
 
 
 def _build_fingerprint(config: GenerateConfig, writer: Writer, file_plan: FilePlan) -> str:
-    """What determines a file's bytes: version, writer, date and every row's spec."""
+    """What determines a file's bytes: version, assembly, writer, date and every row's spec."""
     rows = [(spec.row_seed, spec.n_needles, str(spec.bin), spec.tokens) for spec in file_plan.rows]
-    key = json.dumps([__version__, writer.describe(), config.date_added, rows], sort_keys=True, default=str)
+    key = json.dumps(
+        [__version__, LAYOUT_REVISION, writer.describe(), config.date_added, rows], sort_keys=True, default=str
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

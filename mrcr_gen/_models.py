@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -11,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 RANDOM_STRING_PATTERN = r"^[A-Za-z0-9]{10}$"
 DATE_ADDED_PATTERN = r"^(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])-[0-9]{4}$"
 ASK_TEMPLATE = "write a {format} about {entity}"
+#: `ASK_TEMPLATE` read back (use `fullmatch`): format and entity neither empty nor padded with spaces.
+ASK_PATTERN = re.compile(r"write a (?P<format>\S(?:.*?\S)?) about (?P<entity>\S(?:.*\S)?)")
 PREAMBLE_HEADER = "Here are some examples of conversations succeeded by a follow-up question answered correctly:"
 QUERY_TEMPLATE = (
     "Prepend {random_string} to the {ordinal} (1 indexed) {format} about {entity}. "
@@ -23,10 +26,28 @@ QUERY_PATTERN = re.compile(
 )
 
 
+def is_real_date(value: str) -> bool:
+    """`value` is MM-DD-YYYY and names a day of the calendar (not 02-30-2025)."""
+    if not re.match(DATE_ADDED_PATTERN, value):
+        return False
+    month, day, year = map(int, value.split("-"))
+    try:
+        date(year, month, day)
+    except ValueError:
+        return False
+    return True
+
+
 def normalize_ask(text: str) -> str:
     """An ask with case, whitespace and punctuation removed: asks with equal keys are near-duplicates
     (the generator never lets one stand beside a needle; the validator warns about them)."""
     return re.sub(r"[\W_]+", "", text.lower())
+
+
+def normalize_writing(text: str) -> str:
+    """A writing with case and whitespace removed: needle writings with equal keys are
+    near-duplicates (the generator never uses them as needles together; the validator warns)."""
+    return "".join(text.casefold().split())
 
 
 def ordinal(k: int) -> str:
@@ -43,9 +64,9 @@ class _Frozen(BaseModel):
 
 
 class Message(_Frozen):
-    """One chat message as stored in the `prompt` column."""
+    """One chat message as stored in the `prompt` column (MRCR prompts have no system message)."""
 
-    role: Literal["user", "assistant", "system"]
+    role: Literal["user", "assistant"]
     content: str
 
 

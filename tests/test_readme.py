@@ -376,6 +376,16 @@ def check_fixed(ws: Workspace, command: Command, run: Run) -> None:
     assert validate_paths([str(fixed)], workers=1).exit_code == 0
 
 
+def check_cleaned_folder(ws: Workspace, command: Command, run: Run) -> None:
+    inputs = [*sorted((ws.root / "mrcr").rglob("*.parquet")), ws.root / "bad.parquet"]
+    for source in inputs:
+        cleaned = ws.root / "clean" / source.relative_to(ws.root)
+        assert pq.read_schema(cleaned).equals(pq.read_schema(source), check_metadata=False)
+        assert rows_in(cleaned) == rows_in(source) - (source.name == "bad.parquet")
+    assert "bad.parquet:0: dropped (ground_truth)" in run.stderr
+    assert "rows per file" in run.stdout
+
+
 def check_pool_built(ws: Workspace, command: Command, run: Run) -> None:
     from mrcr_gen.pool import read_pool
 
@@ -460,6 +470,7 @@ RULES: dict[str, Rule] = {
     "validate-json": Rule(r"^mrcr-validate \S+ --json -$", needs=("mrcr",), check=check_validate_json),
     # README: "1 when any row has an error" - bad.parquet has one, --fix repairs it in fixed.parquet
     "validate-fix": Rule(r"^mrcr-validate bad\.parquet --fix fixed\.parquet$", needs=("bad",), exit=1, check=check_fixed),
+    "validate-clean-folder": Rule(r"^mrcr-validate mrcr/ bad\.parquet --clean clean/$", needs=("mrcr", "bad"), exit=1, check=check_cleaned_folder),
     "gen-pool": Rule(r"^mrcr-gen --writer pool --pool POOL\.parquet ", needs=("POOL",), check=check_generated),
     "pool-build-openai": Rule(r"^mrcr-gen pool build --writer openai --model gpt-4o ", check=check_pool_built),
     "gen-openai": Rule(r"^mrcr-gen --writer openai ", check=check_generated),

@@ -25,7 +25,7 @@ from .._bins import BINS, bin_by_upper
 from .._generate import DEFAULT_DATE_ADDED, GenerateConfig, generate_dataset, summarize
 from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
-from ._common import CommandError, one_line, run_app, stderr
+from ._common import CommandError, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -43,6 +43,13 @@ def parse_bins(values: list[str]) -> tuple:
         return tuple(bin_by_upper(int(v)) for v in dict.fromkeys(values))
     except ValueError as exc:
         raise CommandError(f"--bin: {exc}" if "no bin" in str(exc) else f"--bin takes an upper edge or 'all', got {values}") from None
+
+
+def _option_error(error: ValidationError) -> str:
+    """The first problem of the config, named by the option the user typed (not its field)."""
+    first = error.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    return f"--{str(first['loc'][0]).replace('_', '-')}: {message}" if first["loc"] else message
 
 
 def parse_shard(value: str) -> tuple[int, int]:
@@ -110,7 +117,7 @@ def generate(
     ctx: typer.Context,
     recipe: str = typer.Option("openai-mrcr", "--recipe", help="openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text per row, CSV or parquet)."),
     needles: list[int] = typer.Option([], "--needles", "-n", help="Needle count (repeatable); 2, 4 and 8 are the standard ones. (default 4; mrcr-v2: 8)", show_default=False),
-    bins: list[str] = typer.Option([], "--bin", "-b", help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all'. (default all; mrcr-v2: the buckets up to 1048576, 'all' goes on to 8388608)", show_default=False),
+    bins: Optional[list[str]] = typer.Option(None, "--bin", "-b", show_default=False, help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up to 1048576, 'all' goes on to 8388608)."),
     samples: int = typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default mrcr-data; mrcr-v2: mrcr-v2-data).", show_default=False),
@@ -127,18 +134,20 @@ def generate(
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="--writer openai: max_tokens per writing."),
     price_in: Optional[float] = typer.Option(None, "--price-in", help="--writer openai: USD per 1M prompt tokens (cost estimate)."),
     price_out: Optional[float] = typer.Option(None, "--price-out", help="--writer openai: USD per 1M completion tokens."),
-    tokens: Optional[int] = typer.Option(None, "--tokens", min=4096, help="Target an exact token total instead of bins (within 1% from 16384 up)."),
+    tokens: Optional[int] = typer.Option(None, "--tokens", help="Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every row lies in a bin). Not with --bin."),
     shard: str = typer.Option("1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."),
     rows_per_file: int = typer.Option(400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."),
     date_added: str = typer.Option(DEFAULT_DATE_ADDED, "--date-added", help="date_added column (MM-DD-YYYY)."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
+    if tokens is not None and bins:
+        raise CommandError("--tokens and --bin are exclusive: --tokens N replaces the bins with one token target")
     if recipe == "mrcr-v2":
         from ._gen_v2 import generate_v2_command
 
         return generate_v2_command(
-            needles=needles, bins=bins, tokens=tokens, samples=samples, seed=seed, out=out, file_format=file_format,
+            needles=needles, bins=bins or [], tokens=tokens, samples=samples, seed=seed, out=out, file_format=file_format,
             rows_per_transcript=rows_per_transcript, shard=parse_shard(shard), writer=writer, model=model,
             base_url=base_url, concurrency=concurrency, cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens,
         )
@@ -149,8 +158,7 @@ def generate(
     try:
         config = GenerateConfig(
             needles=tuple(needles),
-            bins=parse_bins(bins),
-            tokens=tokens,
+            **({"tokens": tokens} if tokens is not None else {"bins": parse_bins(bins or [])}),
             samples=samples,
             seed=seed,
             out=out,
@@ -159,7 +167,7 @@ def generate(
             date_added=date_added,
         )
     except ValidationError as exc:
-        raise CommandError(one_line(exc)) from None
+        raise CommandError(_option_error(exc)) from None
     total = sum(len(f.rows) for f in config.shard_plan())
     chosen_writer = make_writer(
         writer, seed, pool=pool, model=model, base_url=base_url, per_pair=per_pair, concurrency=concurrency,

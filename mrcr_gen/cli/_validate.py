@@ -19,7 +19,13 @@ from rich.progress import (
 from rich.table import Table
 
 from ..v2._checks import expand_inputs, merge_reports, validate_v2_paths
-from ..validate import ValidationReport, default_workers, repair, validate_paths
+from ..validate import (
+    RepairResult,
+    ValidationReport,
+    default_workers,
+    repair,
+    validate_paths,
+)
 from ..validate._findings import CHECKS, Finding
 from ._common import CommandError, run_app
 
@@ -94,19 +100,35 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
             console.print(f"… and {len(report.findings) - len(shown)} more findings (see --json or --max-findings)")
 
 
+def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
+    if not result.files:
+        return
+    table = Table(title=f"{verb}: rows per file")
+    for column, justify in (("input", "left"), ("output", "left"), ("kept", "right"), ("fixed", "right"), ("dropped", "right")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for f in result.files:
+        table.add_row(f.input, f.output or "[red]not written", str(f.kept), str(f.fixed), str(f.dropped))
+    console.print(table)
+    console.print(
+        f"{verb}: wrote {result.kept + result.fixed} rows to {result.output} "
+        f"({result.kept} kept, {result.fixed} fixed, {result.dropped} dropped)"
+    )
+
+
 @app.command()
 def validate(
     paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet and *.csv below) or globs.", show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
     tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount o200k tokens to check the bins (the slow part)."),
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
-    clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT.parquet", help="Write the rows with no error to OUT (atomically, input schema)."),
-    fix: Optional[Path] = typer.Option(None, "--fix", metavar="OUT.parquet", help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten."),
+    clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT", help="Write the rows with no error to OUT: a file for one input file, else a folder with one file per input (its own columns, its path below the inputs' common folder). Atomic; every dropped row is listed."),
+    fix: Optional[Path] = typer.Option(None, "--fix", metavar="OUT", help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten."),
+    strict: bool = typer.Option(False, "--strict", help="Count warnings as errors: exit code 1, and --clean/--fix drop their rows."),
     max_findings: int = typer.Option(50, "--max-findings", min=0, help="Findings shown in the table (all of them go to --json)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables, only the exit code, error lines and --json."),
 ) -> int:
     if clean is not None and fix is not None:
-        raise CommandError("--clean and --fix are exclusive; give one output file")
+        raise CommandError("--clean and --fix are exclusive; give one output")
     workers = workers or default_workers()
     json_to_stdout = json_out == "-"
     console = Console(stderr=True) if json_to_stdout else Console()
@@ -138,6 +160,7 @@ def validate(
                     mode="fix" if fix is not None else "clean",
                     tokens=tokens,
                     workers=workers,
+                    strict=strict,
                     progress=advance,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
                 )
@@ -145,13 +168,18 @@ def validate(
                 raise CommandError(str(exc)) from None
             report = result.report
         else:
-            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance)
+            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance, strict=strict)
         if v2_files:
             try:
-                v2_report, v2_kept = validate_v2_paths(v2_files, tokens=tokens, threads=workers, progress=advance, clean=clean)
+                v2_result = validate_v2_paths(
+                    v2_files, tokens=tokens, threads=workers, strict=strict, progress=advance, clean=clean,
+                    on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+                )
             except (ValueError, OSError) as exc:
                 raise CommandError(str(exc)) from None
-            report = merge_reports(report, v2_report)
+            report = merge_reports(report, v2_result.report)
+            if clean is not None:
+                result = v2_result
 
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")
@@ -169,14 +197,8 @@ def validate(
                 raise CommandError(f"cannot write --json {json_out}: {exc}") from None
     if not quiet:
         _summary_tables(report, console, max_findings)
-        if v2_files and clean is not None:
-            console.print(f"cleaned: wrote {v2_kept} MRCR v2 rows to {clean}")
-        elif out is not None:
-            verb = "fixed" if fix is not None else "cleaned"
-            console.print(
-                f"{verb}: wrote {result.kept + result.fixed} rows to {out} "
-                f"({result.kept} kept, {result.fixed} fixed, {result.dropped} dropped)"
-            )
+        if out is not None:
+            _repair_table(result, console, "fixed" if fix is not None else "cleaned")
     return report.exit_code
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from ..validate._findings import (
     RowResult,
     ValidationReport,
 )
+from ..validate._repair import FileRepair, RepairResult, output_paths
 from ._generate import v2_bucket_for
 from ._rows import (
     V2_COLUMNS,
@@ -219,8 +220,10 @@ def validate_v2_file(
     threads: int = 1,
     progress: ProgressCallback | None = None,
     keep: Callable[[dict[str, Any]], None] | None = None,
+    drop: Callable[[int, RowResult], None] | None = None,
 ) -> None:
-    """Check every row of one v2 file into `builder`; `keep` receives each row without errors."""
+    """Check every row of one v2 file into `builder`; `keep` receives each row that passes
+    (no error; with a strict builder, no finding at all), `drop` the others' results."""
     file = str(path)
     builder.add_file(file)
     columns = file_columns(path)
@@ -238,10 +241,13 @@ def validate_v2_file(
         for row, record in enumerate(iter_records(path)):
             result = check_v2_record(record, state, row)
             builder.add_row(result)
-            if keep is not None and not result.has_error:
+            passes = not result.findings if builder.strict else not result.has_error
+            if passes and keep is not None:
                 keep(coerce_record(record))
+            elif not passes and drop is not None:
+                drop(row, result)
             if progress is not None:
-                progress(file, 1, 0)
+                progress(file, 1, None)
     except Exception as exc:  # noqa: BLE001 - a torn file: reported, never a traceback
         lines = str(exc).strip().splitlines()
         builder.add_finding(
@@ -268,32 +274,44 @@ def expand_inputs(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[
 
 
 def validate_v2_paths(
-    files: Iterable[str | os.PathLike],
+    files: Sequence[str | os.PathLike],
     *,
     tokens: bool = True,
     threads: int = 1,
+    strict: bool = False,
     progress: ProgressCallback | None = None,
     clean: str | os.PathLike | None = None,
-    builder: ReportBuilder | None = None,
-) -> tuple[ValidationReport, int]:
-    """Validate v2 files; with `clean`, the rows without errors go to that file (CSV when it
-    ends in .csv, else parquet). Returns the report and the number of rows kept."""
-    builder = builder if builder is not None else ReportBuilder()
-    writer = None
-    if clean is not None:
-        writer = V2FileWriter(clean, "csv" if str(clean).lower().endswith(".csv") else "parquet")
-    error: BaseException | None = None
-    try:
-        for path in files:
-            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress,
-                             keep=writer.write if writer is not None else None)
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        if writer is not None:
-            writer.close(error)
-    return builder.build(), writer.rows if writer is not None else 0
+    on_change: Callable[[str], None] | None = None,
+) -> RepairResult:
+    """Validate v2 files. With `clean`, the rows that pass go to one output per input, as
+    `mrcr-validate --clean` does for openai/mrcr files (`clean` is the file for a single input,
+    else a folder); CSV or parquet by the output's suffix, else the input's. Each output appears
+    atomically; every dropped row is reported through `on_change`."""
+    builder = ReportBuilder(strict=strict)
+    paths = [Path(f) for f in files]
+    targets = output_paths(paths, Path(clean)) if clean is not None else {}
+    for path, target in targets.items():
+        if target.resolve() == path.resolve():
+            raise ValueError(f"output {target} is one of the inputs; the input is never modified")
+    repairs = []
+    for path in paths:
+        target = targets.get(path)
+        if target is None:
+            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress)
+            continue
+        suffix = target.suffix.lower() if target.suffix.lower() in (".csv", ".parquet") else path.suffix.lower()
+        repair = FileRepair(input=str(path), output=str(target))
+
+        def drop(row: int, result: RowResult, path: Path = path, repair: FileRepair = repair) -> None:
+            repair.dropped += 1
+            if on_change is not None:
+                on_change(f"{path}: row {row}: dropped ({', '.join(sorted({f.check for f in result.findings}))})")
+
+        with V2FileWriter(target, "csv" if suffix == ".csv" else "parquet") as writer:
+            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress, keep=writer.write, drop=drop)
+        repair.kept = writer.rows
+        repairs.append(repair)
+    return RepairResult(report=builder.build(), output=str(clean or ""), files=repairs)
 
 
 def merge_reports(first: ValidationReport, second: ValidationReport) -> ValidationReport:

@@ -57,7 +57,7 @@ def tokens_range(tokens: int) -> Bin:
 class V2Config(_Frozen):
     needles: tuple[int, ...] = (8,)
     buckets: tuple[Bin, ...] = DEFAULT_V2_BUCKETS
-    tokens: int | None = Field(default=None, ge=4096)
+    tokens: int | None = Field(default=None, ge=4161, le=8388608, description="every row within 1% below it, inside (4096, 8388608]")
     samples: int = Field(default=100, ge=1)
     rows_per_transcript: int = Field(default=8, ge=1)
     seed: int = 0

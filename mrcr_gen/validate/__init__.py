@@ -9,10 +9,11 @@ from ._files import (
     validate_paths,
 )
 from ._findings import CHECKS, Finding, RowResult, Summary, ValidationReport
-from ._repair import RepairResult, repair
+from ._repair import FileRepair, RepairResult, repair
 
 __all__ = [
     "CHECKS",
+    "FileRepair",
     "Finding",
     "RepairResult",
     "RowResult",

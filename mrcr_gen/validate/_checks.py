@@ -7,28 +7,31 @@ import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 from .._bins import bin_for_tokens
 from .._models import (
+    ASK_PATTERN,
     ASK_TEMPLATE,
-    DATE_ADDED_PATTERN,
+    PREAMBLE_HEADER,
     QUERY_PATTERN,
     RANDOM_STRING_PATTERN,
+    is_real_date,
     normalize_ask,
+    normalize_writing,
     ordinal,
 )
 from .._tokens import RepeatedTextCounter
-from ._findings import OUT_OF_RANGE, Finding, RowResult
+from ._findings import OUT_OF_RANGE, Finding, RowResult, as_errors
 
 STRING_COLUMNS = ("prompt", "answer", "random_string_to_prepend", "date_added")
 INT_COLUMNS = ("n_needles", "desired_msg_index", "total_messages", "n_chars")
-KNOWN_ROLES = frozenset({"user", "assistant", "system"})
+#: The roles of an MRCR conversation: a user preamble, user asks and assistant writings, a user query.
+CHAT_ROLES = ("user", "assistant")
 
 _RANDOM_STRING = re.compile(RANDOM_STRING_PATTERN)
-_DATE_ADDED = re.compile(DATE_ADDED_PATTERN)
 _SHOWN = 70
 
 
@@ -117,8 +120,6 @@ class _Checker:
                 problems.append(f"messages[{i}] is a {type(message).__name__}, expected an object")
             elif "role" not in message or "content" not in message:
                 problems.append(f"messages[{i}] lacks {'role' if 'role' not in message else 'content'}")
-            elif message["role"] not in KNOWN_ROLES:
-                problems.append(f"messages[{i}] has role {_short(str(message['role']), 20)}, expected one of {', '.join(sorted(KNOWN_ROLES))}")
             elif not isinstance(message["content"], str):
                 problems.append(f"messages[{i}] content is {type(message['content']).__name__}, expected a string")
         if problems:
@@ -133,21 +134,39 @@ class _Checker:
                 f"messages {_indices(extra[:5])} have keys besides role and content",
                 severity="warning",
             )
-        # After the preamble, user asks and assistant writings alternate; the query is a user turn.
-        broken = [
-            i
-            for i, m in enumerate(messages[1:-1], start=1)
-            if m["role"] != ("user" if i % 2 == 1 else "assistant")
-        ]
-        if messages[0]["role"] != "user":
-            broken.insert(0, 0)
-        if broken:
-            self.add(
-                "prompt_json",
-                f"expected a user preamble then alternating user asks and assistant writings; "
-                f"messages {_indices(broken[:8])}{'…' if len(broken) > 8 else ''} break the alternation",
-                severity="warning",
+
+    # --- structure ----------------------------------------------------------------------------
+    def structure(self) -> None:
+        """The user preamble, then user ask / assistant writing pairs, then the query (its form is
+        `final_query`'s); a deleted, added or swapped message shows here by its index."""
+        messages = self.ctx.messages
+        if messages is None:
+            return
+        problems = []
+        foreign = [i for i, m in enumerate(messages) if m["role"] not in CHAT_ROLES]
+        if foreign:
+            shown = ", ".join(f"messages[{i}] is {_short(str(messages[i]['role']), 20)}" for i in foreign[:3])
+            more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
+            problems.append(f"only user and assistant messages belong in an MRCR prompt: {shown}{more}")
+        if not _is_preamble(messages[0]):
+            problems.append(
+                f"messages[0] must be the user few-shot preamble ({_short(PREAMBLE_HEADER, 40)}), "
+                f"found {_short(str(messages[0]['role']), 20)} {_short(messages[0]['content'], 50)}"
             )
+        last = len(messages) - 1
+        misplaced = [i for i in range(1, last) if messages[i]["role"] != ("user" if i % 2 else "assistant")]
+        if misplaced:
+            first = misplaced[0]
+            listed = _indices(misplaced) if len(misplaced) <= 8 else f"{_indices(misplaced[:8])[:-1]}, …] ({len(misplaced)} in all)"
+            problems.append(
+                f"from messages[1] to messages[{last - 1}] user asks and assistant writings must alternate: "
+                f"messages[{first}] is {_short(str(messages[first]['role']), 20)}, expected "
+                f"{'user' if first % 2 else 'assistant'} (out of place: {listed})"
+            )
+        elif last >= 2 and last % 2 == 0:
+            problems.append(f"messages[{last - 1}] is a user ask with no assistant writing before the final query")
+        if problems:
+            self.add("structure", "; ".join(problems))
 
     # --- final_query ------------------------------------------------------------------------
     def final_query(self) -> None:
@@ -239,16 +258,17 @@ class _Checker:
                 f"{self.ctx.ask!r}, at messages {_indices(needles)}",
             )
 
+    def _near_needle_ask(self, text: str) -> bool:
+        """`text` equals the needle ask only up to case, whitespace or punctuation."""
+        ask = self.ctx.ask
+        return ask is not None and text != ask and len(text) < 4 * len(ask) + 40 and normalize_ask(text) == normalize_ask(ask)
+
     def near_duplicate_ask(self) -> None:
         messages, ask = self.ctx.messages, self.ctx.ask
         if messages is None or ask is None:
             return
-        target = normalize_ask(ask)
         near = [
-            i
-            for i, m in enumerate(messages[1:-1], start=1)
-            if m["role"] == "user" and m["content"] != ask and len(m["content"]) < 4 * len(ask) + 40
-            and normalize_ask(m["content"]) == target
+            i for i, m in enumerate(messages[1:-1], start=1) if m["role"] == "user" and self._near_needle_ask(m["content"])
         ]
         if near:
             shown = ", ".join(f"{i}: {_short(messages[i]['content'], 60)}" for i in near[:5])
@@ -256,6 +276,31 @@ class _Checker:
                 "near_duplicate_ask",
                 f"{len(near)} user message(s) equal the needle ask {ask!r} only up to case, whitespace or "
                 f"punctuation (not counted as needles): {shown}",
+                severity="warning",
+            )
+
+    def ask_form(self) -> None:
+        """Distractor asks (user messages answered by an assistant writing, the preamble aside) of
+        the form `write a {format} about {entity}`. Near-duplicates of the needle ask are
+        `near_duplicate_ask`'s; misplaced messages are `structure`'s."""
+        messages = self.ctx.messages
+        if messages is None:
+            return
+        malformed = [
+            i
+            for i, (m, reply) in enumerate(pairwise(messages))
+            if m["role"] == "user"
+            and reply["role"] == "assistant"
+            and m["content"] != self.ctx.ask
+            and not ASK_PATTERN.fullmatch(m["content"])
+            and not self._near_needle_ask(m["content"])
+            and not _is_preamble(m)
+        ]
+        if malformed:
+            shown = ", ".join(f"{i}: {_short(messages[i]['content'], 60)}" for i in malformed[:5])
+            self.add(
+                "ask_form",
+                f"{len(malformed)} distractor ask(s) not of the form 'write a {{format}} about {{entity}}': {shown}",
                 severity="warning",
             )
 
@@ -371,6 +416,30 @@ class _Checker:
                 f"needle responses must all differ, but {shown}: the ordinal is ambiguous",
             )
 
+    def near_duplicate_needle_response(self) -> None:
+        """Needle writings that differ only in case or whitespace: the ordinal hardly matters to the score."""
+        messages, needles = self.ctx.messages, self.ctx.needles
+        if messages is None or len(needles) < 2:
+            return
+        seen: dict[str, int] = {}
+        pairs = []
+        for i in needles:
+            if i + 1 >= len(messages) - 1:
+                continue
+            key = normalize_writing(messages[i + 1]["content"])
+            if key not in seen:
+                seen[key] = i + 1
+            elif messages[seen[key]]["content"] != messages[i + 1]["content"]:  # equal ones are an error
+                pairs.append((seen[key], i + 1))
+        if pairs:
+            shown = ", ".join(f"messages[{a}] ~ messages[{b}]" for a, b in pairs[:5])
+            self.add(
+                "near_duplicate_needle_response",
+                f"needle responses differ only in case or whitespace ({shown}): any of them scores almost "
+                "as well as the right one",
+                severity="warning",
+            )
+
     # --- counts, date ---------------------------------------------------------------------------
     def counts(self) -> None:
         messages = self.ctx.messages
@@ -392,13 +461,7 @@ class _Checker:
         value = self.usable.get("date_added")
         if value is None:
             return
-        ok = bool(_DATE_ADDED.match(value))
-        if ok:
-            try:
-                datetime.strptime(value, "%m-%d-%Y")
-            except ValueError:
-                ok = False
-        if not ok:
+        if not is_real_date(value):
             self.add("date_added", f"date_added is {_short(value, 30)}, expected a real date as MM-DD-YYYY")
 
     def tokens(self) -> tuple[int | None, str | None]:
@@ -419,6 +482,11 @@ class _Checker:
         return n_tokens, found.label
 
 
+def _is_preamble(message: dict) -> bool:
+    content = message["content"]
+    return message["role"] == "user" and (content.startswith(PREAMBLE_HEADER) or "======EXAMPLE======" in content)
+
+
 @lru_cache(maxsize=1)
 def _repeated_text_counter() -> RepeatedTextCounter:
     return RepeatedTextCounter()
@@ -431,19 +499,24 @@ def analyze_row(
     row: int | None = 0,
     count_tokens: bool = True,
     skip_columns: Collection[str] = (),
+    strict: bool = False,
 ) -> tuple[RowResult, RowContext]:
-    """Run every check on one raw row; return the result and what was parsed on the way."""
+    """Run every check on one raw row; return the result (`strict`: warnings made errors) and
+    what was parsed on the way."""
     checker = _Checker(record, file, row, skip_columns)
     try:
         checker.schema()
         checker.prompt_json()
+        checker.structure()
         checker.final_query()
         checker.random_string()
         checker.needle_count()
         checker.near_duplicate_ask()
+        checker.ask_form()
         checker.desired_index()
         checker.answer()
         checker.duplicate_needle_response()
+        checker.near_duplicate_needle_response()
         checker.counts()
         checker.date_added()
         n_tokens, bin_label = checker.tokens() if count_tokens else (None, None)
@@ -458,7 +531,7 @@ def analyze_row(
         bin=bin_label,
         n_needles=n_needles,
     )
-    return result, checker.ctx
+    return (as_errors(result) if strict else result), checker.ctx
 
 
 def check_row(
@@ -468,9 +541,10 @@ def check_row(
     row: int | None = 0,
     count_tokens: bool = True,
     skip_columns: Collection[str] = (),
+    strict: bool = False,
 ) -> RowResult:
     """The findings of one row plus its token count and bin."""
-    return analyze_row(record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns)[0]
+    return analyze_row(record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, strict=strict)[0]
 
 
 def validate_row(
@@ -479,9 +553,10 @@ def validate_row(
     file: str = "<row>",
     row: int | None = 0,
     count_tokens: bool = True,
+    strict: bool = False,
 ) -> list[Finding]:
     """Every finding of one row given as its raw column dict (e.g. `MrcrRow.model_dump()`)."""
-    return list(check_row(record, file=file, row=row, count_tokens=count_tokens).findings)
+    return list(check_row(record, file=file, row=row, count_tokens=count_tokens, strict=strict).findings)
 
 
 def _check_row_task(args: tuple) -> RowResult:

@@ -307,11 +307,13 @@ def validate_paths(
     tokens: bool = True,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
+    strict: bool = False,
 ) -> ValidationReport:
-    """Validate files, directories and globs; return every finding and the summary."""
+    """Validate files, directories and globs; return every finding and the summary (`strict`:
+    warnings count as errors)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    builder = ReportBuilder()
+    builder = ReportBuilder(strict=strict)
     for _ in iter_validate(paths, tokens=tokens, workers=workers, progress=progress, builder=builder):
         pass
     return builder.build()
@@ -323,6 +325,7 @@ def validate_file(
     tokens: bool = True,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
+    strict: bool = False,
 ) -> ValidationReport:
     """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths([path], tokens=tokens, workers=workers, progress=progress)
+    return validate_paths([path], tokens=tokens, workers=workers, progress=progress, strict=strict)

@@ -14,14 +14,17 @@ CHECKS: tuple[str, ...] = (
     "file",
     "schema",
     "prompt_json",
+    "structure",
     "final_query",
     "random_string",
     "needle_count",
     "near_duplicate_ask",
+    "ask_form",
     "desired_index",
     "ground_truth",
     "answer_prefix",
     "duplicate_needle_response",
+    "near_duplicate_needle_response",
     "total_messages",
     "n_chars",
     "token_bin",
@@ -66,6 +69,17 @@ class RowResult(BaseModel):
         return any(f.is_error for f in self.findings)
 
 
+def as_errors(result: RowResult) -> RowResult:
+    """The result with its warnings made errors (`--strict`)."""
+    if all(f.is_error for f in result.findings):
+        return result
+    return result.model_copy(update={"findings": tuple(_as_error(f) for f in result.findings)})
+
+
+def _as_error(finding: Finding) -> Finding:
+    return finding if finding.is_error else finding.model_copy(update={"severity": "error"})
+
+
 class Summary(BaseModel):
     files: int = 0
     rows: int = 0
@@ -104,7 +118,8 @@ class ValidationReport(BaseModel):
 class ReportBuilder:
     """Accumulates row results and file-level findings into a `ValidationReport`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict  # warnings count as errors
         self._files: set[str] = set()
         self._rows = 0
         self._rows_with_errors = 0
@@ -116,10 +131,14 @@ class ReportBuilder:
         self._files.add(file)
 
     def add_finding(self, finding: Finding) -> None:
+        if self.strict:
+            finding = _as_error(finding)
         self.findings.append(finding)
         self._by_check[finding.check] += 1
 
     def add_row(self, result: RowResult) -> None:
+        if self.strict:
+            result = as_errors(result)
         self._rows += 1
         if result.has_error:
             self._rows_with_errors += 1

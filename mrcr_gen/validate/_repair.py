@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,12 +17,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._files import atomic_path
 from .._models import RANDOM_STRING_PATTERN, ordinal
 from ._checks import analyze_row, check_row
-from ._files import ProgressCallback, expand_paths, iter_validate
-from ._findings import ReportBuilder, ValidationReport
+from ._files import FileScan, ProgressCallback, expand_paths, iter_validate
+from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, as_errors
 
 #: Checks whose errors `--fix` can repair from the prompt alone.
 FIXABLE = frozenset({"ground_truth", "desired_index", "answer_prefix", "total_messages", "n_chars"})
 _RANDOM_STRING = re.compile(RANDOM_STRING_PATTERN)
+
+
+class FileRepair(BaseModel):
+    """What `--clean`/`--fix` did with one input file."""
+
+    input: str
+    output: str | None = Field(default=None, description="None when nothing could be written (unreadable file, file-level error)")
+    kept: int = 0
+    fixed: int = 0
+    dropped: int = 0
 
 
 class RepairResult(BaseModel):
@@ -29,10 +40,20 @@ class RepairResult(BaseModel):
 
     report: ValidationReport
     output: str
-    kept: int = 0
-    fixed: int = 0
-    dropped: int = 0
-    changes: list[str] = Field(default_factory=list, description="one line per fixed or dropped-with-reason row")
+    files: list[FileRepair] = Field(default_factory=list)
+    changes: list[str] = Field(default_factory=list, description="one line per fixed row and per dropped row or rows")
+
+    @property
+    def kept(self) -> int:
+        return sum(f.kept for f in self.files)
+
+    @property
+    def fixed(self) -> int:
+        return sum(f.fixed for f in self.files)
+
+    @property
+    def dropped(self) -> int:
+        return sum(f.dropped for f in self.files)
 
 
 def fix_record(record: dict[str, Any], *, file: str = "<row>", row: int = 0) -> tuple[dict[str, Any], list[str]] | None:
@@ -70,6 +91,22 @@ def fix_record(record: dict[str, Any], *, file: str = "<row>", row: int = 0) -> 
     return fixed, notes
 
 
+def output_paths(files: Sequence[Path], output: Path) -> dict[Path, Path]:
+    """Where each input file goes: `output` itself for a single file (unless it is a folder),
+    else `output/<the file's path below the inputs' common folder>`."""
+    if len(files) == 1 and not output.is_dir():
+        return {files[0]: output}
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"{output} is a file, but with {len(files)} input files the output is a folder")
+    resolved = [f.resolve() for f in files]
+    root = Path(os.path.commonpath([f.parent for f in resolved])) if resolved else output
+    targets = {f: output / r.relative_to(root) for f, r in zip(files, resolved)}
+    if len(set(targets.values())) < len(targets):
+        twice = next(f for f, r in zip(files, resolved) if resolved.count(r) > 1)
+        raise ValueError(f"{twice} is named twice among the inputs (through a link?); give it once")
+    return targets
+
+
 def repair(
     paths: Sequence[str | os.PathLike],
     output: str | os.PathLike,
@@ -77,16 +114,22 @@ def repair(
     mode: Literal["clean", "fix"] = "clean",
     tokens: bool = True,
     workers: int | None = None,
+    strict: bool = False,
     progress: ProgressCallback | None = None,
     on_change: Callable[[str], None] | None = None,
 ) -> RepairResult:
     """Validate `paths` and write the rows with no error (plus, with `mode="fix"`, the rows whose
-    ground truth is recoverable, rewritten) to `output`, atomically, with the input schema."""
+    ground truth is recoverable, rewritten) of each input file to its own output file, atomically,
+    with that file's columns: `output` is the file for a single input file, else a folder (see
+    `output_paths`). Every dropped row is reported through `on_change` with its checks; `strict`
+    counts warnings as errors."""
     output = Path(output)
     files, _ = expand_paths(paths)
-    if any(_same_file(output, f) for f in files):
-        raise ValueError(f"output {output} is one of the inputs; the input is never modified")
-    builder = ReportBuilder()
+    targets = output_paths(files, output)
+    for target in targets.values():
+        if any(_same_file(target, f) for f in files):
+            raise ValueError(f"output {target} is one of the inputs; the input is never modified")
+    builder = ReportBuilder(strict=strict)
     result = RepairResult(report=ValidationReport(), output=str(output))
 
     def note(line: str) -> None:
@@ -94,54 +137,126 @@ def repair(
         if on_change:
             on_change(line)
 
-    with atomic_path(output) as tmp:
-        writer: pq.ParquetWriter | None = None
-        out_schema: pa.Schema | None = None
-        try:
-            for scan, batch, results in iter_validate(
-                paths, tokens=tokens, workers=workers, progress=progress, builder=builder
-            ):
-                if out_schema is None and scan.schema_ok:
-                    out_schema = scan.schema
-                    writer = pq.ParquetWriter(tmp, out_schema, compression="zstd")
-                if out_schema is None or not scan.schema_ok or scan.schema.names != out_schema.names:
-                    result.dropped += batch.num_rows
-                    continue
-                if all(not r.has_error for r in results):
-                    result.kept += batch.num_rows
-                    writer.write_batch(batch.cast(out_schema) if batch.schema != out_schema else batch)
-                    continue
-                records = batch.to_pylist()
-                out_records = []
-                for record, row_result in zip(records, results):
-                    where = f"{scan.file}:{row_result.row}"
-                    if not row_result.has_error:
-                        out_records.append(record)
-                        result.kept += 1
-                        continue
-                    fixed = fix_record(record, file=scan.file, row=row_result.row) if mode == "fix" else None
-                    if fixed is not None:
-                        new_record, notes = fixed
-                        again = check_row(new_record, file=scan.file, row=row_result.row, count_tokens=tokens)
-                        if not again.has_error:
-                            out_records.append(new_record)
-                            result.fixed += 1
-                            note(f"{where}: fixed: " + "; ".join(notes))
-                            continue
-                    result.dropped += 1
-                    checks = sorted({f.check for f in row_result.findings if f.is_error})
-                    note(f"{where}: dropped ({', '.join(checks)})")
-                if out_records:
-                    writer.write_batch(pa.RecordBatch.from_pylist(out_records, schema=out_schema))
-            if writer is None:
-                from .._parquet import MRCR_SCHEMA
+    with ExitStack() as every_output:
+        current: _FileOutput | None = None  # the file being read: iter_validate reads one at a time
 
-                writer = pq.ParquetWriter(tmp, out_schema or MRCR_SCHEMA, compression="zstd")
-        finally:
-            if writer is not None:
-                writer.close()
+        def finish() -> None:
+            if current is not None:
+                current.finish(every_output, note)
+                result.files.append(current.summary)
+
+        def start(scan: FileScan) -> None:
+            nonlocal current
+            finish()
+            current = _FileOutput(scan, targets[Path(scan.file)], strict)
+
+        for scan, batch, results in iter_validate(
+            paths, tokens=tokens, workers=workers, progress=progress, on_file_start=start, builder=builder
+        ):
+            current.write(every_output, batch, results, mode, tokens, note)
+        finish()
     result.report = builder.build()
     return result
+
+
+class _FileOutput:
+    """The output of one input file: opened at its first writable batch, committed when done."""
+
+    def __init__(self, scan: FileScan, target: Path, strict: bool) -> None:
+        self.scan = scan
+        self.target = target
+        self.strict = strict
+        self.summary = FileRepair(input=scan.file)
+        self.rows_seen = 0
+        self.blocked: list[Finding] | None = None  # file-level findings that drop every row
+        self._committed: ExitStack | None = None
+        self._writer: pq.ParquetWriter | None = None
+
+    def _blocking(self) -> list[Finding]:
+        return [f for f in self.scan.file_findings if f.is_error or self.strict]
+
+    def _open(self, every_output: ExitStack) -> pq.ParquetWriter:
+        if self._writer is None:
+            # Closing this stack commits the file; an exception unwinding `every_output` first
+            # removes the partial file instead.
+            self._committed = every_output.enter_context(ExitStack())
+            tmp = self._committed.enter_context(atomic_path(self.target))
+            self._writer = pq.ParquetWriter(tmp, self.scan.schema, compression="zstd")
+            self._committed.callback(self._writer.close)
+        return self._writer
+
+    def write(
+        self,
+        every_output: ExitStack,
+        batch: pa.RecordBatch,
+        results: list[RowResult],
+        mode: str,
+        tokens: bool,
+        note: Callable[[str], None],
+    ) -> None:
+        self.rows_seen += batch.num_rows
+        if self.blocked is None:
+            self.blocked = self._blocking()
+        if self.blocked:
+            return
+        schema = self.scan.schema
+        writer = self._open(every_output)
+        results = [as_errors(r) for r in results] if self.strict else results
+        if all(not r.has_error for r in results):
+            self.summary.kept += batch.num_rows
+            writer.write_batch(batch.cast(schema) if batch.schema != schema else batch)
+            return
+        out_records = []
+        for record, row_result in zip(batch.to_pylist(), results):
+            where = f"{self.scan.file}:{row_result.row}"
+            if not row_result.has_error:
+                out_records.append(record)
+                self.summary.kept += 1
+                continue
+            fixed = fix_record(record, file=self.scan.file, row=row_result.row) if mode == "fix" else None
+            if fixed is not None:
+                new_record, notes = fixed
+                again = check_row(
+                    new_record, file=self.scan.file, row=row_result.row, count_tokens=tokens, strict=self.strict
+                )
+                if not again.has_error:
+                    out_records.append(new_record)
+                    self.summary.fixed += 1
+                    note(f"{where}: fixed: " + "; ".join(notes))
+                    continue
+            self.summary.dropped += 1
+            checks = sorted({f.check for f in row_result.findings if f.is_error})
+            note(f"{where}: dropped ({', '.join(checks)})")
+        if out_records:
+            writer.write_batch(pa.RecordBatch.from_pylist(out_records, schema=schema))
+
+    def finish(self, every_output: ExitStack, note: Callable[[str], None]) -> None:
+        """Commit the output (empty when every row was dropped) and account for the rows never
+        written: all of them on a file-level error, the rest when reading stopped half-way."""
+        scan = self.scan
+        blocked = self.blocked if self.blocked is not None else self._blocking()
+        if blocked:
+            self.summary.dropped = scan.num_rows
+            if scan.num_rows:
+                note(f"{scan.file}:0-{scan.num_rows - 1}: dropped, every row ({_reason(blocked)})")
+            else:
+                note(f"{scan.file}: not written ({_reason(blocked)})")
+            return
+        self._open(every_output)
+        self._committed.close()
+        self.summary.output = str(self.target)
+        unread = scan.num_rows - self.rows_seen
+        if unread > 0:
+            self.summary.dropped += unread
+            stopped = [f for f in scan.file_findings if f.check == "file"]
+            why = _reason(stopped) if stopped else "the file ended early"
+            note(f"{scan.file}:{self.rows_seen}-{scan.num_rows - 1}: dropped, not read ({why})")
+
+
+def _reason(findings: list[Finding]) -> str:
+    first = findings[0]
+    more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+    return f"{first.check}: {first.message}{more}"
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -6,7 +6,12 @@ import json
 import re
 
 from mrcr_gen import MrcrRow, normalize_ask
-from mrcr_gen._models import ASK_TEMPLATE, PREAMBLE_HEADER, QUERY_PATTERN
+from mrcr_gen._models import (
+    ASK_TEMPLATE,
+    PREAMBLE_HEADER,
+    QUERY_PATTERN,
+    normalize_writing,
+)
 
 ASK_PATTERN = re.compile(r"^write a (?P<format>.+?) about (?P<entity>.+)$")
 
@@ -58,7 +63,7 @@ def assert_mrcr_structure(row: MrcrRow) -> None:
     near = [m["content"] for m in pairs[::2] if normalize_ask(m["content"]) == key and m["content"] != needle_ask]
     assert not near, f"near-duplicate needle asks: {near}"
     responses = [messages[i + 1]["content"] for i in needles]
-    assert len(set(responses)) == len(responses), "needle responses must be pairwise distinct"
+    assert len(set(map(normalize_writing, responses))) == len(responses), "needle responses must differ beyond case and spacing"
 
     assert 1 <= k <= row.n_needles
     assert row.desired_msg_index == needles[k - 1]

@@ -10,6 +10,7 @@ from functools import lru_cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.stats import chisquare
 
 from mrcr_gen import (
     Assembler,
@@ -115,6 +116,29 @@ def test_distractors_repeat_and_confound_at_the_real_rates():
     assert 0.5 * expected_repeats <= statistics.mean(repeated) <= 1.5 * expected_repeats
     assert 0.07 <= statistics.mean(same_format) <= 0.13
     assert statistics.mean(same_entity) <= 3
+
+
+def test_a_distractor_format_does_not_depend_on_its_position():
+    """Each format's share among the first three and among the last three distractor pairs of 200
+    rows is its share over all distractor pairs (the greedy fill once put the short riddles last)."""
+    first, last, overall = Counter(), Counter(), Counter()
+    for seed in range(200):
+        s = sample(4, 32768, seed)
+        messages = json.loads(s.row.prompt)
+        formats = [
+            messages[i]["content"].removeprefix("write a ").split(" about ")[0]
+            for i in range(1, len(messages) - 1, 2)
+            if i not in s.needle_indices
+        ]
+        first.update(formats[:3])
+        last.update(formats[-3:])
+        overall.update(formats)
+    names = sorted(overall)
+    assert len(names) == 10
+    for where in (first, last):
+        observed = [where[name] for name in names]
+        expected = [sum(observed) * overall[name] / sum(overall.values()) for name in names]
+        assert chisquare(observed, expected).pvalue > 0.001, dict(zip(names, observed))
 
 
 def test_needle_writings_differ_but_repeated_distractor_asks_may_share_a_writing():

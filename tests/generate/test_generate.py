@@ -5,24 +5,30 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from pydantic import ValidationError
 
 from mrcr_gen import (
     MRCR_SCHEMA,
     GenerateConfig,
     OfflineWriter,
     bin_by_upper,
+    bin_for_tokens,
     generate_dataset,
     generate_sample,
     iter_rows,
+    validate_paths,
     write_rows,
 )
-from mrcr_gen._generate import sidecar_path
+from mrcr_gen._assembler import tokens_window
+from mrcr_gen._generate import TOKENS_RANGE, sidecar_path
 
 from .structure import assert_mrcr_structure
 
 
 def config(out: Path, **overrides) -> GenerateConfig:
-    settings = dict(needles=(2, 4), bins=(bin_by_upper(8192), bin_by_upper(16384)), samples=3, seed=5, out=out, rows_per_file=4)
+    settings = dict(needles=(2, 4), samples=3, seed=5, out=out, rows_per_file=4)
+    if "tokens" not in overrides:
+        settings["bins"] = (bin_by_upper(8192), bin_by_upper(16384))
     return GenerateConfig(**(settings | overrides))
 
 
@@ -103,6 +109,37 @@ def test_tokens_mode_plans_one_target(tmp_path):
     result = run(cfg)
     assert len(result.samples) == 3
     assert all(19800 <= s["n_tokens"] <= 20000 for s in result.samples)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(tokens=5000, bins=(bin_by_upper(8192),)), "give tokens or bins, not both"),
+        (dict(tokens=4159), "4159 gives rows of 4095..4159 tokens"),
+        (dict(tokens=1048577), "choose 4160..1048576"),
+        (dict(date_added="02-29-2025"), "not a calendar date"),
+        (dict(date_added="4-12-2025"), "not a calendar date"),
+    ],
+)
+def test_config_refuses_what_the_validator_would_reject(tmp_path, overrides, message):
+    with pytest.raises(ValidationError, match=message):
+        GenerateConfig(out=tmp_path, **overrides)
+
+
+def test_the_tokens_range_is_exactly_the_targets_whose_rows_stay_in_the_bins(tmp_path):
+    low, high = TOKENS_RANGE
+    for tokens in (low, low + 1, 6399, 6400, high):
+        lowest, highest = tokens_window(tokens)
+        assert bin_for_tokens(lowest) is not None and bin_for_tokens(highest) is not None
+        GenerateConfig(out=tmp_path, tokens=tokens)
+    assert bin_for_tokens(tokens_window(low - 1)[0]) is None
+    assert GenerateConfig(out=tmp_path, date_added="02-29-2024").date_added == "02-29-2024"
+
+
+def test_rows_of_the_smallest_tokens_target_validate_clean(tmp_path):
+    result = run(config(tmp_path, tokens=TOKENS_RANGE[0], needles=(2,)))
+    assert all(4096 <= s["n_tokens"] <= TOKENS_RANGE[0] for s in result.samples)
+    assert validate_paths(result.files, workers=1).exit_code == 0
 
 
 def test_a_rerun_keeps_finished_files_and_writes_only_what_is_missing(tmp_path):

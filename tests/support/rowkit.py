@@ -143,10 +143,54 @@ def not_a_message_list(row: dict) -> dict:
     return {**row, "prompt": json.dumps({"role": "user", "content": "hi"})}
 
 
+def _distractor(row: dict) -> int:
+    """The index of the first distractor ask."""
+    needles = needles_of(row)
+    return next(i for i in range(1, row["total_messages"] - 1, 2) if i not in needles)
+
+
 def unknown_role(row: dict) -> dict:
     messages = messages_of(row)
-    messages[2] = {"role": "narrator", "content": messages[2]["content"]}
+    i = _distractor(row) + 1
+    messages[i] = {"role": "narrator", "content": messages[i]["content"]}
     return {**row, "prompt": json.dumps(messages)}
+
+
+def system_message(row: dict) -> dict:
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, *messages_of(row)]
+    return {**with_messages(row, messages), "desired_msg_index": row["desired_msg_index"] + 1}
+
+
+def preamble_removed(row: dict) -> dict:
+    return {**with_messages(row, messages_of(row)[1:]), "desired_msg_index": row["desired_msg_index"] - 1}
+
+
+def swapped_roles(row: dict) -> dict:
+    messages, i = messages_of(row), _distractor(row)
+    messages[i], messages[i + 1] = {**messages[i], "role": "assistant"}, {**messages[i + 1], "role": "user"}
+    return with_messages(row, messages)
+
+
+def deleted_writing(row: dict) -> dict:
+    messages, i = messages_of(row), _distractor(row)
+    del messages[i + 1]
+    target = row["desired_msg_index"]
+    return {**with_messages(row, messages), "desired_msg_index": target - 1 if target > i else target}
+
+
+def whitespace_needle_response(row: dict) -> dict:
+    """The second needle's writing becomes the first's with its spaces doubled and a newline added."""
+    messages, needles = messages_of(row), needles_of(row)
+    a, b = needles[0], needles[1]
+    messages[b + 1] = {"role": "assistant", "content": messages[a + 1]["content"].replace(" ", "  ") + "\n"}
+    target = row["desired_msg_index"]
+    return {**with_messages(row, messages), "answer": row["random_string_to_prepend"] + messages[target + 1]["content"]}
+
+
+def malformed_ask(row: dict) -> dict:
+    messages, i = messages_of(row), _distractor(row)
+    messages[i] = {"role": "user", "content": "please write a poem on glaciers"}
+    return with_messages(row, messages)
 
 
 def query_garbled(row: dict) -> dict:
@@ -224,7 +268,13 @@ MUTATIONS: dict[str, tuple[Callable[[dict], dict], set[str]]] = {
     "n_chars_off": (n_chars_off, {"n_chars"}),
     "broken_json": (broken_json, {"prompt_json"}),
     "not_a_message_list": (not_a_message_list, {"prompt_json"}),
-    "unknown_role": (unknown_role, {"prompt_json"}),
+    "unknown_role": (unknown_role, {"structure"}),
+    "system_message": (system_message, {"structure"}),
+    "preamble_removed": (preamble_removed, {"structure"}),
+    "swapped_roles": (swapped_roles, {"structure"}),
+    "deleted_writing": (deleted_writing, {"structure"}),
+    "whitespace_needle_response": (whitespace_needle_response, {"near_duplicate_needle_response"}),
+    "malformed_ask": (malformed_ask, {"ask_form"}),
     "query_garbled": (query_garbled, {"final_query"}),
     "random_string_mismatch": (random_string_mismatch, {"random_string"}),
     "random_string_elsewhere": (random_string_elsewhere, {"random_string"}),

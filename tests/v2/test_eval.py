@@ -27,7 +27,7 @@ def _records(out: Path) -> list[dict]:
 @pytest.fixture()
 def files(v2_data) -> list[Path]:
     found = sorted(v2_data.rglob("*.csv"))
-    report, _ = validate_v2_paths(found)
+    report = validate_v2_paths(found).report
     assert report.findings == [] and report.summary.rows == 24
     return found
 

@@ -41,7 +41,7 @@ def test_llm_writer_asks_with_v2_wording_and_caches(tmp_path, monkeypatch):
 
         config = V2Config(needles=(4,), buckets=(v2_bucket(8192),), samples=3, out=tmp_path / "data")
         generate_v2(config, writer)
-        report, _ = validate_v2_paths([tmp_path / "data" / "4needle" / "mrcr_v2_4needle_in_(4096,8192).csv"])
+        report = validate_v2_paths([tmp_path / "data" / "4needle" / "mrcr_v2_4needle_in_(4096,8192).csv"]).report
         assert report.summary.rows == 3 and report.findings == []
 
         again = V2OpenAIWriter("test-model", base_url=server.base_url, cache_dir=tmp_path / "cache", catalog=catalog)

@@ -23,7 +23,7 @@ def rewrite(source: Path, target: Path, mutate) -> None:
 
 
 def checks(path: Path) -> dict[int, set[str]]:
-    report, _ = validate_v2_paths([path])
+    report = validate_v2_paths([path]).report
     found: dict[int, set[str]] = {}
     for finding in report.findings:
         found.setdefault(finding.row, set()).add(finding.check)
@@ -101,21 +101,34 @@ def test_a_hash_shared_by_two_keys_is_caught(v2_csv, tmp_path):
     assert any("hash_key" in c for c in found.values()), found
 
 
-def test_clean_keeps_the_good_rows_and_exit_codes(v2_csv, tmp_path):
+def test_clean_keeps_the_good_rows_and_exit_codes(v2_csv, tmp_path, capsys):
     from mrcr_gen.cli._validate import validate_main
 
     bad = tmp_path / "bad.csv"
     rewrite(v2_csv, bad, MUTATIONS["ground_truth"][0])
     for out in (tmp_path / "clean.csv", tmp_path / "clean.parquet"):
         with pytest.raises(SystemExit) as exit_info:
-            validate_main([str(bad), "--clean", str(out), "--quiet"])
+            validate_main([str(bad), "--clean", str(out)])
         assert exit_info.value.code == 1
         kept = [coerce_record(r) for r in iter_records(out)]
         assert len(kept) == 5
         assert checks(out) == {}
+        assert "bad.csv: row 1: dropped (ground_truth)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         validate_main([str(bad), "--fix", str(tmp_path / "fixed.csv"), "--quiet"])
     assert exit_info.value.code == 2
+
+
+def test_clean_of_several_files_writes_one_file_each(v2_data, tmp_path):
+    from mrcr_gen.cli._validate import validate_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        validate_main([str(v2_data), "--clean", str(tmp_path / "out"), "--quiet"])
+    assert exit_info.value.code == 0
+    written = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*.csv"))
+    assert written == sorted(p.relative_to(v2_data) for p in v2_data.rglob("*.csv"))
+    for path in (tmp_path / "out").rglob("*.csv"):
+        assert path.read_bytes() == (v2_data / path.relative_to(tmp_path / "out")).read_bytes()
 
 
 def test_parquet_and_csv_copies_validate_alike(v2_csv, tmp_path):

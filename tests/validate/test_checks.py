@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from mrcr_gen import Finding, validate_row
 from mrcr_gen.validate import check_row, normalize_ask
-from tests.support.rowkit import MUTATIONS, make_row, messages_of, needles_of
+from tests.support.rowkit import (
+    MUTATIONS,
+    make_row,
+    messages_of,
+    needles_of,
+    with_messages,
+)
 
 
 @given(seed=st.integers(0, 10_000), n_needles=st.integers(1, 6), extra_pairs=st.integers(0, 8))
@@ -140,3 +146,75 @@ def test_garbage_never_raises() -> None:
     for record in ({}, {"prompt": "[]"}, {"prompt": "[1, 2]"}, {"prompt": "null", "answer": 3}, {"prompt": '[{"role": "user"}]'}):
         findings = validate_row(record, count_tokens=True)
         assert findings and all(f.is_error for f in findings if f.check == "schema")
+
+
+def test_structure_names_the_first_message_out_of_place() -> None:
+    row = make_row(2, n_needles=3)
+    distractor = next(i for i in range(1, row["total_messages"] - 1, 2) if i not in needles_of(row))
+    (swapped,) = validate_row(MUTATIONS["swapped_roles"][0](row), count_tokens=False)
+    assert swapped.severity == "error"
+    assert f"messages[{distractor}] is 'assistant', expected user (out of place: [{distractor}, {distractor + 1}])" in swapped.message
+    (deleted,) = validate_row(MUTATIONS["deleted_writing"][0](row), count_tokens=False)
+    assert f"messages[{distractor + 1}] is 'user', expected assistant" in deleted.message
+    (system,) = validate_row(MUTATIONS["system_message"][0](row), count_tokens=False)
+    assert "messages[0] is 'system'" in system.message and "few-shot preamble" in system.message
+    (removed,) = validate_row(MUTATIONS["preamble_removed"][0](row), count_tokens=False)
+    assert removed.message.startswith("messages[0] must be the user few-shot preamble")
+
+
+def test_structure_finds_a_last_ask_without_its_writing() -> None:
+    row = next(r for r in map(make_row, range(50)) if r["total_messages"] - 3 not in needles_of(r))
+    messages = messages_of(row)
+    last_ask = len(messages) - 3
+    del messages[last_ask + 1]
+    (finding,) = validate_row(with_messages(row, messages), count_tokens=False)
+    assert finding.check == "structure"
+    assert f"messages[{last_ask}] is a user ask with no assistant writing" in finding.message
+
+
+def test_ask_form_only_for_distractor_asks() -> None:
+    row = make_row(6, n_needles=2)
+    messages = messages_of(row)
+    i = next(i for i in range(1, len(messages) - 1, 2) if i not in needles_of(row))
+    for bad in ("write a  poem about ink", "Write a poem about ink", "write a poem about ", "write a poem on ink"):
+        messages[i] = {"role": "user", "content": bad}
+        row = {**row, "prompt": json.dumps(messages), "n_chars": sum(len(m["content"]) for m in messages)}
+        (finding,) = validate_row(row, count_tokens=False)
+        assert (finding.check, finding.severity) == ("ask_form", "warning")
+        assert f"{i}: {bad!r}" in finding.message
+
+
+def test_near_duplicate_needle_response_ignores_case_and_whitespace_but_not_words() -> None:
+    row = make_row(8, n_needles=3)
+    messages, needles = messages_of(row), needles_of(row)
+    first = messages[needles[0] + 1]["content"]
+    for variant, expected in ((first.upper(), {"near_duplicate_needle_response"}), (f" {first}\t", {"near_duplicate_needle_response"}), (first + " more", set())):
+        changed = [dict(m) for m in messages]
+        changed[needles[2] + 1]["content"] = variant
+        target = row["desired_msg_index"]
+        mutated = {
+            **row,
+            "prompt": json.dumps(changed),
+            "n_chars": sum(len(m["content"]) for m in changed),
+            "answer": row["random_string_to_prepend"] + changed[target + 1]["content"],
+        }
+        assert {f.check for f in validate_row(mutated, count_tokens=False)} == expected
+
+
+@pytest.mark.parametrize("name", ["near_duplicate", "malformed_ask", "whitespace_needle_response"])
+def test_strict_makes_warnings_errors(name: str) -> None:
+    row = MUTATIONS[name][0](make_row(3, n_needles=3))
+    assert not check_row(row, count_tokens=False).has_error
+    strict = check_row(row, count_tokens=False, strict=True)
+    assert strict.has_error and [f.check for f in strict.findings] == list(MUTATIONS[name][1])
+    assert all(f.severity == "error" for f in validate_row(row, count_tokens=False, strict=True))
+
+
+def test_odd_roles_are_structure_errors_not_crashes() -> None:
+    row = make_row(5)
+    for role in (5, None, ["user"], {"k": "v"}, "system", "tool"):
+        messages = messages_of(row)
+        messages[0] = {"role": role, "content": messages[0]["content"]}
+        findings = validate_row({**row, "prompt": json.dumps(messages)}, count_tokens=False)
+        assert [(f.check, f.severity) for f in findings] == [("structure", "error")], findings
+        assert f"messages[0] is {str(role)!r}" in findings[0].message

@@ -96,3 +96,28 @@ def test_console_script_pipes_json(files) -> None:
     assert done.returncode == 1
     assert json.loads(done.stdout)["summary"]["rows_with_errors"] == 1
     assert "Traceback" not in done.stderr
+
+
+def test_strict_counts_warnings_as_errors(capsys, tmp_path) -> None:
+    rows = [make_row(s, filler=400) for s in range(3)]
+    rows[2] = MUTATIONS["malformed_ask"][0](rows[2])
+    path = write_rows(tmp_path / "warned.parquet", rows)
+    code, out, _ = run(capsys, path, "--no-tokens", "--json", "-")
+    assert code == 0 and json.loads(out)["summary"]["rows_with_errors"] == 0
+    code, out, _ = run(capsys, path, "--no-tokens", "--json", "-", "--strict")
+    report = json.loads(out)
+    assert code == 1 and report["summary"]["rows_with_errors"] == 1
+    assert [(f["row"], f["check"], f["severity"]) for f in report["findings"]] == [(2, "ask_form", "error")]
+
+
+def test_clean_several_inputs_into_a_folder_lists_every_drop(capsys, files, tmp_path) -> None:
+    out = tmp_path / "cleaned"
+    code, out_text, err = run(capsys, files["dir"], "--no-tokens", "--clean", out)
+    assert code == 1
+    assert sorted(p.name for p in out.iterdir()) == ["bad.parquet", "good.parquet"]
+    assert pq.read_table(out / "bad.parquet").num_rows == 2 and pq.read_table(out / "good.parquet").num_rows == 3
+    assert f"{files['bad']}:1: dropped (ground_truth)" in err
+    flat = " ".join(out_text.split())
+    assert "cleaned: rows per file" in flat and f"cleaned: wrote 5 rows to {out} (5 kept, 0 fixed, 1 dropped)" in flat
+    code, _, err = run(capsys, files["dir"], "--no-tokens", "--clean", files["good"])
+    assert code == 2 and "output is a folder" in err and err.count("\n") == 1

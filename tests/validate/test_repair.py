@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mrcr_gen import MRCR_SCHEMA, validate_file
-from mrcr_gen.validate import repair
+from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
+from mrcr_gen.validate import _files, repair
 from mrcr_gen.validate._repair import fix_record
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
@@ -75,3 +75,113 @@ def test_output_may_not_be_an_input(tmp_path: Path) -> None:
     path, _ = _dataset(tmp_path)
     with pytest.raises(ValueError):
         repair([path], path, tokens=False)
+
+
+def _mixed_inputs(tmp_path: Path) -> dict[str, Path]:
+    """Files of different column sets and orders, a file-level schema error and an unreadable file."""
+    root = tmp_path / "in"
+    (root / "sub").mkdir(parents=True)
+    plain = [make_row(s) for s in range(3)]
+    plain[1] = MUTATIONS["extra_needle"][0](plain[1])
+    extra = pa.schema([*MRCR_SCHEMA, pa.field("note", pa.string())])
+    noted = [{**make_row(10 + s), "note": f"n{s}"} for s in range(3)]
+    noted[2] = MUTATIONS["index_other_needle"][0](noted[2])
+    reordered = pa.schema(list(reversed(MRCR_SCHEMA)))
+    backwards = [make_row(20 + s) for s in range(4)]
+    backwards[0] = MUTATIONS["malformed_ask"][0](backwards[0])  # a warning: kept unless strict
+    backwards[3] = MUTATIONS["broken_json"][0](backwards[3])
+    missing = pa.schema([f for f in MRCR_SCHEMA if f.name != "n_chars"])
+    junk = root / "junk.parquet"
+    junk.write_text("not parquet")
+    return {
+        "plain": write_rows(root / "plain.parquet", plain),
+        "noted": write_rows(root / "sub" / "noted.parquet", noted, schema=extra),
+        "backwards": write_rows(root / "backwards.parquet", backwards, schema=reordered),
+        "missing": write_rows(root / "missing.parquet", [{k: v for k, v in make_row(30 + s).items() if k != "n_chars"} for s in range(2)], schema=missing),
+        "junk": junk,
+    }
+
+
+def test_several_inputs_go_to_their_own_files_with_their_own_columns(tmp_path: Path) -> None:
+    inputs = _mixed_inputs(tmp_path)
+    out = tmp_path / "out"
+    result = repair([tmp_path / "in"], out, mode="fix", tokens=False)
+    by_input = {Path(f.input).name: f for f in result.files}
+    assert {name: (f.kept, f.fixed, f.dropped) for name, f in by_input.items()} == {
+        "backwards.parquet": (3, 0, 1),
+        "junk.parquet": (0, 0, 0),
+        "missing.parquet": (0, 0, 2),
+        "plain.parquet": (2, 0, 1),
+        "noted.parquet": (2, 1, 0),
+    }
+    assert (result.kept, result.fixed, result.dropped) == (7, 1, 4)
+    for name, relative in (("plain", "plain.parquet"), ("noted", "sub/noted.parquet"), ("backwards", "backwards.parquet")):
+        written = pq.read_table(out / relative)
+        assert written.schema.equals(pq.read_schema(inputs[name]), check_metadata=False)
+        assert by_input[relative.split("/")[-1]].output == str(out / relative)
+    assert pq.read_table(out / "sub" / "noted.parquet").column("note").to_pylist() == ["n0", "n1", "n2"]
+    assert not (out / "missing.parquet").exists() and not (out / "junk.parquet").exists()
+    assert by_input["missing.parquet"].output is None
+    # Every dropped row is listed with its check.
+    assert f"{inputs['plain']}:1: dropped (needle_count)" in result.changes
+    assert f"{inputs['backwards']}:3: dropped (prompt_json)" in result.changes
+    assert any(line.startswith(f"{inputs['missing']}:0-1: dropped, every row (schema: ") for line in result.changes)
+    assert any(line.startswith(f"{inputs['junk']}: not written (file: ") for line in result.changes)
+    assert validate_paths([out], tokens=False).exit_code == 0
+
+
+def test_strict_clean_drops_rows_with_warnings(tmp_path: Path) -> None:
+    inputs = _mixed_inputs(tmp_path)
+    result = repair([inputs["backwards"]], tmp_path / "strict.parquet", mode="clean", tokens=False, strict=True)
+    assert [(f.kept, f.fixed, f.dropped) for f in result.files] == [(2, 0, 2)]
+    assert f"{inputs['backwards']}:0: dropped (ask_form)" in result.changes
+    assert validate_paths([tmp_path / "strict.parquet"], tokens=False, strict=True).exit_code == 0
+
+
+def test_one_input_into_an_existing_folder_keeps_its_name(tmp_path: Path) -> None:
+    path, _ = _dataset(tmp_path)
+    (tmp_path / "folder").mkdir()
+    result = repair([path], tmp_path / "folder", tokens=False)
+    assert [f.output for f in result.files] == [str(tmp_path / "folder" / "in.parquet")]
+    assert pq.read_table(tmp_path / "folder" / "in.parquet").num_rows == 3
+
+
+def test_several_inputs_need_a_folder(tmp_path: Path) -> None:
+    inputs = _mixed_inputs(tmp_path)
+    (tmp_path / "taken.parquet").write_text("")
+    with pytest.raises(ValueError, match="is a file, but with 2 input files the output is a folder"):
+        repair([inputs["plain"], inputs["noted"]], tmp_path / "taken.parquet", tokens=False)
+
+
+def test_an_all_dropped_file_still_gets_its_empty_output(tmp_path: Path) -> None:
+    rows = [MUTATIONS["extra_needle"][0](make_row(s)) for s in range(2)]
+    path = write_rows(tmp_path / "bad.parquet", rows)
+    result = repair([path], tmp_path / "bad-clean.parquet", tokens=False)
+    assert [(f.kept, f.dropped) for f in result.files] == [(0, 2)]
+    assert pq.read_table(tmp_path / "bad-clean.parquet").num_rows == 0
+    assert [line.split(": ", 1)[1] for line in result.changes] == ["dropped (needle_count)"] * 2
+
+
+def test_an_interrupted_repair_leaves_only_complete_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_files, "BATCH_BYTES", 1)  # one row per batch: stop with a file half-written
+    inputs = _mixed_inputs(tmp_path)
+    out = tmp_path / "out"
+    batches: list[str] = []
+
+    def stop_in_the_second_file(file: str, done: int, total: int) -> None:
+        batches.append(file)
+        if batches.count(str(inputs["plain"])) == 2:
+            assert len(list(out.glob(".plain.parquet.*.partial"))) == 1
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        repair([inputs["backwards"], inputs["plain"]], out, tokens=False, workers=1, progress=stop_in_the_second_file)
+    assert sorted(p.name for p in out.rglob("*")) == ["backwards.parquet"]
+    assert pq.read_table(out / "backwards.parquet").num_rows == 3
+
+
+def test_the_same_file_twice_is_refused(tmp_path: Path) -> None:
+    inputs = _mixed_inputs(tmp_path)
+    (tmp_path / "link.parquet").symlink_to(inputs["plain"])
+    with pytest.raises(ValueError, match="named twice"):
+        repair([inputs["plain"], tmp_path / "link.parquet"], tmp_path / "out", tokens=False)
