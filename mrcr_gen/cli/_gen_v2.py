@@ -19,7 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from .._assembler import AssemblyError
-from ._common import CommandError, one_line, stderr
+from ._common import CommandError, stderr
 
 
 def _buckets(values: list[str]):
@@ -74,7 +74,9 @@ def generate_v2_command(
             out=out or Path("mrcr-v2-data"), format=file_format, rows_per_transcript=rows_per_transcript, shard=shard,
         )
     except ValidationError as exc:
-        raise CommandError(one_line(exc)) from None
+        from ._gen import _option_error
+
+        raise CommandError(_option_error(exc)) from None
     chosen = _writer(writer, seed, **options)
     total = samples * len(config.shard_files())
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])

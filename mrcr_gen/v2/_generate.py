@@ -17,6 +17,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -62,7 +63,7 @@ class V2Config(_Frozen):
     rows_per_transcript: int = Field(default=8, ge=1)
     seed: int = 0
     out: Path = Path("mrcr-v2-data")
-    format: str = Field(default="csv", pattern="^(csv|parquet)$")
+    format: Literal["csv", "parquet"] = "csv"
     shard: tuple[int, int] = (1, 1)
     tokenizer_spec: str = "o200k_base"
 
