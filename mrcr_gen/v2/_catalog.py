@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import NamedTuple
 
 from pydantic import Field, model_validator
@@ -75,15 +75,15 @@ class V2Catalog(_Frozen):
     def _keys(self, topics: tuple[str, ...], styles: dict[str, Register]) -> tuple[V2Key, ...]:
         return tuple(V2Key(f.name, t, s) for f in self.formats for t in topics for s in styles)
 
-    @cached_property
+    @property
     def needle_keys(self) -> tuple[V2Key, ...]:
         return self._keys(self.needle_topics, self.styles)
 
-    @cached_property
+    @property
     def filler_keys(self) -> tuple[V2Key, ...]:
         return self._keys(self.filler_topics, self.styles)
 
-    @cached_property
+    @property
     def fewshot_keys(self) -> tuple[V2Key, ...]:
         return self._keys(self.fewshot_topics, self.fewshot_styles)
 
