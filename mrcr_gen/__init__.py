@@ -41,9 +41,9 @@ _LAZY = {
         "pool",
     ),
     **dict.fromkeys(
-        ["EvalConfig", "EvalError", "Floors", "ResponsesError", "RunStats", "grade", "grade_lenient",
-         "grade_responses", "plot_summary", "render_table", "row_floors", "run_eval", "run_eval_async",
-         "write_report"],
+        ["EvalConfig", "EvalError", "EvalFatal", "EvalItem", "Floors", "ResponsesError", "RunStats",
+         "compare_runs", "grade", "grade_lenient", "grade_responses", "plot_summary", "read_items",
+         "render_table", "row_floors", "run_eval", "run_eval_async", "write_report"],
         "eval",
     ),
     "summarize_run": "eval",

@@ -6,8 +6,12 @@ One place decides how we talk to an OpenAI-compatible server:
   the key comes from the argument or `OPENAI_API_KEY`, the base URL from the argument or
   `OPENAI_BASE_URL`. A local server (base URL given, no key) gets the dummy key ``EMPTY``.
 * `chat_completion` sends one request and retries it with exponential backoff and full
-  jitter on 429, 5xx, timeouts, connection errors, and on empty/malformed bodies, honouring a
-  ``Retry-After`` header. After `max_retries` retries it raises `ChatError`.
+  jitter on transport failures only: 429, 5xx, timeouts, connection errors and bodies that are
+  not a chat completion, honouring a ``Retry-After`` header. A chat completion with empty or
+  `null` content is an answer (the official loop grades it), retried only with `retry_empty`
+  (the pool writer wants text). After `max_retries` retries it raises `ChatError`.
+* Answers that make every further request pointless (401, 403, 404, an unknown model) raise a
+  `ChatError` with `fatal` set; a 400 saying the prompt is too long is a non-retried row error.
 * `BoundedRunner` runs coroutines with at most `limit` in flight.
 
 The API key never appears in an exception message or a log line: every message built here
@@ -20,6 +24,7 @@ import asyncio
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -45,11 +50,24 @@ class ChatError(RuntimeError):
     status of the last failure when there was one; `attempts` counts the requests sent.
     """
 
-    def __init__(self, message: str, *, attempts: int, status: int | None = None, retryable: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        status: int | None = None,
+        retryable: bool = False,
+        fatal: bool = False,
+    ):
         super().__init__(message)
         self.attempts = attempts
         self.status = status
         self.retryable = retryable
+        self.fatal = fatal
+
+
+class ChatStopped(ChatError):
+    """The caller asked to stop (a fatal answer elsewhere) before another attempt was sent."""
 
 
 class ChatResult(BaseModel):
@@ -58,8 +76,12 @@ class ChatResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     text: str
+    content_null: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_chars: int = 0  # length of a separate `reasoning_content`; never graded
     latency_s: float
     attempts: int
     finish_reason: str | None = None
@@ -140,15 +162,46 @@ def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE_S, cap: float = BA
     return random.uniform(0.0, min(cap, base * (2**attempt)))
 
 
+FATAL_STATUSES = frozenset({401, 403, 404})
+_UNKNOWN_MODEL = re.compile(r"model_not_found|unknown model|model\b.{0,200}\b(does not exist|not found|not exist)", re.I | re.S)
+_PROMPT_TOO_LONG = re.compile(
+    r"context_length_exceeded|maximum context length|context length|context window|too many tokens|"
+    r"prompt is too long|too long|exceeds the model",
+    re.I,
+)
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """The server's own words: `error.message` of the body when there is one."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+        if isinstance(inner, str):
+            return inner
+    return exc.message
+
+
+def is_fatal(status: int | None, message: str) -> bool:
+    """Answers after which no request can succeed: bad key, forbidden, wrong URL, unknown model."""
+    return status in FATAL_STATUSES or (status in (400, 422) and bool(_UNKNOWN_MODEL.search(message)))
+
+
+def is_prompt_too_long(status: int | None, message: str) -> bool:
+    return status == 400 and bool(_PROMPT_TOO_LONG.search(message))
+
+
 def _classify(exc: BaseException) -> _Retryable | ChatError:
     """Map an exception of one attempt to retry-or-fail."""
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retry_after = _retry_after_seconds(getattr(exc.response, "headers", None))
-        message = redact(f"HTTP {status}: {exc.message}")
+        server_message = _server_message(exc)
+        message = redact(f"HTTP {status}: {server_message}")
         if status in (408, 409, 429) or status >= 500:
             return _Retryable(message, status=status, retry_after=retry_after)
-        return ChatError(message, attempts=0, status=status, retryable=False)
+        return ChatError(message, attempts=0, status=status, retryable=False, fatal=is_fatal(status, server_message))
     if isinstance(exc, openai.APITimeoutError):
         return _Retryable("request timed out")
     if isinstance(exc, openai.APIConnectionError):
@@ -163,8 +216,13 @@ def _classify(exc: BaseException) -> _Retryable | ChatError:
     raise exc
 
 
-def _parse(completion: Any) -> tuple[str, int | None, int | None, str | None, str | None]:
-    """(text, prompt_tokens, completion_tokens, finish_reason, model) or raise _Retryable."""
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _parse(completion: Any, *, retry_empty: bool) -> dict[str, Any]:
+    """The ChatResult fields of a completion; _Retryable when it is not a chat completion (or,
+    with `retry_empty`, when its content is empty). `null` content reads as ""."""
     if isinstance(completion, (str, bytes)) or completion is None:
         raise _Retryable("malformed response: body is not a chat completion")
     choices = getattr(completion, "choices", None)
@@ -172,13 +230,28 @@ def _parse(completion: Any) -> tuple[str, int | None, int | None, str | None, st
         raise _Retryable("malformed response: no choices")
     choice = choices[0]
     message = getattr(choice, "message", None)
+    if message is None:
+        raise _Retryable("malformed response: choice without a message")
     text = getattr(message, "content", None)
-    if not isinstance(text, str) or text == "":
+    if text is not None and not isinstance(text, str):
+        raise _Retryable(f"malformed response: content is {type(text).__name__}")
+    if retry_empty and not text:
         raise _Retryable("empty response content")
+    reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
     usage = getattr(completion, "usage", None)
-    prompt_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
-    completion_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
-    return text, prompt_tokens, completion_tokens, getattr(choice, "finish_reason", None), getattr(completion, "model", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    return {
+        "text": text or "",
+        "content_null": text is None,
+        "prompt_tokens": _int_or_none(getattr(usage, "prompt_tokens", None)),
+        "completion_tokens": _int_or_none(getattr(usage, "completion_tokens", None)),
+        "reasoning_tokens": _int_or_none(getattr(completion_details, "reasoning_tokens", None)),
+        "cached_tokens": _int_or_none(getattr(prompt_details, "cached_tokens", None)),
+        "reasoning_chars": len(reasoning) if isinstance(reasoning, str) else 0,
+        "finish_reason": getattr(choice, "finish_reason", None),
+        "model": getattr(completion, "model", None),
+    }
 
 
 async def chat_completion(
@@ -189,32 +262,31 @@ async def chat_completion(
     max_retries: int = 8,
     backoff_base: float = BACKOFF_BASE_S,
     backoff_cap: float = BACKOFF_CAP_S,
+    retry_empty: bool = False,
+    stop: Callable[[], bool] | None = None,
     **params: Any,
 ) -> ChatResult:
     """One chat completion with our own retry policy.
 
     `params` go to `chat.completions.create` (`temperature`, `max_tokens`,
-    `max_completion_tokens`, ...); those set to None are dropped. `latency_s` is the
-    duration of the successful attempt only.
+    `max_completion_tokens`, `reasoning_effort`, `extra_body`, ...); those set to None are
+    dropped. `latency_s` is the duration of the successful attempt only. When `stop()` turns
+    true, no further attempt is sent (`ChatStopped`).
     """
     kwargs = {k: v for k, v in params.items() if v is not None}
     attempts = 0
     last: _Retryable | None = None
     while True:
+        if stop is not None and stop():
+            raise ChatStopped(
+                f"not sent: the run stopped{f' (after {last})' if last else ''}", attempts=attempts, retryable=True
+            )
         attempts += 1
         started = time.perf_counter()
         try:
             completion = await client.chat.completions.create(model=model, messages=list(messages), **kwargs)
-            text, prompt_tokens, completion_tokens, finish_reason, served_model = _parse(completion)
-            return ChatResult(
-                text=text,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                latency_s=time.perf_counter() - started,
-                attempts=attempts,
-                finish_reason=finish_reason,
-                model=served_model,
-            )
+            fields = _parse(completion, retry_empty=retry_empty)
+            return ChatResult(**fields, latency_s=time.perf_counter() - started, attempts=attempts)
         except asyncio.CancelledError:
             raise
         except _Retryable as exc:
@@ -222,7 +294,9 @@ async def chat_completion(
         except Exception as exc:  # noqa: BLE001 - classified below
             outcome = _classify(exc)
             if isinstance(outcome, ChatError):
-                raise ChatError(str(outcome), attempts=attempts, status=outcome.status, retryable=False) from None
+                raise ChatError(
+                    str(outcome), attempts=attempts, status=outcome.status, retryable=False, fatal=outcome.fatal
+                ) from None
             last = outcome
         if attempts > max_retries:
             raise ChatError(

@@ -416,7 +416,22 @@ def check_eval(ws: Workspace, command: Command, run: Run) -> None:
         if option(command.text, name) is not None:
             field_name = {"--temperature": "temperature"}.get(name, option(command.text, "--max-tokens-field", "max_completion_tokens"))
             assert all(float(r[field_name]) == float(option(command.text, name)) for r in sent), field_name
+    if option(command.text, "--reasoning-effort") is not None:
+        assert all(r["reasoning_effort"] == option(command.text, "--reasoning-effort") for r in sent)
+    if option(command.text, "--extra-body") is not None:
+        extra = json.loads(option(command.text, "--extra-body"))
+        assert all(r[key] == value for r in sent for key, value in extra.items())
+    assert summary["complete"] and summary["official"]
     assert_no_key(ws)
+
+
+def check_compare(ws: Workspace, command: Command, run: Run) -> None:
+    words = shlex.split(command.text)
+    runs = [w for w in words[2:] if w.startswith("runs/")][:2]
+    plot = option(command.text, "--plot")
+    assert len(runs) == 2 and all(name in run.stdout for name in runs)
+    assert "AUC@128k" in run.stdout and "1.000" in run.stdout  # the oracle's mean
+    assert (ws.root / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def before_report(ws: Workspace, command: Command) -> None:
@@ -478,8 +493,11 @@ RULES: dict[str, Rule] = {
     "gen-qwen-pool": Rule(r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated),
     "harvest": Rule(r"^mrcr-gen pool harvest ", needs=("mrcr",), check=check_harvested),
     "gen-remix": Rule(r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated),
-    "eval-official": Rule(r"^mrcr-eval mrcr/8needle/", needs=("mrcr",), check=check_eval),
-    "eval-vllm": Rule(r"^mrcr-eval mrcr/2needle/.*--base-url ", needs=("mrcr",), check=check_eval),
+    "eval-official": Rule(r"^mrcr-eval mrcr/8needle/(?!.*--reasoning-effort)", needs=("mrcr",), check=check_eval),
+    "eval-reasoning": Rule(r"^mrcr-eval mrcr/8needle/.*--reasoning-effort ", needs=("mrcr",), check=check_eval),
+    "eval-vllm": Rule(r"^mrcr-eval mrcr/2needle/(?!.*--extra-body).*--base-url ", needs=("mrcr",), check=check_eval),
+    "eval-extra-body": Rule(r"^mrcr-eval mrcr/2needle/.*--extra-body ", needs=("mrcr",), check=check_eval),
+    "eval-compare": Rule(r"^mrcr-eval compare ", needs=("eval-official", "eval-reasoning"), check=check_compare),
     "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report ", needs=("eval-generated",), check=check_report, before=before_report),

@@ -1,7 +1,8 @@
-"""`mrcr-eval DATA... --model M --out RUN_DIR` and `mrcr-eval report RUN_DIR`."""
+"""`mrcr-eval DATA... --model M --out RUN_DIR`, `mrcr-eval report RUN_DIR`, `mrcr-eval compare RUN_DIR...`."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,16 +13,35 @@ from rich.console import Console
 
 from .._bins import bin_by_upper
 from ..eval._report import print_report, write_report
-from ..eval._runner import EvalConfig, EvalError, run_eval_async
-from ._common import CommandError, one_line, parquet_inputs, run_app, stderr
+from ..eval._runner import EvalConfig, EvalError, EvalFatal, run_eval_async
+from ._common import EXIT_FINDINGS, CommandError, one_line, parquet_inputs, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
     help="Score an OpenAI-compatible model on MRCR parquet files. Resumable: rerun the same command "
     "to continue a killed run. The key comes from OPENAI_API_KEY. "
-    "See also: mrcr-eval report RUN_DIR.",
+    "Scoring is the official loop's: every HTTP-200 reply is graded (empty or null scores 0), only "
+    "transport failures are retried, errors count 0 in mean_score. Exit codes: 0 complete, 1 some rows "
+    "failed (rerun to retry them), 2 bad input, changed settings or a fatal server answer. "
+    "See also: mrcr-eval report RUN_DIR, mrcr-eval compare RUN_DIR...",
 )
 report_app = typer.Typer(add_completion=False, help="Rewrite RUN_DIR/summary.json and plot.png and print the table.")
+compare_app = typer.Typer(
+    add_completion=False,
+    help="Compare runs: one row per run (model, rows, mean, AUC@128k, AUC@1M, per-bin means, errors, cost).",
+)
+
+
+def _json_object(text: str | None, option: str) -> dict | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise CommandError(f"{option}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise CommandError(f"{option}: expected a JSON object, e.g. '{{\"chat_template_kwargs\": {{\"enable_thinking\": false}}}}'")
+    return value
 
 
 @app.command()
@@ -38,9 +58,14 @@ def evaluate(
     temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default: not sent)."),
     max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", min=1, help="Output token limit (default: not sent)."),
     max_tokens_field: str = typer.Option("max_completion_tokens", "--max-tokens-field", help="Request field for --max-output-tokens: max_completion_tokens or max_tokens (older servers)."),
-    max_retries: int = typer.Option(8, "--max-retries", min=0, help="Retries per request on 429/5xx/timeouts."),
+    reasoning_effort: Optional[str] = typer.Option(None, "--reasoning-effort", help="Sent as reasoning_effort (e.g. low, medium, high) for reasoning models."),
+    extra_body: Optional[str] = typer.Option(None, "--extra-body", help='JSON object merged into every request, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\' for vLLM.'),
+    strip_think: bool = typer.Option(False, "--strip-think", help="Grade replies with <think>...</think> removed. NOT the official score: summary.json says so."),
+    max_retries: int = typer.Option(8, "--max-retries", min=0, help="Retries per request on transport failures (429, 5xx, timeouts, connection errors, bodies that are not a chat completion)."),
     timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="Seconds per request attempt."),
     retry_errors: bool = typer.Option(True, "--retry-errors/--no-retry-errors", help="On resume, retry rows that failed before."),
+    price_in: Optional[float] = typer.Option(None, "--price-in", min=0, help="USD per 1M prompt tokens, for the cost (default: the known price table)."),
+    price_out: Optional[float] = typer.Option(None, "--price-out", min=0, help="USD per 1M completion tokens, for the cost."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress line and no table."),
 ) -> None:
     for upper in bins:
@@ -63,9 +88,14 @@ def evaluate(
             temperature=temperature,
             max_output_tokens=max_output_tokens,
             max_tokens_field=max_tokens_field,
+            reasoning_effort=reasoning_effort,
+            extra_body=_json_object(extra_body, "--extra-body"),
+            strip_think=strip_think,
             max_retries=max_retries,
             timeout=timeout,
             retry_errors=retry_errors,
+            price_in=price_in,
+            price_out=price_out,
         )
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
@@ -85,6 +115,11 @@ def evaluate(
 
     try:
         stats = asyncio.run(run_eval_async(config, on_record=on_record))
+    except EvalFatal as exc:
+        if not quiet and stderr.is_terminal:
+            stderr.print()
+        write_report(out)  # what was recorded before the stop stays visible
+        raise CommandError(str(exc)) from None
     except EvalError as exc:
         raise CommandError(str(exc)) from None
     if not quiet and stderr.is_terminal:
@@ -97,12 +132,25 @@ def evaluate(
             f"{stats.resumed} already done; wrote {out / 'summary.json'} and {out / 'plot.png'}",
             highlight=False,
         )
+    if summary["file_errors"]:
+        first = summary["file_errors"][0]["error"]
+        more = len(summary["file_errors"]) - 1
+        raise CommandError(f"{first}{f' (and {more} more unreadable files)' if more else ''}")
+    if not summary["complete"]:
+        raise CommandError(
+            f"{summary['errors']['count']} rows failed (they count 0 in mean_score; rerun the command to retry them)",
+            EXIT_FINDINGS,
+        )
+
+
+def _require_run_dir(run_dir: Path) -> None:
+    if not (run_dir / "results.jsonl").is_file():
+        raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory")
 
 
 @report_app.command()
 def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory.")) -> None:
-    if not (run_dir / "results.jsonl").is_file():
-        raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory")
+    _require_run_dir(run_dir)
     try:
         summary = write_report(run_dir)
     except ValueError as exc:  # run.json that is not JSON
@@ -110,10 +158,39 @@ def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory."
     print_report(summary, Console())
 
 
+@compare_app.command()
+def compare(
+    run_dirs: list[Path] = typer.Argument(..., help="mrcr-eval run directories."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON (a list, one object per run)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."),
+) -> None:
+    from ..eval._compare import compare_runs, compare_table, plot_compare
+
+    for run_dir in run_dirs:
+        _require_run_dir(run_dir)
+    try:
+        entries = compare_runs(run_dirs)
+    except ValueError as exc:  # run.json that is not JSON
+        raise CommandError(str(exc)) from None
+    if plot is not None:
+        try:
+            plot_compare(entries, plot)
+        except OSError as exc:
+            raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
+    if as_json:
+        print(json.dumps(entries, indent=2))
+    else:
+        # A leaderboard is wide: do not squeeze it into 80 columns when written to a file or pipe.
+        Console(width=None if sys.stdout.isatty() else 240).print(compare_table(entries))
+
+
+SUBCOMMANDS = {"report": report_app, "compare": compare_app}
+
+
 def eval_main(args: list[str] | None = None) -> None:
-    """`report` as the first argument selects the report command; anything else evaluates."""
+    """`report` or `compare` as the first argument selects that command; anything else evaluates."""
     argv = list(sys.argv[1:] if args is None else args)
-    if argv and argv[0] == "report":
-        run_app(report_app, "mrcr-eval report", argv[1:])
+    if argv and argv[0] in SUBCOMMANDS:
+        run_app(SUBCOMMANDS[argv[0]], f"mrcr-eval {argv[0]}", argv[1:])
     else:
         run_app(app, "mrcr-eval", argv)

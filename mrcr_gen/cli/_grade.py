@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._bins import bin_sort_key
-from ..eval._data import DataError
+from ..eval._items import FileError
 from ..eval._responses import ResponsesError, grade_responses, read_responses
 from ..v2._rows import is_v2_file
 from ._common import CommandError, run_app
@@ -50,7 +50,7 @@ def grade(
         return _grade_v2(data, responses, as_json, allow_missing)
     try:
         result = grade_responses(data, responses, allow_missing=allow_missing)
-    except (ResponsesError, DataError) as exc:
+    except (ResponsesError, FileError) as exc:
         raise CommandError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise CommandError(f"cannot read {data}: {exc}".splitlines()[0]) from None

@@ -10,6 +10,8 @@ from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedC
 
 from ._common import EXIT_FINDINGS, CommandError, parquet_inputs, stderr
 
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
+
 pool_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -58,6 +60,7 @@ def build_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the entity sample and of which asks become needle asks."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default: the server's)."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per writing (default: the server's)."),
+    max_tokens_field: str = typer.Option("max_tokens", "--max-tokens-field", help="Request field for --max-tokens: max_tokens (default, what older caches were keyed with) or max_completion_tokens (OpenAI reasoning models)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Writing cache (default: $MRCR_GEN_CACHE or ~/.cache/mrcr-gen)."),
     price_in: Optional[float] = typer.Option(None, "--price-in", help="USD per 1M prompt tokens, for the cost estimate."),
     price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens, for the cost estimate."),
@@ -66,6 +69,8 @@ def build_command(
     """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`."""
     if writer != "openai":
         raise CommandError(f"unknown pool writer {writer!r}; choose openai")
+    if max_tokens_field not in MAX_TOKENS_FIELDS:
+        raise CommandError(f"--max-tokens-field: choose {' or '.join(MAX_TOKENS_FIELDS)}, got {max_tokens_field!r}")
     from ..pool._llm import plan_asks
     from ..pool._pool import PoolError
 
@@ -90,6 +95,7 @@ def build_command(
         cache_dir=cache_dir,
         temperature=temperature,
         max_tokens=max_tokens,
+        max_tokens_field=max_tokens_field,
         price_in=price_in,
         price_out=price_out,
         timeout=timeout,
@@ -98,7 +104,8 @@ def build_command(
         raise CommandError(f"{len(report.failed)} writings failed (see above); the pool has the others", EXIT_FINDINGS)
 
 
-def run_build(*, model, plan, concurrency, base_url, out, cache_dir, temperature, max_tokens, price_in, price_out, timeout=600.0):
+def run_build(*, model, plan, concurrency, base_url, out, cache_dir, temperature, max_tokens, price_in, price_out, timeout=600.0,
+              max_tokens_field="max_tokens"):
     """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
     from ..pool._llm import BuildError, _params, build_pool_openai, price_for
     from ..pool._pool import PoolError
@@ -111,7 +118,7 @@ def run_build(*, model, plan, concurrency, base_url, out, cache_dir, temperature
             base_url=base_url,
             out=out,
             cache_dir=cache_dir,
-            params=_params(temperature, max_tokens, None),
+            params=_params(temperature, max_tokens, None, max_tokens_field),
             price=price_for(model, price_in, price_out),
             timeout=timeout,
             console=stderr,

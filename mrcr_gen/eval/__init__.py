@@ -1,9 +1,11 @@
 """Evaluation: the official grader, reference floors, the resumable runner and its reports."""
 
 from .._bins import bin_label
-from ._data import RowInfo
+from ._auc import auc, trapezoid_auc
+from ._compare import compare_runs, compare_table, plot_compare
 from ._floors import Floors, row_floors
 from ._grade import grade, grade_lenient
+from ._items import EvalItem, FileError, ItemError, Recipe, read_items, register_recipe
 from ._report import (
     plot_summary,
     print_report,
@@ -13,27 +15,38 @@ from ._report import (
     write_report,
 )
 from ._responses import ResponsesError, grade_responses, read_responses
-from ._runner import EvalConfig, EvalError, RunStats, run_eval, run_eval_async
+from ._runner import EvalConfig, EvalError, EvalFatal, RunStats, run_eval, run_eval_async
 
 __all__ = [
     "EvalConfig",
     "EvalError",
+    "EvalFatal",
+    "EvalItem",
+    "FileError",
     "Floors",
+    "ItemError",
+    "Recipe",
     "ResponsesError",
-    "RowInfo",
     "RunStats",
+    "auc",
     "bin_label",
+    "compare_runs",
+    "compare_table",
     "grade",
     "grade_lenient",
     "grade_responses",
+    "plot_compare",
     "plot_summary",
     "print_report",
+    "read_items",
     "read_responses",
+    "register_recipe",
     "render_table",
     "row_floors",
     "run_eval",
     "run_eval_async",
     "summarize",
     "summarize_records",
+    "trapezoid_auc",
     "write_report",
 ]

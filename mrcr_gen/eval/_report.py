@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,8 @@ from rich.table import Table
 
 from .._bins import bin_sort_key, bin_upper
 from .._files import atomic_path, write_text_atomic
+from .._prices import cost_usd
+from ._auc import auc_fields
 from ._results import (
     PLOT_NAME,
     RESULTS_NAME,
@@ -22,6 +24,7 @@ from ._results import (
     STATUS_OK,
     STATUS_SKIPPED,
     SUMMARY_NAME,
+    latest_file_errors,
     latest_records,
     read_results,
 )
@@ -31,29 +34,80 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _score(record: dict[str, Any]) -> float:
+    """A row's contribution to `mean_score`: its grade, or 0 for an error (never left out)."""
+    return float(record["score"]) if record.get("status") == STATUS_OK else 0.0
+
+
+def _bin_upper_of(record: dict[str, Any]) -> int | None:
+    return record.get("bin_upper") or bin_upper(record.get("bin", ""))
+
+
+def _is_current(record: dict[str, Any], run: dict[str, Any]) -> bool:
+    """Whether a record belongs to the data and settings the run directory now holds: a row of
+    a rewritten file counts only once it has a result for its current content."""
+    shas = {entry["path"]: entry["sha256"] for entry in run.get("data") or [] if isinstance(entry, dict)}
+    if shas and record.get("data_sha256") != shas.get(record["file"]):
+        return False
+    fingerprint = run.get("fingerprint")
+    return not (fingerprint and record.get("settings") != fingerprint)
+
+
+def _group_stats(members: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
+    """count, errors, mean_score (errors as 0), mean_score_answered and the AUC fields of some rows."""
+    answered = [m for m in members if m.get("status") == STATUS_OK]
+    by_bin: dict[int, list[float]] = defaultdict(list)
+    for member in members:
+        upper = _bin_upper_of(member)
+        if upper is not None:
+            by_bin[upper].append(_score(member))
+    bin_means = {upper: _mean(scores) for upper, scores in by_bin.items()}
+    return {
+        "count": len(members),
+        "errors": len(members) - len(answered),
+        "mean_score": _mean([_score(m) for m in members]),
+        "mean_score_answered": _mean([m["score"] for m in answered]),
+        **auc_fields(bin_means, max_context_window),
+    }
+
+
 def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The summary of a run from its results records (last word per row, see `latest_records`)."""
-    final = list(latest_records(records).values())
+    """The summary of a run from its results records (the latest current record per row).
+
+    `mean_score` counts every row that was meant to be scored: an error counts as 0, so the
+    headline never exceeds what the official loop would report; `mean_score_answered` leaves
+    errors out. `complete` is true only when the last run finished and nothing failed.
+    """
+    run = run or {}
+    final = [r for r in latest_records(records).values() if _is_current(r, run)]
     final.sort(key=lambda r: (r["file"], int(r["row"])))
+    file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run)]
     scored = [r for r in final if r.get("status") == STATUS_OK]
     errors = [r for r in final if r.get("status") == STATUS_ERROR]
     skipped = [r for r in final if r.get("status") == STATUS_SKIPPED]
+    counted = scored + errors
+    window = run.get("max_context_window")
 
     cells: dict[tuple[str, int], list[dict]] = defaultdict(list)
-    by_needles: dict[int, list[float]] = defaultdict(list)
-    for record in scored:
+    by_needles: dict[int, list[dict]] = defaultdict(list)
+    by_bin: dict[str, list[dict]] = defaultdict(list)
+    for record in counted:
         cells[(record["bin"], int(record["n_needles"]))].append(record)
-        by_needles[int(record["n_needles"])].append(record["score"])
+        by_needles[int(record["n_needles"])].append(record)
+        by_bin[record["bin"]].append(record)
     cell_rows = []
-    for (bin_label, n_needles), members in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1])):
+    for (label, n_needles), members in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1])):
+        answered = [m for m in members if m.get("status") == STATUS_OK]
         cell_rows.append(
             {
-                "bin": bin_label,
-                "bin_upper": bin_upper(bin_label),
+                "bin": label,
+                "bin_upper": bin_upper(label),
                 "n_needles": n_needles,
                 "count": len(members),
-                "mean_score": _mean([m["score"] for m in members]),
-                "mean_score_lenient": _mean([m["score_lenient"] for m in members if m.get("score_lenient") is not None]),
+                "errors": len(members) - len(answered),
+                "mean_score": _mean([_score(m) for m in members]),
+                "mean_score_answered": _mean([m["score"] for m in answered]),
+                "mean_score_lenient": _mean([m["score_lenient"] for m in answered if m.get("score_lenient") is not None]),
                 "floor_random_needle": _mean(
                     [m["floor_random_needle"] for m in members if m.get("floor_random_needle") is not None]
                 ),
@@ -63,39 +117,71 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
             }
         )
     latencies = [r["latency_s"] for r in scored if r.get("latency_s") is not None]
-    usage_prompt = [r.get("usage", {}).get("prompt_tokens") for r in scored]
-    usage_completion = [r.get("usage", {}).get("completion_tokens") for r in scored]
-    run = run or {}
-    v2_scored = [r for r in scored if r.get("recipe") == "mrcr-v2"]
-    extra = {}
-    if v2_scored:
+
+    def usage_total(name: str) -> int:
+        return sum(v for v in (r.get("usage", {}).get(name) for r in scored) if isinstance(v, int))
+
+    usage = {name: usage_total(name) for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")}
+    price = run.get("price_per_1m")
+    settings = run.get("settings") or {}
+    strip_think = bool(settings.get("strip_think"))
+    overall = _group_stats(counted, window)
+    v2_rows = [r if r.get("status") == STATUS_OK else r | {"score": 0.0} for r in counted if r.get("recipe") == "mrcr-v2"]
+    extra: dict[str, Any] = {}
+    if v2_rows:
         from ..v2._eval import v2_report
 
-        extra["mrcr_v2"] = v2_report(v2_scored)
+        extra["mrcr_v2"] = v2_report(v2_rows, window)
     return extra | {
         "model": run.get("model"),
         "base_url": run.get("base_url"),
         "data": run.get("data"),
-        "mean_score": _mean([r["score"] for r in scored]),
+        "settings": settings or None,
+        "official": not strip_think,
+        "scoring": "NOT OFFICIAL: replies graded with <think> blocks removed (--strip-think)"
+        if strip_think
+        else "official: every HTTP-200 reply graded as returned; errors count as 0",
+        "complete": bool(run.get("finished", True)) and not errors and not file_errors,
+        "mean_score": overall["mean_score"],
+        "mean_score_answered": overall["mean_score_answered"],
         "mean_score_lenient": _mean([r["score_lenient"] for r in scored if r.get("score_lenient") is not None]),
+        "auc_128k": overall["auc_128k"],
+        "auc_1m": overall["auc_1m"],
+        "mean_128k": overall["mean_128k"],
+        "mean_1m": overall["mean_1m"],
+        "n_rows": len(counted),
         "n_scored": len(scored),
         "cells": cell_rows,
-        "by_needles": [
-            {"n_needles": n, "count": len(scores), "mean_score": _mean(scores)} for n, scores in sorted(by_needles.items())
+        "bins": [
+            {"bin": label, "bin_upper": bin_upper(label), "count": len(members), "mean_score": _mean([_score(m) for m in members])}
+            for label, members in sorted(by_bin.items(), key=lambda kv: bin_sort_key(kv[0]))
         ],
+        "by_needles": [
+            {"n_needles": n, **_group_stats(members, window)} for n, members in sorted(by_needles.items())
+        ],
+        "replies": {
+            "finish_reasons": dict(Counter(str(r.get("finish_reason")) for r in scored)),
+            "empty": sum(1 for r in scored if not r.get("response")),
+            "null_content": sum(1 for r in scored if r.get("content_null")),
+            "with_think_tag": sum(1 for r in scored if r.get("think")),
+            "with_reasoning_content": sum(1 for r in scored if r.get("reasoning_chars")),
+        },
         "skipped": {
             "count": len(skipped),
-            "max_context_window": run.get("max_context_window"),
+            "max_context_window": window,
             "rows": [{"file": r["file"], "row": r["row"], "o200k_prompt_tokens": r.get("o200k_prompt_tokens")} for r in skipped],
         },
         "errors": {
             "count": len(errors),
-            "rows": [{"file": r["file"], "row": r["row"], "error": r.get("error")} for r in errors],
+            "by_check": dict(Counter(str(r.get("check", "request")) for r in errors)),
+            "rows": [{"file": r["file"], "row": r["row"], "check": r.get("check", "request"), "error": r.get("error")} for r in errors],
         },
-        "usage": {
-            "prompt_tokens": sum(v for v in usage_prompt if isinstance(v, int)),
-            "completion_tokens": sum(v for v in usage_completion if isinstance(v, int)),
-        },
+        "file_errors": [{"file": r["file"], "error": r.get("error")} for r in file_errors],
+        "usage": usage,
+        "price_per_1m": price,
+        "cost_usd": cost_usd((price["input"], price["output"]), usage["prompt_tokens"], usage["completion_tokens"])
+        if isinstance(price, dict)
+        else None,
         "latency_s": {
             "mean": _mean(latencies),
             "median": statistics.median(latencies) if latencies else None,
@@ -128,6 +214,7 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
     table.add_column("bin")
     table.add_column("needles", justify="right")
     table.add_column("rows", justify="right")
+    table.add_column("errors", justify="right")
     table.add_column("mean score", justify="right")
     table.add_column("needle floor", justify="right")
     table.add_column("writing floor", justify="right")
@@ -136,13 +223,20 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
             cell["bin"],
             str(cell["n_needles"]),
             str(cell["count"]),
+            str(cell.get("errors", 0)),
             _fmt(cell["mean_score"]),
             _fmt(cell.get("floor_random_needle")),
             _fmt(cell.get("floor_random_writing")),
         )
+    cost = summary.get("cost_usd")
     table.caption = (
-        f"mean score {_fmt(summary['mean_score'])} over {summary['n_scored']} rows; "
-        f"skipped {summary['skipped']['count']}; errors {summary['errors']['count']}\n"
+        f"mean score {_fmt(summary['mean_score'])} over {summary['n_rows']} rows "
+        f"(errors count 0; {_fmt(summary['mean_score_answered'])} over the {summary['n_scored']} answered); "
+        f"AUC@128k {_fmt(summary.get('auc_128k'))}, AUC@1M {_fmt(summary.get('auc_1m'))}; "
+        f"skipped {summary['skipped']['count']}; errors {summary['errors']['count']}"
+        f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
+        f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
+        f"{'' if summary.get('official', True) else '; NOT OFFICIAL (--strip-think)'}\n"
         "floors: the score of answering the prefix plus a random needle of the right ask / "
         "plus a random writing (no model calls)"
     )
@@ -184,20 +278,25 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
                     alpha=0.6,
                     label=f"{n_needles} needles: random-needle floor",
                 )
-        axes.set_xticks(range(len(bins)))
-        axes.set_xticklabels([_short_bin(b) for b in bins])
-        axes.set_xlabel("context length bin (o200k tokens, upper edge)")
-        axes.set_ylabel("mean score (official grader)")
-        axes.set_ylim(0, 1.02)
-        axes.grid(True, alpha=0.3)
-        axes.set_title(f"MRCR - {summary.get('model') or 'model'}")
-        if summary["cells"]:
-            axes.legend(fontsize="small")
-        figure.tight_layout()
-        with atomic_path(path) as tmp:
-            figure.savefig(tmp, format="png")
+        finish_bin_plot(figure, axes, bins, f"MRCR - {summary.get('model') or 'model'}", bool(summary["cells"]), path)
     finally:
         plt.close(figure)
+
+
+def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend: bool, path: str | os.PathLike) -> None:
+    """Label a score-by-bin chart (x: the bins in order) and write it atomically as PNG."""
+    axes.set_xticks(range(len(bins)))
+    axes.set_xticklabels([_short_bin(b) for b in bins])
+    axes.set_xlabel("context length bin (o200k tokens, upper edge)")
+    axes.set_ylabel("mean score (official grader; errors count 0)")
+    axes.set_ylim(0, 1.02)
+    axes.grid(True, alpha=0.3)
+    axes.set_title(title)
+    if legend:
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png")
 
 
 def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:

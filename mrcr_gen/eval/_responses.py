@@ -8,10 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .._bins import bin_label, bin_sort_key
-from .._tokens import count_tokens_batch
-from ._data import DataError, prompt_messages, read_rows
-from ._grade import grade
+from .._bins import bin_sort_key
+from ._items import FileError, grade_item, read_items
 
 
 class ResponsesError(ValueError):
@@ -59,29 +57,22 @@ def grade_responses(
     Returns `{"mean": m, "rows": [{"row", "score", "bin", "n_needles"}], "cells": [...],
     "n_rows": ..., "missing": [...]}`. Every row of DATA needs exactly one response unless
     `allow_missing`; a response for a row DATA lacks is always an error. A DATA file or row
-    that cannot be read raises `DataError` (a ValueError) naming it.
+    that cannot be read, or a row that cannot be graded, raises `FileError` (a ValueError) naming
+    it and the validator's check.
     """
     given = responses if isinstance(responses, dict) else read_responses(responses)
     rows_out = []
     missing = []
     n_data = 0
-    for index, row in read_rows(data):
+    for item in read_items(data, skip=lambda row, digest: row not in given):
         n_data += 1
-        if index not in given:
-            missing.append(index)
+        if item.row not in given:
+            missing.append(item.row)
             continue
-        try:
-            messages = prompt_messages(row.prompt)
-        except ValueError as exc:
-            raise DataError(f"{data}: row {index}: {exc}") from None
-        counts = count_tokens_batch([m["content"] for m in messages] + [row.answer])
+        if item.error is not None:
+            raise FileError(f"{data}: row {item.row}: {item.error.check}: {item.error.message}")
         rows_out.append(
-            {
-                "row": index,
-                "score": grade(given[index], row.answer, row.random_string_to_prepend),
-                "bin": bin_label(sum(counts)),
-                "n_needles": row.n_needles,
-            }
+            {"row": item.row, "score": grade_item(given[item.row], item), "bin": item.bin, "n_needles": item.n_needles}
         )
     extra = sorted(i for i in given if i >= n_data)
     if extra:

@@ -79,12 +79,15 @@ def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def latest_records(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """One record per (file, row): the first `ok` record wins; otherwise the latest one."""
+    """One record per (file, row), the latest (a rerun's result supersedes the one before);
+    file-level records (row null) are left out."""
     final: dict[tuple[str, int], dict[str, Any]] = {}
     for record in records:
-        key = (record["file"], int(record["row"]))
-        previous = final.get(key)
-        if previous is not None and previous.get("status") == STATUS_OK:
-            continue
-        final[key] = record
+        if isinstance(record["row"], int):
+            final[(record["file"], record["row"])] = record
     return final
+
+
+def latest_file_errors(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The latest file-level error of each file (row null)."""
+    return {record["file"]: record for record in records if record["row"] is None}

@@ -1,29 +1,42 @@
-"""`mrcr-eval`: score any OpenAI-compatible model on MRCR parquet files, resumably.
+"""`mrcr-eval`: score any OpenAI-compatible model on MRCR files, resumably, the official way.
 
-Each finished row is appended to RUN_DIR/results.jsonl (flushed and fsynced) before the next
-result is written, so a killed run resumes without repeating a completed call. Rows whose
-prompt has more o200k tokens than `max_context_window` are skipped and counted, as the seed's
-loop does (it counts the prompt messages only). Failed calls are recorded as errors; they do
-not stop the run, and a resumed run retries them unless `retry_errors` is off.
+Scoring policy (the official loop's): every row that got an HTTP 200 is graded, whatever its
+content; empty or `null` content scores 0 and is not retried. Only transport failures (429,
+5xx, timeouts, connection errors, a body that is not a chat completion) are retried. A row whose
+retries run out is an error: it counts as 0 in `mean_score`, marks the run incomplete, and a
+rerun sends it again. 401/403/404 or an unknown model stop the run: requests in flight are
+awaited and recorded, nothing more is sent (`EvalFatal`).
+
+Each finished row is appended to RUN_DIR/results.jsonl (flushed and fsynced) with the digest
+of its content, the settings fingerprint and the sha256 of its data file. A rerun sends only
+rows without a result for the same digest; different settings are refused (`EvalError`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._bins import bin_upper
-from .._openai import DEFAULT_TIMEOUT, ChatError, chat_completion, make_client, redact
-from ._data import DataError, RowInfo, data_key, read_rows, row_info
-from ._floors import row_floors
-from ._grade import grade, grade_lenient
-from ._report import write_report
+from .._files import file_sha256
+from .._openai import (
+    DEFAULT_TIMEOUT,
+    ChatError,
+    ChatStopped,
+    chat_completion,
+    is_prompt_too_long,
+    make_client,
+    redact,
+)
+from ._items import EvalItem, FileError, grade_item, grade_item_lenient, item_extras, read_items
 from ._results import (
     RESULTS_NAME,
     RUN_NAME,
@@ -37,9 +50,17 @@ from ._results import (
 
 log = logging.getLogger(__name__)
 
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+THINK_TAG = "<think>"
+_THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+
 
 class EvalError(RuntimeError):
-    """Bad input for a run (missing file, RUN_DIR of another model, ...)."""
+    """Bad input for a run (missing file, changed settings, ...): exit code 2."""
+
+
+class EvalFatal(EvalError):
+    """The server refused in a way no retry can fix (bad key, unknown model, wrong URL)."""
 
 
 class EvalConfig(BaseModel):
@@ -59,17 +80,63 @@ class EvalConfig(BaseModel):
     temperature: float | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    reasoning_effort: str | None = None
+    extra_body: dict[str, Any] | None = Field(default=None, description="merged into every request body")
+    strip_think: bool = Field(default=False, description="grade replies without <think> blocks (NOT official)")
     max_retries: int = Field(default=8, ge=0)
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
     retry_errors: bool = True
+    price_in: float | None = Field(default=None, ge=0, description="USD per 1M prompt tokens")
+    price_out: float | None = Field(default=None, ge=0, description="USD per 1M completion tokens")
+    tokenizer_spec: str = "o200k_base"
 
     def request_params(self) -> dict[str, Any]:
+        """Keyword arguments of every `chat.completions.create` call besides model and messages."""
         params: dict[str, Any] = {}
         if self.temperature is not None:
             params["temperature"] = self.temperature
         if self.max_output_tokens is not None:
             params[self.max_tokens_field] = self.max_output_tokens
+        if self.reasoning_effort is not None:
+            params["reasoning_effort"] = self.reasoning_effort
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
         return params
+
+    def settings(self) -> dict[str, Any]:
+        """What decides the replies and their scores: a rerun must use the same."""
+        return {
+            "model": self.model,
+            "base_url": (self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/"),
+            "request": self.request_params(),
+            "strip_think": self.strip_think,
+        }
+
+
+def settings_fingerprint(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        flat: dict[str, Any] = {}
+        for key, inner in value.items():
+            flat.update(_flatten(inner, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): value}
+
+
+def settings_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """`name: old -> new` for every setting that differs (nested ones dotted, e.g. request.temperature)."""
+    old, new = _flatten(before), _flatten(after)
+    missing = object()
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, missing), new.get(key, missing)
+        if a != b:
+            show = lambda v: "(not set)" if v is missing else json.dumps(v)  # noqa: E731
+            lines.append(f"{key}: {show(a)} -> {show(b)}")
+    return lines
 
 
 class RunStats(BaseModel):
@@ -78,120 +145,210 @@ class RunStats(BaseModel):
     errors: int = 0
     skipped: int = 0
     resumed: int = 0
+    file_errors: int = 0
     max_in_flight: int = 0
 
 
-_SKIP = "skip"
+def resolve_inputs(paths: list[str]) -> list[str]:
+    """Absolute paths, each once, in first-seen order (so `f.parquet` and `$PWD/f.parquet` are one file)."""
+    seen: dict[str, None] = {}
+    for path in paths:
+        seen.setdefault(str(Path(path).resolve()), None)
+    return list(seen)
+
+
+def graded_text(response: str, strip_think: bool) -> str:
+    """The text the grader sees: the reply itself, or (--strip-think, not official) without <think> blocks."""
+    return _THINK_BLOCK.sub("", response) if strip_think else response
+
+
 _JOB = "job"
+_RECORD = "record"
+_FILE_ERROR = "file_error"
 
 
-def _plan(config: EvalConfig, final: dict[tuple[str, int], dict]) -> Iterator[tuple[str, Any]]:
-    """Walk the data in order, yielding ("job", RowInfo) or ("skip", record) for rows to handle.
+class _Planner:
+    """Walks the data in order and says what to do with each row: send it (a job: the items of
+    one transcript group), or write a record at once (skipped, unreadable, carried over).
 
-    Filters apply in this order: needles, bin, limit (rows already done count toward the
-    limit), then the context window. Rows already done are not tokenized again.
+    Filters apply in this order: needles, bin, limit (rows already done count toward the limit),
+    then the context window. Rows already done are neither parsed nor tokenized again.
     """
-    wanted_needles = set(config.needles) if config.needles else None
-    wanted_bins = set(config.bins) if config.bins else None
-    taken = 0
-    for path in config.data:
-        key = data_key(path)
-        for index, row in _read_any(path, key):
-            if config.limit is not None and taken >= config.limit:
+
+    def __init__(self, config: EvalConfig, files: list[str], shas: dict[str, str], final: dict, base: dict):
+        self.config = config
+        self.files = files
+        self.shas = shas
+        self.final = final
+        self.base = base  # digest-independent fields of every record (settings fingerprint)
+        self.taken = 0
+        self.resumed = 0
+
+    def _done(self, key: tuple[str, int], digest: str) -> dict | None:
+        previous = self.final.get(key)
+        if previous is None or previous.get("digest") != digest or previous.get("settings") != self.base["settings"]:
+            return None
+        status = previous.get("status")
+        if status == STATUS_OK:
+            return previous
+        if status == STATUS_ERROR and not self.config.retry_errors:
+            return previous
+        if status == STATUS_SKIPPED and previous.get("max_context_window") == self.config.max_context_window:
+            return previous
+        return None
+
+    def _wanted(self, n_needles: int, bin_upper: int) -> bool:
+        config = self.config
+        if config.needles and n_needles not in config.needles:
+            return False
+        return not (config.bins and bin_upper not in config.bins)
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        config = self.config
+        for path in self.files:
+            if config.limit is not None and self.taken >= config.limit:
                 return
-            if wanted_needles is not None and row.n_needles not in wanted_needles:
-                continue
-            previous = final.get((key, index))
-            if previous is not None and previous.get("status") == STATUS_OK:
-                if wanted_bins is None or bin_upper(previous["bin"]) in wanted_bins:
-                    taken += 1
-                continue
-            if previous is not None and previous.get("status") == STATUS_ERROR and not config.retry_errors:
-                if wanted_bins is None or bin_upper(previous["bin"]) in wanted_bins:
-                    taken += 1
-                continue
-            info = row if isinstance(row, RowInfo) else row_info(key, index, row)
-            if wanted_bins is not None and bin_upper(info.bin) not in wanted_bins:
-                continue
-            taken += 1
-            if config.max_context_window is not None and info.prompt_tokens > config.max_context_window:
-                if not (
-                    previous is not None
-                    and previous.get("status") == STATUS_SKIPPED
-                    and previous.get("max_context_window") == config.max_context_window
-                ):
-                    yield _SKIP, _base_record(info) | {
-                        "status": STATUS_SKIPPED,
-                        "reason": "context",
-                        "max_context_window": config.max_context_window,
-                    }
-                continue
-            yield _JOB, info
+            sha = self.shas[path]
+            group: list[EvalItem] = []
+            done_now: dict[int, dict] = {}
+
+            def skip(row: int, digest: str, path: str = path) -> bool:
+                previous = self._done((path, row), digest)
+                if previous is not None:
+                    done_now[row] = previous
+                return previous is not None
+
+            try:
+                for item in read_items(path, tokenizer_spec=config.tokenizer_spec, skip=skip):
+                    if config.limit is not None and self.taken >= config.limit:
+                        break
+                    previous = done_now.pop(item.row, None)
+                    if previous is not None:
+                        if previous.get("data_sha256") != sha:  # same row in a rewritten file: still valid
+                            yield _RECORD, previous | {"data_sha256": sha}
+                        if self._wanted(int(previous.get("n_needles") or 0), int(previous.get("bin_upper") or 0)):
+                            self.taken += 1
+                            self.resumed += previous.get("status") == STATUS_OK
+                        continue
+                    if item.error is None and not self._wanted(item.n_needles, item.bin_upper):
+                        continue
+                    self.taken += 1
+                    record = self.base | base_record(item, sha)
+                    if item.error is not None:
+                        yield _RECORD, record | {
+                            "status": STATUS_ERROR,
+                            "check": item.error.check,
+                            "error": item.error.message,
+                            "attempts": 0,
+                        }
+                    elif config.max_context_window is not None and item.prompt_tokens > config.max_context_window:
+                        yield _RECORD, record | {
+                            "status": STATUS_SKIPPED,
+                            "reason": "context",
+                            "max_context_window": config.max_context_window,
+                        }
+                    elif group and item.group is not None and item.group == group[-1].group:
+                        group.append(item)
+                    else:
+                        if group:
+                            yield _JOB, group
+                        group = [item]
+                if group:
+                    yield _JOB, group
+            except FileError as exc:
+                if group:
+                    yield _JOB, group
+                yield _FILE_ERROR, {"file": path, "row": None, "status": STATUS_ERROR, "check": "file",
+                                    "error": str(exc), "data_sha256": sha} | self.base
 
 
-def _read_any(path: str, key: str) -> Iterator[tuple[int, Any]]:
-    """(index, MrcrRow) of an openai/mrcr file, or (index, RowInfo) of an MRCR v2 file."""
-    from ..v2._rows import is_v2_file
-
-    if not is_v2_file(path):
-        yield from read_rows(path)
-        return
-    from ..v2._eval import row_infos
-
-    yield from row_infos(path, key)
-
-
-def _base_record(info: RowInfo) -> dict[str, Any]:
+def base_record(item: EvalItem, data_sha256: str) -> dict[str, Any]:
     return {
-        "file": info.file,
-        "row": info.row,
-        "bin": info.bin,
-        "n_needles": info.n_needles,
-        "o200k_prompt_tokens": info.prompt_tokens,
-        "o200k_tokens": info.total_tokens,
+        "file": item.source,
+        "row": item.row,
+        "digest": item.digest,
+        "data_sha256": data_sha256,
+        "recipe": item.recipe,
+        "bin": item.bin,
+        "bin_upper": item.bin_upper,
+        "n_needles": item.n_needles,
+        "o200k_prompt_tokens": item.prompt_tokens,
+        "o200k_tokens": item.total_tokens,
     }
 
 
-def _scored_record(info: RowInfo, response: str, result: Any) -> dict[str, Any]:
-    if info.recipe == "mrcr-v2":
-        from ..v2._eval import scored_fields
-
-        return _base_record(info) | scored_fields(info, response, result)
-    floors = row_floors(info.messages, info.answer, info.random_string)
-    return _base_record(info) | {
+def scored_record(item: EvalItem, result: Any, strip_think: bool) -> dict[str, Any]:
+    """The fields of a graded row (the reply, its scores, usage, finish_reason, extras)."""
+    text = graded_text(result.text, strip_think)
+    return {
         "status": STATUS_OK,
-        "response": response,
-        "score": grade(response, info.answer, info.random_string),
-        "score_lenient": grade_lenient(response, info.answer, info.random_string),
+        "response": result.text,
+        "score": grade_item(text, item),
+        "score_lenient": grade_item_lenient(text, item),
+        "content_null": result.content_null,
+        "think": THINK_TAG in result.text,
+        "reasoning_chars": result.reasoning_chars,
+        "finish_reason": result.finish_reason,
         "latency_s": result.latency_s,
         "attempts": result.attempts,
-        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-        "finish_reason": result.finish_reason,
-        "floor_random_needle": floors.random_needle,
-        "floor_random_writing": floors.random_writing,
+        "usage": {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "reasoning_tokens": result.reasoning_tokens,
+            "cached_tokens": result.cached_tokens,
+        },
+    } | item_extras(item)
+
+
+def _read_run_file(out: Path) -> dict | None:
+    run_file = out / RUN_NAME
+    if not run_file.exists():
+        return None
+    try:
+        previous = json.loads(run_file.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise EvalError(f"{run_file} is not valid JSON") from exc
+    if not isinstance(previous, dict) or "settings" not in previous:
+        raise EvalError(f"{out} holds a run of an older mrcr-eval (no settings fingerprint); choose another --out")
+    return previous
+
+
+def _check_settings(out: Path, previous: dict | None, settings: dict) -> None:
+    if previous is None or previous["settings"] == settings:
+        return
+    differences = settings_differences(previous["settings"], settings)
+    raise EvalError(
+        f"{out} holds a run with other settings ({'; '.join(differences)}); "
+        "rerun with the same settings, or point --out elsewhere for a new run"
+    )
+
+
+def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], *, finished: bool) -> dict:
+    """RUN_DIR/run.json: settings, fingerprint, data files with sha256 (all this run dir has seen)."""
+    from .._prices import price_for
+
+    data = {entry["path"]: entry["sha256"] for entry in (previous or {}).get("data", []) if isinstance(entry, dict)}
+    data.update(shas)
+    settings = config.settings()
+    price = price_for(config.model, config.price_in, config.price_out)
+    return {
+        "model": config.model,
+        "base_url": settings["base_url"],
+        "settings": settings,
+        "fingerprint": settings_fingerprint(settings),
+        "data": [{"path": path, "sha256": sha} for path, sha in data.items()],
+        "max_context_window": config.max_context_window,
+        "price_per_1m": None if price is None else {"input": price[0], "output": price[1]},
+        "options": config.model_dump(include={"concurrency", "needles", "bins", "limit", "max_retries", "timeout",
+                                             "retry_errors", "tokenizer_spec"}),
+        "finished": finished,
     }
 
 
-def _check_run_dir(config: EvalConfig) -> None:
-    run_file = Path(config.out) / RUN_NAME
-    if run_file.exists():
-        try:
-            previous = json.loads(run_file.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise EvalError(f"{run_file} is not valid JSON") from exc
-        if previous.get("model") != config.model:
-            raise EvalError(
-                f"{config.out} holds a run of model {previous.get('model')!r}, not {config.model!r}; choose another --out"
-            )
-
-
-def _write_run_file(config: EvalConfig) -> None:
+def _write_run_file(out: Path, record: dict) -> None:
     from .._files import write_text_atomic
 
-    run_file = Path(config.out) / RUN_NAME
-    record = config.model_dump()
-    record["data"] = [data_key(p) for p in config.data]
-    write_text_atomic(run_file, json.dumps(record, indent=2) + "\n")
+    write_text_atomic(out / RUN_NAME, json.dumps(record, indent=2) + "\n")
 
 
 async def run_eval_async(
@@ -202,15 +359,23 @@ async def run_eval_async(
     on_record: Callable[[dict], None] | None = None,
 ) -> RunStats:
     """Evaluate; returns the counts of this invocation. Writes results.jsonl and run.json only;
-    call `write_report` (or use `run_eval`) for summary.json and plot.png."""
-    for path in config.data:
+    call `write_report` (or use `run_eval`) for summary.json and plot.png.
+
+    Raises EvalError for bad input or changed settings (nothing is sent), EvalFatal when the
+    server refused for good (what was in flight is recorded first).
+    """
+    files = resolve_inputs(config.data)
+    for path in files:
         if not Path(path).is_file():
             raise EvalError(f"data file not found: {path}")
-    _check_run_dir(config)
     out = Path(config.out)
+    previous = _read_run_file(out)
+    settings = config.settings()
+    _check_settings(out, previous, settings)
+    shas = {path: await asyncio.to_thread(file_sha256, path) for path in files}
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _write_run_file(config)
+        _write_run_file(out, run_record(config, previous, shas, finished=False))
     except OSError as exc:
         raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
 
@@ -221,11 +386,16 @@ async def run_eval_async(
             client = make_client(config.base_url, api_key=api_key, timeout=config.timeout)
         except ChatError as exc:
             raise EvalError(str(exc)) from None
-    stats = RunStats(resumed=sum(1 for r in final.values() if r.get("status") == STATUS_OK))
+    stats = RunStats()
     params = config.request_params()
+    base = {"settings": settings_fingerprint(settings)}
     semaphore = asyncio.Semaphore(config.concurrency)
     in_flight = 0
     tasks: set[asyncio.Task] = set()
+    fatal: list[ChatError] = []
+
+    def stopping() -> bool:
+        return bool(fatal)
 
     with ResultsWriter(results_path) as writer:
 
@@ -234,60 +404,81 @@ async def run_eval_async(
             if on_record is not None:
                 on_record(record)
 
-        group_locks: dict[str, asyncio.Lock] = {}
-
-        async def evaluate(info: RowInfo) -> None:
-            if info.group is None:
-                return await _evaluate(info)
-            async with group_locks.setdefault(info.group, asyncio.Lock()):  # the prefix cache hits
-                await _evaluate(info)
-
-        async def _evaluate(info: RowInfo) -> None:
+        async def send(item: EvalItem, sha: str) -> None:
             nonlocal in_flight
+            record = base | base_record(item, sha)
             in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, in_flight)
-            stats.sent += 1
             try:
                 result = await chat_completion(
-                    client, config.model, info.messages, max_retries=config.max_retries, **params
+                    client, config.model, item.messages, max_retries=config.max_retries, stop=stopping, **params
                 )
+            except ChatStopped as exc:
+                if exc.attempts:  # sent before, then stopped while waiting to retry
+                    stats.sent += 1
+                    stats.errors += 1
+                    emit(record | {"status": STATUS_ERROR, "check": "stopped", "error": str(exc), "attempts": exc.attempts})
+                return
             except ChatError as exc:
+                stats.sent += 1
                 stats.errors += 1
-                emit(_base_record(info) | {"status": STATUS_ERROR, "error": str(exc), "attempts": exc.attempts})
+                if exc.fatal:
+                    fatal.append(exc)
+                check = "fatal" if exc.fatal else "prompt_too_long" if is_prompt_too_long(exc.status, str(exc)) else "request"
+                emit(record | {"status": STATUS_ERROR, "check": check, "error": str(exc), "http_status": exc.status,
+                               "attempts": exc.attempts})
                 return
             except Exception as exc:  # noqa: BLE001 - recorded, never fatal
+                stats.sent += 1
                 stats.errors += 1
-                error = redact(f"{type(exc).__name__}: {exc}")
-                emit(_base_record(info) | {"status": STATUS_ERROR, "error": error, "attempts": 1})
+                emit(record | {"status": STATUS_ERROR, "check": "request",
+                               "error": redact(f"{type(exc).__name__}: {exc}"), "attempts": 1})
                 return
             finally:
                 in_flight -= 1
-            record = await asyncio.to_thread(_scored_record, info, result.text, result)
+            stats.sent += 1
+            graded = await asyncio.to_thread(scored_record, item, result, config.strip_think)
             stats.scored += 1
-            emit(record)
+            emit(record | graded)
 
-        plan = _plan(config, final)
+        async def run_job(items: list[EvalItem], sha: str) -> None:
+            for item in items:  # one transcript group: in order, so the server's prefix cache hits
+                if stopping():
+                    return
+                await send(item, sha)
+
+        planner = _Planner(config, files, shas, final, base)
+        plan = iter(planner)
         done = object()
+        finished = False
         try:
-            while True:
+            while not stopping():
                 await semaphore.acquire()
-                item = await asyncio.to_thread(next, plan, done)
-                if item is done:
+                if stopping():
                     semaphore.release()
                     break
-                kind, payload = item
-                if kind == _SKIP:
-                    stats.skipped += 1
-                    emit(payload)
+                step = await asyncio.to_thread(next, plan, done)
+                if step is done:
                     semaphore.release()
+                    finished = True
+                    break
+                kind, payload = step
+                if kind != _JOB:
+                    semaphore.release()
+                    if kind == _FILE_ERROR:
+                        stats.file_errors += 1
+                    elif payload.get("status") == STATUS_SKIPPED:
+                        stats.skipped += 1
+                    elif payload.get("status") == STATUS_ERROR:
+                        stats.errors += 1
+                    emit(payload)
                     continue
-                task = asyncio.create_task(evaluate(payload))
+                task = asyncio.create_task(run_job(payload, shas[payload[0].source]))
                 tasks.add(task)
                 task.add_done_callback(lambda t: (tasks.discard(t), semaphore.release()))
+            # Requests in flight are awaited and recorded, also after a fatal answer.
             if tasks:
                 await asyncio.gather(*tasks)
-        except DataError as exc:
-            raise EvalError(str(exc)) from None
         finally:
             # Cancelled tasks must finish before the results file closes under them.
             for task in tasks:
@@ -299,14 +490,21 @@ async def run_eval_async(
                     await close()
                 except Exception:  # noqa: BLE001
                     pass
+    stats.resumed = planner.resumed
+    if fatal:
+        raise EvalFatal(f"the server refused the run: {fatal[0]} (nothing more was sent)")
+    if finished:
+        _write_run_file(out, run_record(config, previous, shas, finished=True))
     return stats
 
 
 def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStats, dict]:
     """Run (or resume) an evaluation, then write summary.json and plot.png; returns (stats, summary)."""
+    from ._report import write_report
+
     stats = asyncio.run(run_eval_async(config, api_key=api_key))
     summary = write_report(config.out)
     return stats, summary
 
 
-__all__ = ["EvalConfig", "EvalError", "RunStats", "run_eval", "run_eval_async"]
+__all__ = ["EvalConfig", "EvalError", "EvalFatal", "RunStats", "run_eval", "run_eval_async"]

@@ -13,7 +13,6 @@ import asyncio
 import hashlib
 import json
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -31,23 +30,11 @@ from rich.progress import (
 
 from .._catalog import Catalog, load_catalog
 from .._models import Ask, _Frozen
+from .._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from .._seeding import derived_rng
 from .._tokens import count_tokens_batch
 from ._pool import PoolError, PoolWriting, dedupe, write_pool
 
-# USD per 1M tokens (input, output): list prices of well-known models; others need --price-in/out.
-PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-2024-08-06": (2.50, 10.00),
-    "gpt-4o-2024-11-20": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
-}
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
 FATAL_STATUSES = {400, 401, 403, 404, 422}
 DEFAULT_CONCURRENCY = 16
@@ -64,23 +51,6 @@ def default_cache_dir() -> Path:
         return Path(os.environ["MRCR_GEN_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "mrcr-gen"
-
-
-def price_for(model: str, price_in: float | None = None, price_out: float | None = None) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens: the flags win, then the table (dated names match their base)."""
-    known = PRICES.get(model)
-    if known is None:
-        base = re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model)
-        known = PRICES.get(base)
-    if price_in is None and price_out is None:
-        return known
-    return (price_in if price_in is not None else (known or (0.0, 0.0))[0], price_out if price_out is not None else (known or (0.0, 0.0))[1])
-
-
-def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
-    if price is None:
-        return None
-    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
 
 
 def cache_key(model: str, params: Mapping[str, Any], ask: Ask, variant: int) -> str:
@@ -210,12 +180,17 @@ def plan_asks(
     return {ask: (max(per_pair, needle_variants) if i < needle_asks else per_pair) for i, ask in enumerate(asks)}
 
 
-def _params(temperature: float | None, max_tokens: int | None, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+def _params(
+    temperature: float | None,
+    max_tokens: int | None,
+    extra: Mapping[str, Any] | None,
+    max_tokens_field: str = "max_tokens",
+) -> dict[str, Any]:
     params = dict(extra or {})
     if temperature is not None:
         params["temperature"] = temperature
     if max_tokens is not None:
-        params["max_tokens"] = max_tokens
+        params[max_tokens_field] = max_tokens
     return {k: v for k, v in sorted(params.items()) if v is not None}
 
 
@@ -315,6 +290,7 @@ def build_pool_openai(
                 [{"role": "user", "content": ask.text}],
                 max_retries=max_retries,
                 backoff_base=backoff_base,
+                retry_empty=True,
                 **params,
             )
 

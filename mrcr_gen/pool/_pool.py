@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError, model_validator
 
 from .._assembler import AssemblyError
-from .._files import atomic_path
+from .._files import atomic_path, file_sha256
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 
 POOL_SCHEMA = pa.schema(
@@ -142,14 +142,6 @@ def read_pool(path: str | os.PathLike) -> list[PoolWriting]:
             problem = first["msg"].removeprefix("Value error, ")
             raise PoolError(f"{path} row {row} is invalid: {where + ': ' if where else ''}{problem}") from None
     return writings
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class PoolWriter:

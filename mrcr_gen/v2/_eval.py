@@ -8,16 +8,19 @@ and a provider's prefix cache holds the shared transcript.
 
 from __future__ import annotations
 
+import csv
 import hashlib
-import itertools
-import math
 import os
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pyarrow as pa
+
 from .._tokens import count_tokens
+from ..eval._auc import auc_fields
+from ..eval._items import EvalItem, FileError, ItemError, Recipe, register_recipe
 from ._checks import transcript_id
 from ._generate import V2_BUCKETS, v2_bucket_for
 from ._grade import grade_v2, grade_v2_lenient
@@ -28,33 +31,6 @@ RECIPE = "mrcr-v2"
 UP_TO_128K = 131072
 AT_1M = (524288, 1048576)
 DEFAULT_WRITING_SAMPLES = 16
-
-try:  # the runner's item shape (mrcr_gen/eval/_items.py)
-    from ..eval._items import EvalItem, ItemError
-except ImportError:  # pragma: no cover - before the runner's recipe-neutral items exist
-    from pydantic import BaseModel, ConfigDict
-
-    class ItemError(BaseModel):  # type: ignore[no-redef]
-        model_config = ConfigDict(frozen=True)
-        check: str
-        message: str
-
-    class EvalItem(BaseModel):  # type: ignore[no-redef]
-        model_config = ConfigDict(frozen=True)
-        source: str
-        row: int
-        digest: str
-        messages: list[dict] = []
-        answer: str = ""
-        prefix: str = ""
-        n_needles: int = 0
-        bin_upper: int = 0
-        prompt_tokens: int = 0
-        total_tokens: int = 0
-        group: str | None = None
-        recipe: str = RECIPE
-        error: ItemError | None = None
-
 
 def row_digest(queries: Any, answer: Any) -> str:
     """sha256 over what the grade depends on: the text sent and the answer."""
@@ -79,46 +55,56 @@ def read_v2_items(
     tokenizer_spec: str = "o200k_base",
     skip: Callable[[int, str], bool] | None = None,
 ) -> Iterator[EvalItem]:
-    """One item per row, in row order. The prompt is counted exactly: each transcript once, plus
-    each row's final query (a split the tokenizer always makes, see `_checks`)."""
+    """One item per row, in row order; FileError when the file cannot be read. The prompt is
+    counted exactly: each transcript once, plus each row's final query (a split the tokenizer
+    always makes, see `_checks`). `skip(row, digest)` true yields a bare item without parsing."""
     source = str(os.path.realpath(path))
-    counted: tuple[str, int] | None = None
-    for index, record in enumerate(iter_records(path)):
-        queries, answer = record.get("queries"), record.get("answer")
-        digest = row_digest(queries, answer)
-        if skip is not None and skip(index, digest):
-            yield EvalItem(source=source, row=index, digest=digest, recipe=RECIPE)
-            continue
-        base = {"source": source, "row": index, "digest": digest, "recipe": RECIPE}
-        try:
-            rec = coerce_record(record)
-        except ValueError as exc:
-            yield EvalItem(**base, error=ItemError(check="v2_row", message=str(exc)))
-            continue
-        view_ops = rec.get("view_ops")
-        if not (isinstance(queries, str) and isinstance(answer, str) and isinstance(view_ops, str)) or not queries.endswith(view_ops):
-            yield EvalItem(**base, error=ItemError(check="view_ops", message="view_ops is not the tail of queries"))
-            continue
-        query = parse_query(view_ops)
-        if query is None or not HASH_PATTERN.fullmatch(query.hash):
-            yield EvalItem(**base, error=ItemError(check="final_query", message="view_ops is not an MRCR v2 query"))
-            continue
-        transcript = queries[: len(queries) - len(view_ops)]
-        group = transcript_id(transcript)
-        if counted is None or counted[0] != group:
-            counted = (group, count_tokens(transcript))
-        prompt_tokens = counted[1] + count_tokens(view_ops)
-        yield EvalItem(
-            **base,
-            messages=[{"role": "user", "content": queries}],
-            answer=answer,
-            prefix=query.hash,
-            n_needles=int(rec.get("num_relevant") or 0),
-            bin_upper=bucket_upper(prompt_tokens),
-            prompt_tokens=prompt_tokens,
-            total_tokens=prompt_tokens,  # v2 lengths count the text sent, not the answer
-            group=group,
-        )
+    transcript_tokens: dict[str, int] = {}  # the current transcript only: its rows are consecutive
+    index = -1
+    try:
+        for index, record in enumerate(iter_records(path)):
+            queries, answer = record.get("queries"), record.get("answer")
+            digest = row_digest(queries, answer)
+            if skip is not None and skip(index, digest):
+                yield EvalItem(source=source, row=index, digest=digest, recipe=RECIPE)
+            else:
+                yield make_v2_item(source, index, record, digest, transcript_tokens)
+    except (OSError, ValueError, csv.Error, pa.ArrowException) as exc:
+        where = "cannot read" if index < 0 else f"cannot read past row {index}"
+        lines = str(exc).strip().splitlines()
+        raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
+
+
+def make_v2_item(source: str, index: int, record: dict, digest: str, transcript_tokens: dict[str, int]) -> EvalItem:
+    """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check)."""
+    base: dict[str, Any] = {"source": source, "row": index, "digest": digest, "recipe": RECIPE}
+    try:
+        rec = coerce_record(record)
+    except ValueError as exc:
+        return EvalItem(**base, error=ItemError(check="v2_row", message=str(exc)))
+    queries, answer, view_ops = rec.get("queries"), rec.get("answer"), rec.get("view_ops")
+    if not (isinstance(queries, str) and isinstance(answer, str) and isinstance(view_ops, str)) or not queries.endswith(view_ops):
+        return EvalItem(**base, error=ItemError(check="view_ops", message="view_ops is not the tail of queries"))
+    query = parse_query(view_ops)
+    if query is None or not HASH_PATTERN.fullmatch(query.hash):
+        return EvalItem(**base, error=ItemError(check="final_query", message="view_ops is not an MRCR v2 query"))
+    transcript = queries[: len(queries) - len(view_ops)]
+    group = transcript_id(transcript)
+    if group not in transcript_tokens:
+        transcript_tokens.clear()
+        transcript_tokens[group] = count_tokens(transcript)
+    prompt_tokens = transcript_tokens[group] + count_tokens(view_ops)
+    return EvalItem(
+        **base,
+        messages=[{"role": "user", "content": queries}],
+        answer=answer,
+        prefix=query.hash,
+        n_needles=int(rec.get("num_relevant") or 0),
+        bin_upper=bucket_upper(prompt_tokens),
+        prompt_tokens=prompt_tokens,
+        total_tokens=prompt_tokens,  # v2 lengths count the text sent, not the answer
+        group=group,
+    )
 
 
 def grade_item(response: str, item: EvalItem) -> float:
@@ -163,31 +149,19 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def auc(points: list[tuple[int, float]]) -> float | None:
-    """Area under mean score vs log2(bucket upper edge), divided by the log2 span (trapezoids):
-    the mean score over the curve, each doubling of context weighted alike. One bucket: its mean."""
-    points = sorted(points)
-    if not points:
-        return None
-    if len(points) == 1:
-        return points[0][1]
-    area = sum(
-        (math.log2(b[0]) - math.log2(a[0])) * (a[1] + b[1]) / 2 for a, b in itertools.pairwise(points)
-    )
-    return area / (math.log2(points[-1][0]) - math.log2(points[0][0]))
-
-
-def v2_report(records: list[dict[str, Any]]) -> dict[str, Any]:
+def v2_report(records: list[dict[str, Any]], max_context_window: int | None = None) -> dict[str, Any]:
     """The numbers to compare with Google's: per needle count, the mean per bucket, "up to 128K"
     (the mean over every row of at most 131072 tokens), "at 1M" (the (524288, 1048576] bucket),
-    the AUC over buckets, and the mean noise floors. Records need `score`, `n_needles` and a token
-    count (`context_len`, `prompt_tokens` or `o200k_prompt_tokens`)."""
+    Context Arena's `auc_128k` / `auc_1m` over the bucket means (as for openai/mrcr), and the mean
+    noise floors. Records need `score`, `n_needles` and a token count (`context_len`,
+    `prompt_tokens` or `o200k_prompt_tokens`); records without one are left out."""
     by_needles: dict[int, list[tuple[int, dict]]] = defaultdict(list)
     for record in records:
         if record.get("score") is None:
             continue
         tokens = record.get("context_len", record.get("prompt_tokens", record.get("o200k_prompt_tokens")))
-        by_needles[int(record["n_needles"])].append((int(tokens), record))
+        if isinstance(tokens, int) and tokens > 0:
+            by_needles[int(record["n_needles"])].append((tokens, record))
     out = []
     for n, rows in sorted(by_needles.items()):
         buckets: dict[int, list[dict]] = defaultdict(list)
@@ -216,7 +190,8 @@ def v2_report(records: list[dict[str, Any]]) -> dict[str, Any]:
                 "up_to_128k_count": len(up_to),
                 "at_1m": _mean(at_1m),
                 "at_1m_count": len(at_1m),
-                "auc": auc([(c["bucket_upper"], c["mean_score"]) for c in cells]),
+                **{k: v for k, v in auc_fields({c["bucket_upper"]: c["mean_score"] for c in cells}, max_context_window).items()
+                   if k.startswith("auc")},
                 "floor_random_needle": _mean([r["floor_random_needle"] for _, r in rows if r.get("floor_random_needle") is not None]),
                 "floor_random_writing": _mean([r["floor_random_writing"] for _, r in rows if r.get("floor_random_writing") is not None]),
                 "buckets": cells,
@@ -277,57 +252,24 @@ def render_v2_table(report: dict[str, Any]):
         return "-" if value is None else f"{value:.3f}"
 
     table = Table(title="MRCR v2 summary (compare with Google's reports)")
-    for column in ("needles", "rows", "up to 128K", "at 1M", "AUC", "random needle floor", "random writing floor"):
+    for column in ("needles", "rows", "up to 128K", "at 1M", "AUC@128k", "AUC@1M", "random needle floor", "random writing floor"):
         table.add_column(column, justify="right")
     for entry in report["by_needles"]:
         table.add_row(
             str(entry["n_needles"]), str(entry["count"]), f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
-            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})", fmt(entry["auc"]),
+            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})", fmt(entry["auc_128k"]), fmt(entry["auc_1m"]),
             fmt(entry["floor_random_needle"]), fmt(entry["floor_random_writing"]),
         )
     return table
 
 
-# --- the current runner (mrcr_gen/eval/_runner.py) -----------------------------------------------
-
-
-def bucket_label(n_tokens: int) -> str:
-    upper = bucket_upper(n_tokens)
-    return f"({upper // 2}, {upper}]"
-
-
-def row_infos(path: str | os.PathLike, key: str):
-    """(index, RowInfo) for every row of a v2 file, for the runner; DataError for a bad row."""
-    from ..eval._data import DataError, RowInfo
-
-    try:
-        for item in read_v2_items(path):
-            if item.error is not None:
-                raise DataError(f"{path}: row {item.row}: {item.error.check}: {item.error.message}")
-            yield item.row, RowInfo(
-                file=key, row=item.row, messages=item.messages, answer=item.answer, random_string=item.prefix,
-                n_needles=item.n_needles, prompt_tokens=item.prompt_tokens, total_tokens=item.prompt_tokens,
-                recipe=RECIPE, group=item.group,
-            )
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, DataError):
-            raise
-        raise DataError(f"{path}: cannot read as an MRCR v2 file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-
-
-def scored_fields(info, response: str, result: Any) -> dict[str, Any]:
-    """The fields of a graded v2 row in the runner's results.jsonl."""
-    return {
-        "status": "ok",
-        "recipe": RECIPE,
-        "group": info.group,
-        "response": response,
-        "score": grade_v2(response, info.answer),
-        "score_lenient": grade_v2_lenient(response, info.answer),
-        "latency_s": result.latency_s,
-        "attempts": result.attempts,
-        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-                  "cached_tokens": getattr(result, "cached_tokens", None)},
-        "finish_reason": result.finish_reason,
-        **row_floors(info.messages[0]["content"], info.answer),
-    }
+register_recipe(
+    Recipe(
+        name=RECIPE,
+        marker_column="queries",
+        read=read_v2_items,
+        grade=grade_item,
+        grade_lenient=grade_item_lenient,
+        extras=item_extras,
+    )
+)

@@ -124,6 +124,8 @@ def test_eval_cli_and_report_subcommand(small_data, tmp_path, capsys, api_key):
         (["--model", "m", "--out", "OUT", "--bin", "1000"], "no bin has upper edge 1000"),
         (["--model", "m", "--out", "OUT", "--max-tokens-field", "tokens"], "max_tokens_field"),
         (["--out", "OUT"], "--model"),
+        (["--model", "m", "--out", "OUT", "--extra-body", "{not json"], "--extra-body: not valid JSON"),
+        (["--model", "m", "--out", "OUT", "--extra-body", "[1]"], "--extra-body: expected a JSON object"),
     ],
 )
 def test_eval_cli_bad_options(small_data, tmp_path, capsys, api_key, args, message):
@@ -193,20 +195,50 @@ def _bad_data(tmp_path: Path, defect: str) -> Path:
 @pytest.mark.parametrize(
     "defect, message",
     [
-        ("not-parquet", "cannot read as MRCR parquet"),
-        ("prompt-not-json", "row 1: prompt is not valid JSON"),
-        ("prompt-not-messages", "row 1: prompt is not a non-empty JSON list"),
-        ("answer-without-prefix", "row 1: answer must start with random_string_to_prepend"),
+        ("not-parquet", "not-parquet.parquet: cannot read as parquet"),
+        ("prompt-not-json", "row 1: prompt_json: prompt is not valid JSON"),
+        ("prompt-not-messages", "row 1: prompt_json: messages[0] is a int, expected an object"),
     ],
 )
-def test_unreadable_data_is_one_line_exit_2(tmp_path, capsys, api_key, defect, message):
+def test_grade_of_an_ungradable_row_is_one_line_exit_2(tmp_path, capsys, defect, message):
     data = _bad_data(tmp_path, defect)
     responses = write_responses(tmp_path / "r.jsonl", [{"row": 0, "response": "x"}, {"row": 1, "response": "y"}])
     code, _, err = call(grade_main, [str(data), str(responses)], capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    "defect, check",
+    [("prompt-not-json", "prompt_json"), ("prompt-not-messages", "prompt_json")],
+)
+def test_eval_records_an_ungradable_row_as_an_error_and_scores_the_others(tmp_path, capsys, api_key, defect, check):
+    data = _bad_data(tmp_path, defect)
+    out = tmp_path / "o"
+    with ChatServer("oracle") as server:
+        code, _, err = call(eval_main, [str(data), "--model", "m", "--base-url", server.base_url, "--out", str(out), "--quiet"], capsys)
+        assert server.total_requests == 1
+    assert code == 1 and "1 rows failed" in err and len(err.strip().splitlines()) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_scored"] == 1 and summary["errors"]["rows"][0]["check"] == check and not summary["complete"]
+
+
+def test_answer_without_prefix_is_graded_as_the_official_loop_does(tmp_path, capsys, api_key):
+    data = _bad_data(tmp_path, "answer-without-prefix")
+    responses = write_responses(tmp_path / "r.jsonl", [{"row": 0, "response": "x"}, {"row": 1, "response": "y"}])
+    code, out, _ = call(grade_main, [str(data), str(responses), "--json"], capsys)
+    assert code == 0 and [r["score"] for r in json.loads(out)["rows"]] == [0.0, 0.0]
+    with ChatServer("oracle") as server:
+        code, _, _ = call(eval_main, [str(data), "--model", "m", "--base-url", server.base_url, "--out", str(tmp_path / "o")], capsys)
+        assert code == 0 and server.total_requests == 2
+
+
+def test_eval_of_an_unreadable_file_is_one_line_exit_2(tmp_path, capsys, api_key):
+    data = _bad_data(tmp_path, "not-parquet")
     with ChatServer("oracle") as server:
         code, _, err = call(eval_main, [str(data), "--model", "m", "--base-url", server.base_url, "--out", str(tmp_path / "o")], capsys)
-    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+        assert server.total_requests == 0
+    last = err.strip().splitlines()[-1]  # after the report: the one-line error
+    assert code == 2 and last.startswith("mrcr-eval: error: ") and "not-parquet.parquet: cannot read as parquet" in last, err
 
 
 def _stats(port: int) -> dict:
@@ -240,6 +272,9 @@ def test_sigkill_then_resume_repeats_no_finished_call(small_data, tmp_path):
         assert 4 <= len(done_before) < 12
         sent_before = _stats(port)["total_requests"]
         assert sent_before <= len(done_before) + 2  # at most `concurrency` calls were in flight
+        from mrcr_gen.eval import summarize
+
+        assert not summarize(out)["complete"]  # the killed run never finished
 
         finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         assert finished.returncode == 0, finished.stderr

@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from mrcr_gen._openai import BoundedRunner, ChatError, chat_completion, make_client
-from tests.support.chat_server import ChatServer, Fault
+from mrcr_gen._openai import BoundedRunner, ChatError, ChatStopped, chat_completion, is_prompt_too_long, make_client
+from tests.support.chat_server import CACHED_TOKENS, REASONING_TOKENS, ChatServer, Fault
 
 from .conftest import API_KEY
 
@@ -49,15 +49,75 @@ def test_success_with_usage_and_params():
 
 @pytest.mark.parametrize(
     "fault",
-    [Fault.rate_limit(0), Fault.server_error(), Fault.malformed(), Fault.empty(), Fault("null")],
-    ids=["429", "500", "malformed", "empty", "null"],
+    [Fault.rate_limit(0), Fault.server_error(), Fault.malformed()],
+    ids=["429", "500", "malformed"],
 )
-def test_each_fault_is_retried(fault):
+def test_each_transport_failure_is_retried(fault):
     with ChatServer("oracle", {1: fault, 2: fault}) as server:
         result = run(_complete(server))
         assert result.text == "abcdefghijCats purr."
         assert result.attempts == 3
         assert server.total_requests == 3
+
+
+@pytest.mark.parametrize("kind", ["empty", "null"])
+def test_empty_and_null_content_are_answers_not_retried(kind):
+    with ChatServer("oracle", {1: Fault(kind)}) as server:
+        result = run(_complete(server))
+        assert result.text == "" and result.attempts == 1 and server.total_requests == 1
+        assert result.content_null is (kind == "null")
+        assert result.finish_reason == "stop"
+    # The pool writer needs text: it asks for empty replies to be retried.
+    with ChatServer("oracle", {1: Fault(kind)}) as server:
+        result = run(_complete(server, retry_empty=True))
+        assert result.text == "abcdefghijCats purr." and result.attempts == 2
+
+
+@pytest.mark.parametrize(
+    "kind, status",
+    [("401", 401), ("403", 403), ("404", 404), ("unknown_model", 400)],
+)
+def test_refusals_are_fatal_and_not_retried(kind, status):
+    with ChatServer("oracle", lambda n, body: Fault(kind)) as server:
+        with pytest.raises(ChatError) as info:
+            run(_complete(server))
+        assert info.value.fatal and info.value.status == status and info.value.attempts == 1
+        assert server.total_requests == 1
+        assert f"HTTP {status}: " in str(info.value) and API_KEY not in str(info.value)
+
+
+def test_prompt_too_long_is_a_plain_error_not_retried():
+    with ChatServer("oracle", lambda n, body: Fault("too_long")) as server:
+        with pytest.raises(ChatError) as info:
+            run(_complete(server))
+        assert not info.value.fatal and not info.value.retryable and info.value.attempts == 1
+        assert is_prompt_too_long(info.value.status, str(info.value))
+        assert server.total_requests == 1
+
+
+def test_reasoning_fields_usage_details_and_finish_reason():
+    with ChatServer("oracle", {1: Fault("reasoning"), 2: Fault("length")}) as server:
+        result = run(_complete(server, reasoning_effort="high", extra_body={"chat_template_kwargs": {"enable_thinking": False}}))
+        assert result.text == "abcdefghijCats purr."  # reasoning_content is not part of the reply
+        assert result.reasoning_chars > 0 and result.reasoning_tokens == REASONING_TOKENS and result.cached_tokens == CACHED_TOKENS
+        assert server.requests[0]["reasoning_effort"] == "high"
+        assert server.requests[0]["chat_template_kwargs"] == {"enable_thinking": False}
+        cut = run(_complete(server))
+        assert cut.finish_reason == "length" and cut.text == "abcdefghijCats purr."[:10]
+        assert cut.reasoning_tokens is None and cut.cached_tokens is None
+
+
+def test_stop_prevents_further_attempts():
+    with ChatServer("oracle", lambda n, body: Fault.server_error()) as server:
+        calls = []
+
+        def stop():
+            calls.append(1)
+            return len(calls) > 1  # allow the first attempt only
+
+        with pytest.raises(ChatStopped) as info:
+            run(_complete(server, stop=stop, max_retries=5))
+        assert info.value.attempts == 1 and server.total_requests == 1
 
 
 def test_retry_after_is_honoured():
@@ -89,6 +149,7 @@ def test_client_errors_are_not_retried():
         with pytest.raises(ChatError) as info:
             run(chat_completion(client, "m", MESSAGES))
         assert info.value.attempts == 1 and info.value.status == 404 and not info.value.retryable
+        assert info.value.fatal  # a wrong URL fails every request alike
         assert API_KEY not in str(info.value)
         assert server.total_requests == 0
 

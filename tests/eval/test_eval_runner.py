@@ -17,7 +17,7 @@ from mrcr_gen.eval import (
     summarize,
     write_report,
 )
-from mrcr_gen.eval._data import data_key
+from mrcr_gen.eval._runner import resolve_inputs
 from tests.support.chat_server import ChatServer, Fault, first_needle
 
 from .conftest import API_KEY
@@ -79,18 +79,30 @@ def test_no_prefix_scores_zero(small_data, tmp_path, api_key):
     assert all(r["score"] == 0.0 and r["score_lenient"] == 0.0 for r in results(tmp_path / "run"))
 
 
-def test_faults_are_retried_and_all_rows_score(small_data, tmp_path, api_key):
-    schedule = {1: Fault.rate_limit(0), 2: Fault.server_error(), 3: Fault.malformed(), 4: Fault.slow(0.3), 5: Fault.empty(), 7: Fault.rate_limit(0)}
+def test_transport_failures_are_retried_and_all_rows_score(small_data, tmp_path, api_key):
+    schedule = {1: Fault.rate_limit(0), 2: Fault.server_error(), 3: Fault.malformed(), 4: Fault.slow(0.3), 7: Fault.rate_limit(0)}
     with ChatServer("oracle", schedule) as server:
         stats, summary = run_eval(config([small_data], tmp_path / "run", server, concurrency=2))
-        assert server.faults_served == {"429": 2, "500": 1, "malformed": 1, "slow": 1, "empty": 1}
-    assert summary["mean_score"] == 1.0 and summary["errors"]["count"] == 0
+        assert server.faults_served == {"429": 2, "500": 1, "malformed": 1, "slow": 1}
+    assert summary["mean_score"] == 1.0 and summary["errors"]["count"] == 0 and summary["complete"]
     assert stats.scored == 12
     attempts = sum(r["attempts"] for r in results(tmp_path / "run"))
-    assert attempts == 12 + 5  # five faults cost a retry; the slow one only time
+    assert attempts == 12 + 4  # four failures cost a retry; the slow reply only time
 
 
-def test_persistent_errors_are_recorded_not_fatal_and_retried_on_resume(small_data, tmp_path, api_key):
+@pytest.mark.parametrize("kind", ["empty", "null"])
+def test_empty_reply_scores_zero_counts_in_the_mean_and_is_not_retried(small_data, tmp_path, api_key, kind):
+    with ChatServer("oracle", {2: Fault(kind)}) as server:
+        stats, summary = run_eval(config([small_data], tmp_path / "run", server, concurrency=1, limit=4))
+        assert server.total_requests == 4  # the empty reply was not sent again
+    assert summary["mean_score"] == 0.75 and summary["mean_score_answered"] == 0.75
+    assert summary["n_scored"] == 4 and summary["errors"]["count"] == 0 and summary["complete"]
+    assert summary["replies"]["empty"] == 1 and summary["replies"]["null_content"] == (kind == "null")
+    empty = [r for r in results(tmp_path / "run") if r["response"] == ""]
+    assert len(empty) == 1 and empty[0]["score"] == 0.0 and empty[0]["attempts"] == 1
+
+
+def test_persistent_errors_count_zero_make_the_run_incomplete_and_are_retried_on_resume(small_data, tmp_path, api_key):
     queries = [json.loads(r.prompt)[-1]["content"] for r in iter_rows(small_data)]
     doomed = {queries[1], queries[5]}
     broken = {"on": True}
@@ -102,7 +114,9 @@ def test_persistent_errors_are_recorded_not_fatal_and_retried_on_resume(small_da
         cfg = config([small_data], tmp_path / "run", server, max_retries=1)
         stats, summary = run_eval(cfg)
         assert stats.errors == 2 and stats.scored == 10
-        assert summary["errors"]["count"] == 2 and summary["n_scored"] == 10
+        assert summary["errors"]["count"] == 2 and summary["n_scored"] == 10 and summary["n_rows"] == 12
+        assert summary["mean_score"] == pytest.approx(10 / 12) and summary["mean_score_answered"] == 1.0
+        assert not summary["complete"]
         assert {e["row"] for e in summary["errors"]["rows"]} == {1, 5}
         assert all("HTTP 500" in e["error"] and API_KEY not in e["error"] for e in summary["errors"]["rows"])
         # Resume: only the two failed rows are sent again.
@@ -111,7 +125,7 @@ def test_persistent_errors_are_recorded_not_fatal_and_retried_on_resume(small_da
         stats, summary = run_eval(cfg)
         assert server.total_requests - before == 2
         assert stats.resumed == 10 and stats.scored == 2
-        assert summary["errors"]["count"] == 0 and summary["mean_score"] == 1.0
+        assert summary["errors"]["count"] == 0 and summary["mean_score"] == 1.0 and summary["complete"]
 
 
 def test_resume_does_not_repeat_calls(small_data, tmp_path, api_key):
@@ -172,7 +186,7 @@ def test_filters_and_context_window(small_data, gen_data, tmp_path, api_key):
         _, summary = run_eval(config([small_data, gen_data], tmp_path / "c", server, limit=13))
         assert server.total_requests == 13
         records = results(tmp_path / "c")
-        assert records[-1]["file"] == data_key(gen_data) and records[-1]["row"] == 0
+        assert records[-1]["file"] == resolve_inputs([gen_data])[0] and records[-1]["row"] == 0
         # The seed's rule: prompt-only o200k tokens above the window are skipped and counted.
         server.reset()
         _, summary = run_eval(config([small_data, gen_data], tmp_path / "d", server, max_context_window=4096))
@@ -187,8 +201,9 @@ def test_run_dir_of_another_model_is_refused(small_data, tmp_path, api_key):
     with ChatServer("oracle") as server:
         run_eval(config([small_data], tmp_path / "run", server, limit=1))
         other = config([small_data], tmp_path / "run", server).model_copy(update={"model": "other"})
-        with pytest.raises(EvalError, match="test-model"):
+        with pytest.raises(EvalError, match="model: \"test-model\" -> \"other\""):
             asyncio.run(run_eval_async(other))
+        assert server.total_requests == 1
 
 
 def test_key_never_stored(small_data, tmp_path, api_key):

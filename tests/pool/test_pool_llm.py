@@ -280,3 +280,20 @@ def test_temperature_hint_only_when_the_model_repeated_itself(tmp_path):
                 model="test-model", needles=(2,), max_tokens=8192, rows=1, cache_dir=tmp_path / "c",
                 base_url=server.base_url, progress=False,
             )
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_pool_build_max_tokens_field(tmp_path, capsys, field):
+    with ChatServer(writer_policy) as server:
+        with pytest.raises(SystemExit) as exit_info:
+            gen_main([
+                "pool", "build", "--writer", "openai", "--model", "test-model", "--base-url", server.base_url,
+                "--formats", "poem", "--entities", "2", "--needle-asks", "0", "--max-tokens", "77",
+                "--max-tokens-field", field, "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "p.parquet"),
+            ])
+        assert exit_info.value.code == 0, capsys.readouterr().err
+        other = {"max_tokens", "max_completion_tokens"} - {field}
+        assert server.requests and all(r[field] == 77 and not other & set(r) for r in server.requests)
+    with pytest.raises(SystemExit) as exit_info:
+        gen_main(["pool", "build", "--model", "m", "--max-tokens-field", "tokens", "--out", str(tmp_path / "q.parquet")])
+    assert exit_info.value.code == 2 and "--max-tokens-field" in capsys.readouterr().err

@@ -106,7 +106,11 @@ POLICIES: dict[str, Policy] = {
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected failure. kind: 429 | 500 | slow | malformed | empty | null."""
+    """One injected answer. Transport failures: 429 | 500 | slow | malformed. Refusals: 401 | 403 |
+    404 | unknown_model (HTTP 400 naming the model) | too_long (HTTP 400, prompt too long).
+    HTTP-200 replies that are odd but valid: empty | null (content) | length (finish_reason
+    "length", the reply cut in half) | reasoning (a `reasoning_content` and usage details with
+    reasoning and cached tokens) | think (the reply wrapped after a <think> block)."""
 
     kind: str
     retry_after: float | None = 0
@@ -134,15 +138,31 @@ class Fault:
 
     @classmethod
     def parse(cls, text: str) -> Fault:
-        """'429', '429@2' (Retry-After 2), '500', 'slow@1.5', 'malformed', 'empty', 'null'."""
+        """'429', '429@2' (Retry-After 2), 'slow@1.5', or any other kind by name."""
         kind, _, arg = text.partition("@")
         if kind == "429":
             return cls.rate_limit(float(arg) if arg else 0)
         if kind == "slow":
             return cls.slow(float(arg or 1))
-        if kind in ("500", "malformed", "empty", "null"):
+        if kind in SIMPLE_KINDS:
             return cls(kind)
         raise ValueError(f"unknown fault {text!r}")
+
+
+SIMPLE_KINDS = ("500", "malformed", "empty", "null", "401", "403", "404", "unknown_model", "too_long", "length",
+                "reasoning", "think")
+REFUSALS: dict[str, tuple[int, dict]] = {
+    "401": (401, {"message": "Incorrect API key provided.", "type": "invalid_request_error", "code": "invalid_api_key"}),
+    "403": (403, {"message": "You are not allowed to use this model.", "type": "permission_error"}),
+    "404": (404, {"message": "The model `test-model` does not exist or you do not have access to it.",
+                  "type": "invalid_request_error", "code": "model_not_found"}),
+    "unknown_model": (400, {"message": "model 'test-model' not found, try pulling it first", "type": "invalid_request_error"}),
+    "too_long": (400, {"message": "This model's maximum context length is 8192 tokens. However, your messages "
+                                  "resulted in 9000 tokens. Please reduce the length of the messages.",
+                       "type": "invalid_request_error", "code": "context_length_exceeded"}),
+}
+REASONING_TOKENS = 17
+CACHED_TOKENS = 5
 
 
 FaultSchedule = Mapping[int, Fault] | Sequence[Fault | None] | Callable[[int, dict], Fault | None] | None
@@ -336,6 +356,10 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.kind == "malformed":
                 self._send(200, b'{"id": "chatcmpl-broken", "choices": [')
                 return
+            if fault.kind in REFUSALS:
+                status, error = REFUSALS[fault.kind]
+                self._send_json(status, {"error": error})
+                return
             if fault.kind == "slow":
                 time.sleep(fault.seconds)
         if fault is not None and fault.kind in ("empty", "null"):
@@ -346,8 +370,28 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception as exc:  # a policy bug must show up in the test, not hang it
                 self._send_json(500, {"error": {"message": f"policy failed: {type(exc).__name__}: {exc}"}})
                 return
+        kind = fault.kind if fault is not None else None
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        finish_reason = "stop"
+        if kind == "length":
+            content = message["content"] = content[: len(content) // 2]
+            finish_reason = "length"
+        elif kind == "think":
+            content = message["content"] = "<think>\nThe user wants the right writing.\n</think>\n\n" + content
+        elif kind == "reasoning":
+            message["reasoning_content"] = "The user wants the right writing, so I look for it."
         prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in messages)
         completion_tokens = _count_words(content or "")
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if kind == "reasoning":
+            usage["completion_tokens"] += REASONING_TOKENS
+            usage["total_tokens"] += REASONING_TOKENS
+            usage["completion_tokens_details"] = {"reasoning_tokens": REASONING_TOKENS}
+            usage["prompt_tokens_details"] = {"cached_tokens": CACHED_TOKENS}
         self._send_json(
             200,
             {
@@ -355,18 +399,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", "test-model"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
+                "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+                "usage": usage,
             },
         )
 
@@ -387,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--policy", default="oracle", choices=sorted(POLICIES))
     parser.add_argument("--delay", type=float, default=0.0, help="seconds every request waits")
-    parser.add_argument("--faults", default=None, help="e.g. 1:429,2:500,3:slow@2,4:malformed")
+    parser.add_argument("--faults", default=None, help="e.g. 1:429,2:500,3:slow@2,4:malformed,5:401")
     args = parser.parse_args(argv)
     server = ChatServer(args.policy, _parse_faults(args.faults), delay=args.delay, port=args.port)
     print(f"PORT {server.port}", flush=True)

@@ -1,0 +1,36 @@
+"""List prices of well-known models, for cost estimates (pool builds and eval runs)."""
+
+from __future__ import annotations
+
+import re
+
+# USD per 1M tokens (input, output): list prices of well-known models; others need --price-in/out.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-2024-08-06": (2.50, 10.00),
+    "gpt-4o-2024-11-20": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+}
+
+
+def price_for(model: str, price_in: float | None = None, price_out: float | None = None) -> tuple[float, float] | None:
+    """(input, output) USD per 1M tokens: the flags win, then the table (dated names match their base)."""
+    known = PRICES.get(model)
+    if known is None:
+        base = re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model)
+        known = PRICES.get(base)
+    if price_in is None and price_out is None:
+        return known
+    return (price_in if price_in is not None else (known or (0.0, 0.0))[0], price_out if price_out is not None else (known or (0.0, 0.0))[1])
+
+
+def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    if price is None:
+        return None
+    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000

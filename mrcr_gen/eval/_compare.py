@@ -1,0 +1,79 @@
+"""`mrcr-eval compare RUN_DIR...`: a leaderboard of runs, one row each, and an overlay plot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from .._bins import bin_sort_key
+from ._report import _fmt, _short_bin, finish_bin_plot, summarize
+
+
+def compare_runs(run_dirs: list[str | os.PathLike]) -> list[dict[str, Any]]:
+    """One entry per run: model, rows, mean, AUCs, per-bin means, errors, cost, completeness."""
+    entries = []
+    for run_dir in run_dirs:
+        summary = summarize(run_dir)
+        entries.append(
+            {
+                "run": str(run_dir),
+                "model": summary["model"],
+                "rows": summary["n_rows"],
+                "mean_score": summary["mean_score"],
+                "auc_128k": summary["auc_128k"],
+                "auc_1m": summary["auc_1m"],
+                "bins": {b["bin"]: b["mean_score"] for b in summary["bins"]},
+                "errors": summary["errors"]["count"] + len(summary["file_errors"]),
+                "cost_usd": summary["cost_usd"],
+                "complete": summary["complete"],
+                "official": summary["official"],
+            }
+        )
+    return entries
+
+
+def _all_bins(entries: list[dict[str, Any]]) -> list[str]:
+    return sorted({label for entry in entries for label in entry["bins"]}, key=bin_sort_key)
+
+
+def compare_table(entries: list[dict[str, Any]]) -> Table:
+    bins = _all_bins(entries)
+    table = Table(title="MRCR runs")
+    for name in ("run", "model", "rows", "mean", "AUC@128k", "AUC@1M", *map(_short_bin, bins), "errors", "cost"):
+        table.add_column(name, justify="left" if name in ("run", "model") else "right")
+    for entry in entries:
+        flags = ("" if entry["complete"] else " (incomplete)") + ("" if entry["official"] else " (NOT official)")
+        table.add_row(
+            entry["run"] + flags,
+            str(entry["model"]),
+            str(entry["rows"]),
+            _fmt(entry["mean_score"]),
+            _fmt(entry["auc_128k"]),
+            _fmt(entry["auc_1m"]),
+            *(_fmt(entry["bins"].get(label)) for label in bins),
+            str(entry["errors"]),
+            "-" if entry["cost_usd"] is None else f"${entry['cost_usd']:,.2f}",
+        )
+    return table
+
+
+def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """Mean score against context bin, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    bins = _all_bins(entries)
+    figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
+    try:
+        for entry in entries:
+            points = [(i, entry["bins"][label]) for i, label in enumerate(bins) if entry["bins"].get(label) is not None]
+            label = f"{entry['model']} ({Path(entry['run']).name})"
+            axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
+        finish_bin_plot(figure, axes, bins, "MRCR - runs compared", bool(entries), path)
+    finally:
+        plt.close(figure)
