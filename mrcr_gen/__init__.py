@@ -19,7 +19,7 @@ from ._models import (
     ordinal,
 )
 from ._parquet import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows
-from ._tokens import count_tokens, count_tokens_batch, o200k, row_token_count
+from ._tokens import Tokenizer, TokenizerError, count_tokens, count_tokens_batch, load_tokenizer, o200k, row_token_count
 from ._version import __version__
 
 # --- validator ---
@@ -68,7 +68,7 @@ __all__ = [
     "Catalog", "load_catalog",
     "Answer", "Ask", "Conversation", "FormatSpec", "Message", "MrcrRow", "Needle", "Sample", "Writing", "ordinal",
     "MRCR_COLUMNS", "MRCR_SCHEMA", "iter_rows", "write_rows",
-    "count_tokens", "count_tokens_batch", "o200k", "row_token_count",
+    "count_tokens", "count_tokens_batch", "o200k", "row_token_count", "load_tokenizer", "Tokenizer", "TokenizerError",
     "Assembler", "AssemblyError", "normalize_ask",
     "GenerateConfig", "GenerateResult", "generate_dataset", "generate_sample",
     "OfflineWriter", "Writer",

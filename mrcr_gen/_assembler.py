@@ -24,7 +24,7 @@ from ._models import (
     ordinal,
 )
 from ._seeding import derived_rng
-from ._tokens import count_tokens_batch
+from ._tokens import DEFAULT_TOKENIZER, count_tokens_batch
 from .writers._base import Writer
 from .writers._memo import OFFLINE_VARIANTS_PER_ASK
 
@@ -70,15 +70,20 @@ class _Shortfall:
 class Assembler:
     """Builds samples from a writer; reuse one instance so token counts are shared across rows."""
 
-    def __init__(self, writer: Writer, date_added: str) -> None:
+    def __init__(self, writer: Writer, date_added: str, tokenizer: str = DEFAULT_TOKENIZER) -> None:
         self.writer = writer
         self.date_added = date_added
+        # Writings arrive counted by the writer; every other text is counted here, so both must agree.
+        writer_tokenizer = getattr(writer, "tokenizer", DEFAULT_TOKENIZER)
+        if writer_tokenizer != tokenizer:
+            raise AssemblyError(f"writer {writer.name!r} counts with {writer_tokenizer}, the assembler with {tokenizer}")
+        self.tokenizer = tokenizer
         self._asks = list(writer.asks())
         if not self._asks:
             raise AssemblyError(f"writer {writer.name!r} offers no asks")
         # Per-ask facts, computed once: drawing a distractor is then a few list look-ups.
         self._keys = [normalize_ask(a.text) for a in self._asks]
-        self._ask_token_counts = count_tokens_batch([a.text for a in self._asks])
+        self._ask_token_counts = count_tokens_batch([a.text for a in self._asks], tokenizer=tokenizer)
         self._spaces = [self._variant_space(a) for a in self._asks]
         self._index = {a: i for i, a in enumerate(self._asks)}
         self._candidates: dict[int, list[Ask]] = {}
@@ -251,7 +256,7 @@ class Assembler:
             entity=needle_ask.entity,
         )
         answer = secret + needles[target_ordinal - 1].writing.text
-        preamble_tokens, query_tokens, answer_tokens = count_tokens_batch([preamble, query, answer])
+        preamble_tokens, query_tokens, answer_tokens = count_tokens_batch([preamble, query, answer], tokenizer=self.tokenizer)
         fixed = preamble_tokens + query_tokens + answer_tokens + sum(p.tokens for p in needles)
         if fixed > target:
             return _Shortfall(fixed=fixed)

@@ -1,8 +1,14 @@
-"""Exact o200k_base token counting that also works with no network.
+"""Exact token counting with the tokenizer a spec string names (o200k_base by default).
 
-tiktoken's own loader (its cache, then the network) is tried first. When that fails, the
-vocabulary shipped by the `bpe-openai` package is used after its sha256 is checked, and is
-put into tiktoken's cache so that later loads take tiktoken's ordinary path.
+Specs: a tiktoken encoding name (`o200k_base`, the benchmark's own, `cl100k_base`, ...),
+`hf:PATH` (a local tokenizer.json, or a folder holding one) or `hf:ORG/NAME[@REVISION]` (a Hub
+model's tokenizer.json, fetched once through huggingface_hub's cache). Workers receive the spec
+string and `load_tokenizer` loads it once per process.
+
+o200k_base works with no network: tiktoken's own loader (its cache, then the network) is tried
+first; when that fails, the vocabulary shipped by the `bpe-openai` package is used after its
+sha256 is checked, and is put into tiktoken's cache so that later loads take tiktoken's
+ordinary path.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -124,9 +132,187 @@ def token_counter() -> Callable[[str], int]:
     return ordinary
 
 
-def count_tokens(text: str) -> int:
-    """o200k tokens of one text, special-token strings counted as plain text."""
-    return token_counter()(text)
+DEFAULT_TOKENIZER = "o200k_base"
+
+
+class TokenizerError(ValueError):
+    """A tokenizer spec that names nothing loadable; the message is one line saying why."""
+
+
+class Tokenizer:
+    """Counts tokens of texts the way one tokenizer does; pickles as its spec (cheap for workers)."""
+
+    spec: str
+    library: str
+
+    def describe(self) -> dict:
+        """What a dataset card, sidecar or report records about the tokenizer that counted."""
+        return {"spec": self.spec, "library": self.library}
+
+    def count(self, text: str) -> int:
+        raise NotImplementedError
+
+    def count_batch(self, texts: Sequence[str], num_threads: int = 2) -> list[int]:
+        if num_threads <= 1 or len(texts) < 2:
+            return [self.count(text) for text in texts]
+        chunk = -(-len(texts) // num_threads)
+        parts = [texts[i : i + chunk] for i in range(0, len(texts), chunk)]
+        count = self.count
+        return [n for part in tokenizer_threads().map(lambda part: [count(t) for t in part], parts) for n in part]
+
+    def __reduce__(self):
+        return load_tokenizer, (self.spec,)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec!r})"
+
+
+class TiktokenTokenizer(Tokenizer):
+    """A tiktoken encoding; special-token strings are counted as plain text (`encode_ordinary`)."""
+
+    library = "tiktoken"
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        if spec == DEFAULT_TOKENIZER:
+            self.encoding = o200k()
+            self._count = token_counter()  # the buffer encoder: the fast path stays as fast
+            return
+        try:
+            self.encoding = tiktoken.get_encoding(spec)
+        except Exception as exc:  # tiktoken raises requests/urllib/blobfile errors of many kinds offline
+            raise TokenizerError(
+                f"tiktoken encoding {spec!r} is not in tiktoken's cache and could not be downloaded "
+                f"({type(exc).__name__}); only o200k_base works offline out of the box: set TIKTOKEN_CACHE_DIR "
+                "to a cache holding it, or use an hf: tokenizer"
+            ) from None
+        encode = self.encoding.encode_ordinary
+        self._count = lambda text: len(encode(text))
+
+    def describe(self) -> dict:
+        described = super().describe()
+        if self.spec == DEFAULT_TOKENIZER:
+            described["sha256"] = O200K_SHA256
+        return described
+
+    def count(self, text: str) -> int:
+        return self._count(text)
+
+
+class HFTokenizer(Tokenizer):
+    """A Hugging Face `tokenizer.json`, loaded with the `tokenizers` library.
+
+    Texts are counted without the special tokens a model adds around a whole prompt (BOS, ...):
+    a row's count is the sum over its message contents, as for tiktoken.
+    """
+
+    library = "tokenizers"
+
+    def __init__(self, spec: str, file: Path, revision: str | None = None) -> None:
+        try:
+            from tokenizers import Tokenizer as RustTokenizer
+        except ImportError:
+            raise TokenizerError("hf: tokenizers need the `tokenizers` package: pip install 'mrcr-gen[hf]'") from None
+        self.spec = spec
+        self.file = file
+        self.revision = revision
+        data = file.read_bytes()
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        try:
+            self.tokenizer = RustTokenizer.from_str(data.decode("utf-8"))
+        except Exception as exc:
+            raise TokenizerError(f"{file} is not a tokenizer.json the tokenizers library reads: {str(exc).splitlines()[0]}") from None
+
+    def describe(self) -> dict:
+        described = super().describe() | {"sha256": self.sha256}
+        if self.revision is not None:
+            described["revision"] = self.revision
+        return described
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_batch(self, texts: Sequence[str], num_threads: int = 2) -> list[int]:
+        if len(texts) < 2:
+            return [self.count(text) for text in texts]
+        # encode_batch runs on the Rust side's own thread pool.
+        return [len(e.ids) for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def config(self) -> dict:
+        """tokenizer_config.json beside tokenizer.json (chat template, special tokens), or {}."""
+        path = self.file.with_name("tokenizer_config.json")
+        if not path.is_file():
+            return {}
+        return json.loads(path.read_text(encoding="utf-8"))
+
+
+_HUB_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[^@]+)?$")
+
+
+def _hf_tokenizer(spec: str) -> HFTokenizer:
+    target = spec.removeprefix("hf:")
+    path = Path(target).expanduser()
+    if path.is_dir():
+        file = path / "tokenizer.json"
+        if not file.is_file():
+            raise TokenizerError(f"{spec}: folder {path} holds no tokenizer.json")
+        return HFTokenizer(spec, file)
+    if path.is_file():
+        return HFTokenizer(spec, path)
+    if not _HUB_REPO.match(target) or target.startswith((".", "/", "~")):
+        raise TokenizerError(f"{spec}: no such file or folder, and not a Hub model name ORG/NAME[@REVISION]")
+    repo_id, _, revision = target.partition("@")
+    file, commit = hub_model_file(repo_id, "tokenizer.json", revision or None)
+    try:
+        hub_model_file(repo_id, "tokenizer_config.json", commit)  # for --chat-template; optional
+    except TokenizerError:
+        pass
+    return HFTokenizer(spec, file, commit)
+
+
+def hub_model_file(repo_id: str, filename: str, revision: str | None) -> tuple[Path, str]:
+    """A file of a Hub model repo through huggingface_hub's cache (offline once cached), and its commit."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise TokenizerError("hf:ORG/NAME tokenizers need huggingface_hub: pip install 'mrcr-gen[hf]'") from None
+    try:
+        local = Path(hf_hub_download(repo_id, filename, revision=revision))
+    except Exception as exc:  # offline and not cached, no such repo or file, gated, ...
+        first = str(exc).strip().splitlines()
+        raise TokenizerError(
+            f"hf:{repo_id}: cannot get {filename} from the Hub or its cache: {type(exc).__name__}: {first[0] if first else ''}"
+        ) from None
+    return local, local.parent.name
+
+
+@lru_cache(maxsize=16)
+def _load(spec: str) -> Tokenizer:
+    if spec.startswith("hf:"):
+        return _hf_tokenizer(spec)
+    if spec in tiktoken.list_encoding_names():
+        return TiktokenTokenizer(spec)
+    raise TokenizerError(
+        f"unknown tokenizer {spec!r}: give a tiktoken encoding ({', '.join(tiktoken.list_encoding_names())}), "
+        "hf:PATH (a tokenizer.json or a folder holding one) or hf:ORG/NAME"
+    )
+
+
+def load_tokenizer(spec: str | Tokenizer = DEFAULT_TOKENIZER) -> Tokenizer:
+    """The tokenizer a spec names, loaded once per process; a TokenizerError (one line) otherwise."""
+    if isinstance(spec, Tokenizer):
+        return spec
+    return _load(spec.strip())
+
+
+TokenizerSpec = str | Tokenizer
+
+
+def count_tokens(text: str, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> int:
+    """Tokens of one text (o200k by default), special-token strings counted as plain text."""
+    if tokenizer == DEFAULT_TOKENIZER:
+        return token_counter()(text)
+    return load_tokenizer(tokenizer).count(text)
 
 
 class RepeatedTextCounter:
@@ -136,20 +322,21 @@ class RepeatedTextCounter:
     mostly meets texts it has counted already; hashing a text costs a few percent of tokenizing it.
     """
 
-    def __init__(self, max_entries: int = 1 << 20, min_chars: int = 256) -> None:
+    def __init__(self, max_entries: int = 1 << 20, min_chars: int = 256, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> None:
         self._counts: dict[bytes, int] = {}
         self._max_entries = max_entries
         self._min_chars = min_chars
+        self._count = token_counter() if tokenizer == DEFAULT_TOKENIZER else load_tokenizer(tokenizer).count
 
     def __call__(self, text: str) -> int:
         if len(text) < self._min_chars:
-            return token_counter()(text)
+            return self._count(text)
         key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         count = self._counts.get(key)
         if count is None:
             if len(self._counts) >= self._max_entries:
                 self._counts.clear()
-            count = self._counts[key] = token_counter()(text)
+            count = self._counts[key] = self._count(text)
         return count
 
 
@@ -159,17 +346,12 @@ def tokenizer_threads() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="mrcr-tokens")
 
 
-def count_tokens_batch(texts: Sequence[str], num_threads: int = 2) -> list[int]:
+def count_tokens_batch(texts: Sequence[str], num_threads: int = 2, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> list[int]:
     """Token counts of many texts; tiktoken releases the GIL, so `num_threads` > 1 runs in parallel."""
-    counter = token_counter()
-    if num_threads <= 1 or len(texts) < 2:
-        return [counter(text) for text in texts]
-    chunk = -(-len(texts) // num_threads)
-    parts = [texts[i : i + chunk] for i in range(0, len(texts), chunk)]
-    return [n for part in tokenizer_threads().map(lambda part: [counter(t) for t in part], parts) for n in part]
+    return load_tokenizer(tokenizer).count_batch(texts, num_threads)
 
 
-def row_token_count(messages: Iterable[Message | dict], answer: str) -> int:
-    """o200k tokens of a row as openai/mrcr bins it: each message content, summed, plus the answer."""
+def row_token_count(messages: Iterable[Message | dict], answer: str, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> int:
+    """Tokens of a row as openai/mrcr bins it: each message content, summed, plus the answer."""
     contents = [m.content if isinstance(m, Message) else m["content"] for m in messages]
-    return sum(count_tokens_batch([*contents, answer]))
+    return sum(count_tokens_batch([*contents, answer], tokenizer=tokenizer))

@@ -28,7 +28,10 @@ What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr
 (``mrcr/{2,4,8}needle/{n}needle_{0,1}.parquet``, generated on the 8192 bin), ``other/*.parquet``,
 ``bad.parquet`` (a generated file with one row's answer swapped for a distractor writing),
 ``POOL.parquet`` (harvested from ``mrcr/``), ``responses.jsonl`` (the right answers of
-``mrcr/2needle/2needle_0.parquet``). Commands that call a model talk to the project's own
+``mrcr/2needle/2needle_0.parquet``). The Hugging Face Hub is a small fake Hub on 127.0.0.1
+(tests/support/hub_server.py, through ``HF_ENDPOINT`` and a private ``HF_HOME``) serving ``mrcr/``
+as the dataset ``openai/mrcr`` and, as the model ``Qwen/Qwen2.5-7B-Instruct``, a tokenizer trained
+in the test (tests/support/tiny_tokenizer.py) with a chat template. Commands that call a model talk to the project's own
 OpenAI-compatible server (tests/support/chat_server.py): it solves MRCR queries (``oracle``) and
 answers plain asks with varied text (tests/pool/writer_server.py), through ``OPENAI_BASE_URL``
 and a fake ``OPENAI_API_KEY``; ``MRCR_GEN_CACHE`` points into the temporary directory.
@@ -52,6 +55,8 @@ import pytest
 
 from tests.pool.writer_server import writer_policy
 from tests.support.chat_server import ChatServer, oracle
+from tests.support.hub_server import FakeHub
+from tests.support.tiny_tokenizer import write_tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -206,6 +211,7 @@ class Run:
 class Workspace:
     root: Path
     server: ChatServer
+    hub: FakeHub
     runs: dict[str, Run] = field(default_factory=dict)  # README command text -> its run
     provided: set[str] = field(default_factory=set)
 
@@ -218,6 +224,8 @@ class Workspace:
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
             "COLUMNS": "200",
         }
+        env = {k: v for k, v in env.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+        env |= {"HF_ENDPOINT": self.hub.url, "HF_HOME": str(self.root / ".hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
         return env
 
     def sh(self, text: str) -> Run:
@@ -312,7 +320,19 @@ def setup_v2_responses(ws: Workspace) -> None:
     (ws.root / "v2-responses.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def setup_hub(ws: Workspace) -> None:
+    """The fake Hub serves `mrcr/` as openai/mrcr and a trained tokenizer as Qwen/Qwen2.5-7B-Instruct."""
+    ws.provide("mrcr")
+    mrcr = ws.root / "mrcr"
+    ws.hub.add_commit("datasets", "openai/mrcr", {str(p.relative_to(mrcr)): p.read_bytes() for p in mrcr.rglob("*.parquet")})
+    # A larger vocabulary than the unit tests' tokenizer: it counts close to o200k, as a real model's does.
+    folder = write_tiny_tokenizer(ws.root / ".model-tokenizer", vocab_size=8000, writings=400)
+    files = {name: (folder / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json")}
+    ws.hub.add_commit("models", "Qwen/Qwen2.5-7B-Instruct", files)
+
+
 SETUPS: dict[str, Callable[[Workspace], None]] = {
+    "hub": setup_hub,
     "v2-responses": setup_v2_responses,
     "mrcr": setup_mrcr,
     "other": setup_other,
@@ -460,6 +480,54 @@ def check_grade_v2(ws: Workspace, command: Command, run: Run) -> None:
     assert "MRCR v2: mean score 1.0000 over 1 rows" in run.stdout and "up to 128K" in run.stdout
 
 
+def check_generated_with_tokenizer(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen._generate import card_tokenizer
+
+    check_generated(ws, command, run)
+    out = ws.root / option(command.text, "--out")
+    assert card_tokenizer((out / "README.md").read_text()) == option(command.text, "--tokenizer")
+    records = [json.loads(line) for path in out.rglob("*.samples.jsonl") for line in path.read_text().splitlines()]
+    assert records and {r["tokenizer"] for r in records} == {option(command.text, "--tokenizer")}
+
+
+def check_validated_with_card_tokenizer(ws: Workspace, command: Command, run: Run) -> None:
+    check_validated(ws, command, run)
+    report = ws.sh(command.text + " --json -")  # in the workspace: the tokenizer comes from the fake Hub's cache
+    summary = json.loads(report.stdout)["summary"]
+    assert summary["rows_with_errors"] == 0 and set(summary["tokenizers"].values()) == {"hf:Qwen/Qwen2.5-7B-Instruct"}
+
+
+def check_eval_counted(ws: Workspace, command: Command, run: Run) -> None:
+    check_eval(ws, command, run)
+    options = json.loads((ws.root / option(command.text, "--out") / "run.json").read_text())["options"]
+    assert options["chat_template"] == ("--chat-template" in command.text)
+    assert options["count_with_server"] == ("--count-with-server" in command.text)
+    if options["count_with_server"]:
+        assert ws.server.tokenize_requests > 0
+    assert "row(s) over --max-context-window" in run.stderr  # listed before the requests
+
+
+def check_hub_validated(ws: Workspace, command: Command, run: Run) -> None:
+    check_validated(ws, command, run)
+    report = ws.sh(scale(command.text, ws.server.base_url) + " --json - --no-tokens")
+    sources = json.loads(report.stdout)["summary"]["hub_sources"]
+    assert sources and all(s.startswith("hf://datasets/openai/mrcr@") for s in sources.values())
+
+
+def check_hub_eval(ws: Workspace, command: Command, run: Run) -> None:
+    check_eval(ws, command, run)
+    record = json.loads((ws.root / option(command.text, "--out") / "run.json").read_text())
+    assert record["hub_sources"] and all(s.startswith("hf://datasets/openai/mrcr@") for s in record["hub_sources"].values())
+
+
+def check_hub_harvested(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool import catalog_path
+
+    check_harvested(ws, command, run)
+    catalog = json.loads(catalog_path(ws.root / option(command.text, "--out")).read_text())
+    assert len(catalog["hub_sources"]) == 6
+
+
 def assert_no_key(ws: Workspace) -> None:
     for path in ws.root.rglob("*"):
         if path.is_file() and path.suffix != ".png":
@@ -491,7 +559,7 @@ RULES: dict[str, Rule] = {
     "gen-openai": Rule(r"^mrcr-gen --writer openai ", check=check_generated),
     "pool-build-vllm": Rule(r"^mrcr-gen pool build .*--base-url ", check=check_pool_built),
     "gen-qwen-pool": Rule(r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated),
-    "harvest": Rule(r"^mrcr-gen pool harvest ", needs=("mrcr",), check=check_harvested),
+    "harvest": Rule(r"^mrcr-gen pool harvest mrcr/", needs=("mrcr",), check=check_harvested),
     "gen-remix": Rule(r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated),
     "eval-official": Rule(r"^mrcr-eval mrcr/8needle/(?!.*--reasoning-effort)", needs=("mrcr",), check=check_eval),
     "eval-reasoning": Rule(r"^mrcr-eval mrcr/8needle/.*--reasoning-effort ", needs=("mrcr",), check=check_eval),
@@ -506,6 +574,13 @@ RULES: dict[str, Rule] = {
     "validate-v2": Rule(r"^mrcr-validate v2-data/$", needs=("gen-v2",), check=check_validated),
     "eval-v2": Rule(r"^mrcr-eval v2-data/", needs=("gen-v2",), check=check_eval),
     "grade-v2": Rule(r"^mrcr-grade 'v2-data/", needs=("gen-v2", "v2-responses"), check=check_grade_v2),
+    "gen-tokenizer": Rule(r"^mrcr-gen .*--tokenizer hf:Qwen/\S+ --out qwen-data$", needs=("hub",), check=check_generated_with_tokenizer),
+    "validate-tokenizer": Rule(r"^mrcr-validate qwen-data/$", needs=("gen-tokenizer",), check=check_validated_with_card_tokenizer),
+    "eval-chat-template": Rule(r"^mrcr-eval qwen-data/.* --chat-template ", needs=("gen-tokenizer",), check=check_eval_counted),
+    "eval-count-with-server": Rule(r"^mrcr-eval qwen-data/.* --count-with-server ", needs=("gen-tokenizer",), check=check_eval_counted),
+    "validate-hub": Rule(r"^mrcr-validate 'hf://", needs=("hub",), check=check_hub_validated),
+    "eval-hub": Rule(r"^mrcr-eval 'hf://", needs=("hub",), check=check_hub_eval),
+    "harvest-hub": Rule(r"^mrcr-gen pool harvest 'hf://", needs=("hub",), check=check_hub_harvested),
     "grade": Rule(r"^mrcr-grade mrcr/2needle/2needle_0\.parquet responses\.jsonl", needs=("mrcr", "responses"), check=check_grade),
 }
 
@@ -533,8 +608,8 @@ def server_policy(messages: list, request_json: dict) -> str:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    with ChatServer(server_policy) as server:
-        yield Workspace(tmp_path_factory.mktemp("readme"), server)
+    with ChatServer(server_policy) as server, FakeHub() as hub:
+        yield Workspace(tmp_path_factory.mktemp("readme"), server, hub)
 
 
 def test_every_bash_line_is_classified():

@@ -32,6 +32,23 @@ def parquet_inputs(paths: list[str]) -> list[Path]:
     return files
 
 
+TOKENIZER_HELP = (
+    "Tokenizer that counts: o200k_base (default, the benchmark's), another tiktoken encoding, "
+    "hf:PATH (a tokenizer.json or a folder holding one) or hf:ORG/NAME (a Hub model's, cached)."
+)
+
+
+def checked_tokenizer(spec: str) -> str:
+    """The spec, once it loads (so a bad one is a one-line error before any work starts)."""
+    from .._tokens import TokenizerError, load_tokenizer
+
+    try:
+        load_tokenizer(spec)
+    except TokenizerError as exc:
+        raise CommandError(f"--tokenizer: {exc}") from None
+    return spec
+
+
 def one_line(error: ValidationError) -> str:
     """The first problem of a pydantic error as `field: message`."""
     first = error.errors()[0]

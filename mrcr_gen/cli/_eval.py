@@ -13,8 +13,8 @@ from rich.console import Console
 
 from .._bins import bin_by_upper
 from ..eval._report import print_report, write_report
-from ..eval._runner import EvalConfig, EvalError, EvalFatal, run_eval_async
-from ._common import EXIT_FINDINGS, CommandError, one_line, parquet_inputs, run_app, stderr
+from ..eval._runner import EvalConfig, EvalError, EvalFatal, preflight, run_eval_async
+from ._common import EXIT_FINDINGS, TOKENIZER_HELP, CommandError, checked_tokenizer, one_line, parquet_inputs, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -46,12 +46,15 @@ def _json_object(text: str | None, option: str) -> dict | None:
 
 @app.command()
 def evaluate(
-    data: list[str] = typer.Argument(..., help="MRCR parquet files (openai/mrcr schema), directories (every *.parquet below) or globs."),
+    data: list[str] = typer.Argument(..., help="MRCR parquet files (openai/mrcr schema), directories (every *.parquet below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB."),
     model: str = typer.Option(..., "--model", "-m", help="Model name sent to the server."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (results.jsonl, summary.json, plot.png)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL or OpenAI)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Requests in flight at most."),
-    max_context_window: Optional[int] = typer.Option(None, "--max-context-window", min=1, help="Skip (and count) rows whose prompt has more o200k tokens."),
+    max_context_window: Optional[int] = typer.Option(None, "--max-context-window", min=1, help="Skip (and count) rows whose prompt has more tokens (counted with --tokenizer, the chat template or the server)."),
+    tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts prompts for --max-context-window and bins the rows."),
+    chat_template: bool = typer.Option(False, "--chat-template", help="Count the prompt as the model's chat template (from the hf: tokenizer's tokenizer_config.json) renders it."),
+    count_with_server: bool = typer.Option(False, "--count-with-server", help="Count each prompt with the server's vLLM-style /tokenize endpoint."),
     needles: list[int] = typer.Option([], "--needles", "-n", help="Only rows with this needle count (repeatable)."),
     bins: list[int] = typer.Option([], "--bin", "-b", help="Only rows of the bin with this upper edge, e.g. 65536 (repeatable)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=0, help="At most this many rows (after the filters)."),
@@ -73,6 +76,8 @@ def evaluate(
             bin_by_upper(upper)
         except ValueError as exc:
             raise CommandError(f"--bin: {exc}") from None
+    if tokenizer != "o200k_base" or chat_template:
+        checked_tokenizer(tokenizer)
     files = parquet_inputs(data)
     try:
         config = EvalConfig(
@@ -96,9 +101,23 @@ def evaluate(
             retry_errors=retry_errors,
             price_in=price_in,
             price_out=price_out,
+            tokenizer_spec=tokenizer,
+            chat_template=chat_template,
+            count_with_server=count_with_server,
         )
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
+    too_long = None
+    if max_context_window is not None and not config.counts_as_seed:
+        try:
+            too_long = preflight(config)
+        except EvalError as exc:
+            raise CommandError(str(exc)) from None
+        how = "the server's /tokenize" if count_with_server else f"{tokenizer}{' chat template' if chat_template else ''}"
+        if not quiet:
+            stderr.print(f"{len(too_long)} row(s) over --max-context-window {max_context_window} ({how}), skipped:", highlight=False)
+            for item in too_long:
+                stderr.print(f"  {item.file} row {item.row}: {item.prompt_tokens} tokens", highlight=False, soft_wrap=True)
 
     counts = {"ok": 0, "error": 0, "skipped": 0}
 
@@ -114,7 +133,7 @@ def evaluate(
     import asyncio
 
     try:
-        stats = asyncio.run(run_eval_async(config, on_record=on_record))
+        stats = asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
     except EvalFatal as exc:
         if not quiet and stderr.is_terminal:
             stderr.print()

@@ -25,7 +25,7 @@ from .._bins import BINS, bin_by_upper
 from .._generate import DEFAULT_DATE_ADDED, GenerateConfig, generate_dataset, summarize
 from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
-from ._common import CommandError, run_app, stderr
+from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -68,8 +68,9 @@ def make_writer(kind: str, seed: int, **options: object):
     options: pool, model, base_url, per_pair, concurrency, cache_dir, temperature, max_tokens,
     price_in, price_out (writer settings) and needles, bins, tokens, rows (the request).
     """
+    tokenizer = str(options.get("tokenizer") or "o200k_base")
     if kind == "offline":
-        return OfflineWriter(seed)
+        return OfflineWriter(seed, tokenizer=tokenizer)
     if kind not in ("pool", "openai"):
         raise CommandError(f"unknown writer {kind!r}; choose offline, pool or openai")
     from ..pool import PoolError, PoolTooSmall, PoolWriter, pool_requirements
@@ -78,10 +79,10 @@ def make_writer(kind: str, seed: int, **options: object):
     max_tokens, where = pool_requirements(needles, options.get("bins") or BINS, options.get("tokens"))
     try:
         if kind == "openai":  # a pool built (or reused from the cache) for this request, already checked
-            return PoolWriter.from_file(_build_openai_pool(seed, needles, max_tokens, where, options))
+            return PoolWriter.from_file(_build_openai_pool(seed, needles, max_tokens, where, options), tokenizer)
         if options.get("pool") is None:
             raise CommandError("--writer pool needs --pool PATH (a pool from `mrcr-gen pool harvest` or `pool build`)")
-        pool_writer = PoolWriter.from_file(Path(options["pool"]))
+        pool_writer = PoolWriter.from_file(Path(options["pool"]), tokenizer)
         pool_writer.check(needles, max_tokens, where)
     except (PoolError, PoolTooSmall) as exc:
         raise CommandError(str(exc)) from None
@@ -138,6 +139,7 @@ def generate(
     shard: str = typer.Option("1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."),
     rows_per_file: int = typer.Option(400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."),
     date_added: str = typer.Option(DEFAULT_DATE_ADDED, "--date-added", help="date_added column (MM-DD-YYYY)."),
+    tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Rows are binned by its count."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -165,6 +167,7 @@ def generate(
             rows_per_file=rows_per_file,
             shard=parse_shard(shard),
             date_added=date_added,
+            tokenizer=checked_tokenizer(tokenizer),
         )
     except ValidationError as exc:
         raise CommandError(_option_error(exc)) from None
@@ -173,6 +176,7 @@ def generate(
         writer, seed, pool=pool, model=model, base_url=base_url, per_pair=per_pair, concurrency=concurrency,
         cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens, price_in=price_in, price_out=price_out,
         needles=config.needles, bins=config.bins, tokens=config.tokens, rows=sum(len(f.rows) for f in config.plan()),
+        tokenizer=config.tokenizer,
     )
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
     with Progress(

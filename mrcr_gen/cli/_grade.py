@@ -13,7 +13,7 @@ from .._bins import bin_sort_key
 from ..eval._items import FileError
 from ..eval._responses import ResponsesError, grade_responses, read_responses
 from ..v2._rows import is_v2_file
-from ._common import CommandError, run_app
+from ._common import CommandError, parquet_inputs, run_app
 
 app = typer.Typer(
     add_completion=False,
@@ -38,12 +38,17 @@ def _table(result: dict) -> Table:
 
 @app.command()
 def grade(
-    data: Path = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), or an MRCR v2 CSV / parquet file."),
+    data: str = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or one file as hf://datasets/ORG/NAME[@REV]/PATH."),
     responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
 ) -> None:
-    for path in (data, responses):
+    if data.startswith("hf://"):
+        files = parquet_inputs([data])
+        if len(files) != 1:
+            raise CommandError(f"{data} names {len(files)} files; mrcr-grade grades one")
+        data = str(files[0])
+    for path in (Path(data), responses):
         if not path.is_file():
             raise CommandError(f"file not found: {path}")
     if is_v2_file(data):

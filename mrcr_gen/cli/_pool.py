@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ._common import EXIT_FINDINGS, CommandError, parquet_inputs, stderr
+from ._common import EXIT_FINDINGS, TOKENIZER_HELP, CommandError, checked_tokenizer, parquet_inputs, stderr
 
 MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
@@ -23,22 +23,24 @@ pool_app = typer.Typer(
 def harvest_command(
     inputs: list[str] = typer.Argument(..., help="MRCR parquet files (generated or the official openai/mrcr ones), directories or globs."),
     out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write (the catalog goes beside it)."),
+    tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts every writing."),
 ) -> None:
     """Extract every distinct (ask, writing) pair of MRCR files into a pool, and the catalog found."""
     from ..pool import PoolError, harvest
 
+    checked_tokenizer(tokenizer)
     files = parquet_inputs(inputs)
     with Progress(TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn(), console=stderr) as bar:
         task = bar.add_task("rows", total=None)
         try:
-            report = harvest(files, out, on_row=lambda: bar.advance(task))
+            report = harvest(files, out, on_row=lambda: bar.advance(task), tokenizer=tokenizer)
         except PoolError as exc:
             raise CommandError(str(exc)) from None
         except OSError as exc:  # writing --out failed (its folder is a file, no permission, ...)
             raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
     print(
         f"pool {report.out}: {report.writings:,} distinct writings ({report.asks:,} asks, {report.formats} formats, "
-        f"{report.entities} entities, {report.tokens:,} o200k tokens) from {report.pairs:,} pairs in "
+        f"{report.entities} entities, {report.tokens:,} {report.tokenizer} tokens) from {report.pairs:,} pairs in "
         f"{report.rows:,} rows of {len(report.files)} file(s); {report.duplicates:,} duplicates dropped"
         + (f", {report.unparsed:,} unparsable pairs skipped" if report.unparsed else "")
     )

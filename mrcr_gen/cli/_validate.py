@@ -27,7 +27,7 @@ from ..validate import (
     validate_paths,
 )
 from ..validate._findings import CHECKS, Finding
-from ._common import CommandError, run_app
+from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, run_app
 
 PROG = "mrcr-validate"
 
@@ -117,18 +117,21 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
 
 @app.command()
 def validate(
-    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet and *.csv below) or globs.", show_default=False),
+    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet and *.csv below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
-    tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount o200k tokens to check the bins (the slow part)."),
+    tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount tokens to check the bins (the slow part)."),
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
     clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT", help="Write the rows with no error to OUT: a file for one input file, else a folder with one file per input (its own columns, its path below the inputs' common folder). Atomic; every dropped row is listed."),
     fix: Optional[Path] = typer.Option(None, "--fix", metavar="OUT", help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten."),
     strict: bool = typer.Option(False, "--strict", help="Count warnings as errors: exit code 1, and --clean/--fix drop their rows."),
     max_findings: int = typer.Option(50, "--max-findings", min=0, help="Findings shown in the table (all of them go to --json)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables, only the exit code, error lines and --json."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"),
 ) -> int:
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output")
+    if tokenizer is not None:
+        checked_tokenizer(tokenizer)
     workers = workers or default_workers()
     json_to_stdout = json_out == "-"
     console = Console(stderr=True) if json_to_stdout else Console()
@@ -145,6 +148,8 @@ def validate(
 
         v2_files, other_files, problems = expand_inputs(paths)
         if v2_files:
+            if tokenizer not in (None, "o200k_base"):
+                raise CommandError("MRCR v2 files are recounted with o200k_base only (their generator's tokenizer); drop --tokenizer")
             if fix is not None:
                 raise CommandError("--fix does not apply to MRCR v2 files (column 'queries'); use --clean")
             if clean is not None and (other_files or problems):
@@ -163,12 +168,13 @@ def validate(
                     strict=strict,
                     progress=advance,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+                    tokenizer=tokenizer,
                 )
             except (ValueError, OSError) as exc:
                 raise CommandError(str(exc)) from None
             report = result.report
         else:
-            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance, strict=strict)
+            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance, strict=strict, tokenizer=tokenizer)
         if v2_files:
             try:
                 v2_result = validate_v2_paths(

@@ -16,6 +16,8 @@ from ._report import (
 )
 from ._responses import ResponsesError, grade_responses, read_responses
 from ._runner import EvalConfig, EvalError, EvalFatal, RunStats, run_eval, run_eval_async
+from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
+from ._runner import preflight
 
 __all__ = [
     "EvalConfig",
@@ -28,10 +30,16 @@ __all__ = [
     "Recipe",
     "ResponsesError",
     "RunStats",
+    "TooLong",
     "auc",
     "bin_label",
+    "chat_template_counter",
     "compare_runs",
     "compare_table",
+    "preflight",
+    "prompt_counter",
+    "rows_over_window",
+    "server_counter",
     "grade",
     "grade_lenient",
     "grade_responses",

@@ -71,8 +71,7 @@ def make_item(source: str, index: int, record: dict, *, tokenizer_spec: str = "o
     n_needles = record.get("n_needles")
     if not isinstance(n_needles, int) or isinstance(n_needles, bool) or n_needles < 1:
         n_needles = len(needle_indices(messages))
-    # TODO(tok12): pass tokenizer_spec once count_tokens_batch takes it.
-    counts = count_tokens_batch([m["content"] for m in messages] + [answer])
+    counts = count_tokens_batch([m["content"] for m in messages] + [answer], tokenizer=tokenizer_spec)
     prompt_tokens = sum(counts[:-1])
     return EvalItem(
         **base,

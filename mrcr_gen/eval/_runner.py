@@ -20,13 +20,15 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._files import file_sha256
+from .._paths import hub_source
+from .._tokens import TokenizerError
 from .._openai import (
     DEFAULT_TIMEOUT,
     ChatError,
@@ -36,6 +38,7 @@ from .._openai import (
     make_client,
     redact,
 )
+from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, FileError, grade_item, grade_item_lenient, item_extras, read_items
 from ._results import (
     RESULTS_NAME,
@@ -89,6 +92,15 @@ class EvalConfig(BaseModel):
     price_in: float | None = Field(default=None, ge=0, description="USD per 1M prompt tokens")
     price_out: float | None = Field(default=None, ge=0, description="USD per 1M completion tokens")
     tokenizer_spec: str = "o200k_base"
+    # How --max-context-window counts a prompt (see _fit): contents with `tokenizer_spec`, the
+    # chat template rendered with it, or the server's /tokenize.
+    chat_template: bool = False
+    count_with_server: bool = False
+
+    @property
+    def counts_as_seed(self) -> bool:
+        """Whether prompts are counted as the seed counts them (o200k over the contents)."""
+        return self.tokenizer_spec == "o200k_base" and not self.chat_template and not self.count_with_server
 
     def request_params(self) -> dict[str, Any]:
         """Keyword arguments of every `chat.completions.create` call besides model and messages."""
@@ -175,8 +187,17 @@ class _Planner:
     then the context window. Rows already done are neither parsed nor tokenized again.
     """
 
-    def __init__(self, config: EvalConfig, files: list[str], shas: dict[str, str], final: dict, base: dict):
+    def __init__(
+        self,
+        config: EvalConfig,
+        files: list[str],
+        shas: dict[str, str],
+        final: dict,
+        base: dict,
+        too_long: dict[tuple[str, int], int] | None = None,
+    ):
         self.config = config
+        self.too_long = too_long  # (source, row) -> prompt tokens, when a pre-flight counted them
         self.files = files
         self.shas = shas
         self.final = final
@@ -196,6 +217,11 @@ class _Planner:
         if status == STATUS_SKIPPED and previous.get("max_context_window") == self.config.max_context_window:
             return previous
         return None
+
+    def _over_window(self, item: EvalItem) -> bool:
+        if self.too_long is not None:
+            return (item.source, item.row) in self.too_long
+        return item.prompt_tokens > self.config.max_context_window
 
     def _wanted(self, n_needles: int, bin_upper: int) -> bool:
         config = self.config
@@ -241,12 +267,12 @@ class _Planner:
                             "error": item.error.message,
                             "attempts": 0,
                         }
-                    elif config.max_context_window is not None and item.prompt_tokens > config.max_context_window:
+                    elif config.max_context_window is not None and self._over_window(item):
                         yield _RECORD, record | {
                             "status": STATUS_SKIPPED,
                             "reason": "context",
                             "max_context_window": config.max_context_window,
-                        }
+                        } | ({} if self.too_long is None else {"context_tokens": self.too_long[(item.source, item.row)]})
                     elif group and item.group is not None and item.group == group[-1].group:
                         group.append(item)
                     else:
@@ -340,9 +366,15 @@ def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], 
         "max_context_window": config.max_context_window,
         "price_per_1m": None if price is None else {"input": price[0], "output": price[1]},
         "options": config.model_dump(include={"concurrency", "needles", "bins", "limit", "max_retries", "timeout",
-                                             "retry_errors", "tokenizer_spec"}),
+                                             "retry_errors", "tokenizer_spec", "chat_template", "count_with_server"}),
         "finished": finished,
-    }
+    } | _hub_sources(config)
+
+
+def _hub_sources(config: EvalConfig) -> dict:
+    """The pinned hf:// source of each data file downloaded from the Hub, if any."""
+    hub = {str(Path(p).resolve()): source for p in config.data if (source := hub_source(p)) is not None}
+    return {"hub_sources": hub} if hub else {}
 
 
 def _write_run_file(out: Path, record: dict) -> None:
@@ -357,6 +389,7 @@ async def run_eval_async(
     api_key: str | None = None,
     client: Any = None,
     on_record: Callable[[dict], None] | None = None,
+    too_long: Sequence[TooLong] | None = None,
 ) -> RunStats:
     """Evaluate; returns the counts of this invocation. Writes results.jsonl and run.json only;
     call `write_report` (or use `run_eval`) for summary.json and plot.png.
@@ -386,6 +419,11 @@ async def run_eval_async(
             client = make_client(config.base_url, api_key=api_key, timeout=config.timeout)
         except ChatError as exc:
             raise EvalError(str(exc)) from None
+    over_window = None
+    if config.max_context_window is not None and (too_long is not None or not config.counts_as_seed):
+        if too_long is None:  # counted here, still before any request is sent
+            too_long = await asyncio.to_thread(preflight, config, api_key)
+        over_window = {(t.file, t.row): t.prompt_tokens for t in too_long}
     stats = RunStats()
     params = config.request_params()
     base = {"settings": settings_fingerprint(settings)}
@@ -447,7 +485,7 @@ async def run_eval_async(
                     return
                 await send(item, sha)
 
-        planner = _Planner(config, files, shas, final, base)
+        planner = _Planner(config, files, shas, final, base, over_window)
         plan = iter(planner)
         done = object()
         finished = False
@@ -498,6 +536,25 @@ async def run_eval_async(
     return stats
 
 
+def preflight(config: EvalConfig, api_key: str | None = None, on_row: Callable[[], None] | None = None) -> list[TooLong]:
+    """The rows whose prompt exceeds `max_context_window` as `config` counts them (its tokenizer,
+    chat template or the server's /tokenize), found before any request is sent."""
+    if config.max_context_window is None:
+        return []
+    server = None
+    if config.count_with_server:
+        if not config.base_url:
+            raise EvalError("--count-with-server needs --base-url (the server's /tokenize is asked)")
+        server = (config.base_url, config.model)
+    try:
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        count = prompt_counter(config.tokenizer_spec, chat_template=config.chat_template, server=server, api_key=key)
+        files = resolve_inputs(config.data)
+        return rows_over_window(files, config.max_context_window, count, needles=config.needles, on_row=on_row)
+    except (TokenizerError, FileError) as exc:
+        raise EvalError(str(exc)) from None
+
+
 def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStats, dict]:
     """Run (or resume) an evaluation, then write summary.json and plot.png; returns (stats, summary)."""
     from ._report import write_report
@@ -507,4 +564,4 @@ def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStat
     return stats, summary
 
 
-__all__ = ["EvalConfig", "EvalError", "EvalFatal", "RunStats", "run_eval", "run_eval_async"]
+__all__ = ["EvalConfig", "EvalError", "EvalFatal", "RunStats", "TooLong", "preflight", "run_eval", "run_eval_async"]

@@ -11,7 +11,8 @@ from pathlib import Path
 from .._files import write_text_atomic
 from .._models import _Frozen
 from .._parquet import iter_rows
-from .._tokens import count_tokens_batch
+from .._paths import hub_source
+from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
 from ._pool import (
     PoolError,
     PoolWriting,
@@ -33,7 +34,8 @@ class HarvestReport(_Frozen):
     asks: int
     formats: int
     entities: int
-    tokens: int  # o200k tokens of the pool's writings
+    tokens: int  # tokens of the pool's writings, by `tokenizer`
+    tokenizer: str = DEFAULT_TOKENIZER
     out: str
     catalog: str
 
@@ -78,8 +80,11 @@ def harvest(
     out: str | os.PathLike,
     *,
     on_row: Callable[[], None] | None = None,
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> HarvestReport:
-    """Write every distinct (ask, writing) pair of MRCR files to a pool, and the catalog found."""
+    """Write every distinct (ask, writing) pair of MRCR files to a pool, and the catalog found;
+    each writing counted with `tokenizer`."""
+    load_tokenizer(tokenizer)
     paths = [Path(p) for p in paths]
     for path in paths:
         if not path.is_file():
@@ -112,7 +117,7 @@ def harvest(
                         continue
                     seen.add((ask_text, text))
                     fresh.append((ask, text))
-                counts = count_tokens_batch([text for _, text in fresh])
+                counts = count_tokens_batch([text for _, text in fresh], tokenizer=tokenizer)
                 writings += [PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(fresh, counts)]
                 if on_row is not None:
                     on_row()
@@ -120,9 +125,14 @@ def harvest(
             raise PoolError(f"{path} is not an MRCR parquet file: {str(exc).splitlines()[0]}") from None
     writings, dropped = dedupe(writings)
     duplicates += dropped
-    write_pool(writings, out)
+    write_pool(writings, out, tokenizer)
     catalog = catalog_summary(writings, (pair_formats, pair_entities))
     catalog = {"files": [str(p) for p in paths], "rows": rows, "pairs": pairs, "duplicates": duplicates, **catalog}
+    if tokenizer != DEFAULT_TOKENIZER:
+        catalog["tokenizer"] = load_tokenizer(tokenizer).describe()
+    hub = {str(p): url for p in paths if (url := hub_source(p)) is not None}
+    if hub:
+        catalog["hub_sources"] = hub
     write_text_atomic(catalog_path(out), dumps_json(catalog))
     return HarvestReport(
         files=tuple(str(p) for p in paths),
@@ -135,6 +145,7 @@ def harvest(
         formats=len(catalog["formats"]),
         entities=len(catalog["entities"]),
         tokens=sum(w.n_tokens for w in writings),
+        tokenizer=tokenizer,
         out=str(out),
         catalog=str(catalog_path(out)),
     )

@@ -23,6 +23,7 @@ from pydantic import Field, ValidationError, model_validator
 from .._assembler import AssemblyError
 from .._files import atomic_path, file_sha256
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
+from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
 
 POOL_SCHEMA = pa.schema(
     [
@@ -37,6 +38,7 @@ POOL_SCHEMA = pa.schema(
     metadata={b"mrcr_gen.pool": b'{"version": 1}'},
 )
 POOL_COLUMNS: tuple[str, ...] = tuple(POOL_SCHEMA.names)
+POOL_METADATA_KEY = b"mrcr_gen.pool"
 ASK_PATTERN = re.compile(r"^write a (?P<format>.+?) about (?P<entity>.+)$", re.DOTALL)
 
 
@@ -110,11 +112,17 @@ def dedupe(writings: Iterable[PoolWriting]) -> tuple[list[PoolWriting], int]:
     return list(seen.values()), dropped
 
 
-def write_pool(writings: Iterable[PoolWriting], path: str | os.PathLike) -> Path:
-    """Write a pool atomically, de-duplicated and sorted (ask, id): same writings, same bytes."""
+def write_pool(writings: Iterable[PoolWriting], path: str | os.PathLike, tokenizer: str = DEFAULT_TOKENIZER) -> Path:
+    """Write a pool atomically, de-duplicated and sorted (ask, id): same writings, same bytes.
+
+    `tokenizer` names what counted `n_tokens`; it is kept in the file's metadata unless it is o200k_base.
+    """
     unique, _ = dedupe(writings)
     unique.sort(key=lambda w: (w.ask, w.id))
-    table = pa.Table.from_pylist([w.model_dump() for w in unique], schema=POOL_SCHEMA)
+    schema = POOL_SCHEMA
+    if tokenizer != DEFAULT_TOKENIZER:
+        schema = schema.with_metadata({POOL_METADATA_KEY: json.dumps({"version": 1, "tokenizer": tokenizer}).encode()})
+    table = pa.Table.from_pylist([w.model_dump() for w in unique], schema=schema)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return Path(path)
@@ -144,14 +152,31 @@ def read_pool(path: str | os.PathLike) -> list[PoolWriting]:
     return writings
 
 
+def pool_tokenizer(path: str | os.PathLike) -> str:
+    """The tokenizer that counted a pool's `n_tokens` (o200k_base when its metadata names none)."""
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+        return json.loads(metadata.get(POOL_METADATA_KEY, b"{}")).get("tokenizer", DEFAULT_TOKENIZER)
+    except (OSError, ValueError, pa.ArrowException):
+        return DEFAULT_TOKENIZER
+
+
 class PoolWriter:
     """The Writer protocol over a pool: asks present in it, variants = its distinct writings per ask."""
 
     name = "pool"
 
-    def __init__(self, writings: Sequence[PoolWriting], *, path: str | os.PathLike | None = None, sha256: str | None = None):
+    def __init__(
+        self,
+        writings: Sequence[PoolWriting],
+        *,
+        path: str | os.PathLike | None = None,
+        sha256: str | None = None,
+        tokenizer: str = DEFAULT_TOKENIZER,
+    ):
         self.path = Path(path) if path is not None else None
         self.sha256 = sha256
+        self.tokenizer = tokenizer
         groups: dict[Ask, dict[str, PoolWriting]] = {}
         for writing in writings:
             per_ask = groups.setdefault(writing.ask_model, {})
@@ -164,8 +189,13 @@ class PoolWriter:
         self._sources = Counter(w.source for per_ask in groups.values() for w in per_ask.values())
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> PoolWriter:
-        return cls(read_pool(path), path=path, sha256=file_sha256(path))
+    def from_file(cls, path: str | os.PathLike, tokenizer: str = DEFAULT_TOKENIZER) -> PoolWriter:
+        """A pool's writings counted by `tokenizer`: recounted (exactly) when the pool was counted by another."""
+        writings = read_pool(path)
+        if pool_tokenizer(path) != tokenizer:
+            counts = count_tokens_batch([w.text for w in writings], tokenizer=tokenizer)
+            writings = [w.model_copy(update={"n_tokens": n}) for w, n in zip(writings, counts)]
+        return cls(writings, path=path, sha256=file_sha256(path), tokenizer=tokenizer)
 
     # -- Writer protocol ---------------------------------------------------------------------
     def asks(self) -> Sequence[Ask]:
@@ -217,7 +247,7 @@ class PoolWriter:
 
         if not self._asks:
             raise PoolTooSmall("pool is empty")
-        assembler = Assembler(self, date_added="01-01-2000")
+        assembler = Assembler(self, date_added="01-01-2000", tokenizer=self.tokenizer)
         for n in sorted(set(needles), reverse=True):
             try:
                 assembler._needle_candidates(n)

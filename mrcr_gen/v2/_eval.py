@@ -68,15 +68,19 @@ def read_v2_items(
             if skip is not None and skip(index, digest):
                 yield EvalItem(source=source, row=index, digest=digest, recipe=RECIPE)
             else:
-                yield make_v2_item(source, index, record, digest, transcript_tokens)
+                yield make_v2_item(source, index, record, digest, transcript_tokens, tokenizer_spec)
     except (OSError, ValueError, csv.Error, pa.ArrowException) as exc:
         where = "cannot read" if index < 0 else f"cannot read past row {index}"
         lines = str(exc).strip().splitlines()
         raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
 
 
-def make_v2_item(source: str, index: int, record: dict, digest: str, transcript_tokens: dict[str, int]) -> EvalItem:
-    """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check)."""
+def make_v2_item(
+    source: str, index: int, record: dict, digest: str, transcript_tokens: dict[str, int], tokenizer_spec: str = "o200k_base"
+) -> EvalItem:
+    """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check).
+    With another tokenizer than o200k, whose splits at turn seams are not known, each row is
+    counted whole."""
     base: dict[str, Any] = {"source": source, "row": index, "digest": digest, "recipe": RECIPE}
     try:
         rec = coerce_record(record)
@@ -90,10 +94,13 @@ def make_v2_item(source: str, index: int, record: dict, digest: str, transcript_
         return EvalItem(**base, error=ItemError(check="final_query", message="view_ops is not an MRCR v2 query"))
     transcript = queries[: len(queries) - len(view_ops)]
     group = transcript_id(transcript)
-    if group not in transcript_tokens:
-        transcript_tokens.clear()
-        transcript_tokens[group] = count_tokens(transcript)
-    prompt_tokens = transcript_tokens[group] + count_tokens(view_ops)
+    if tokenizer_spec != "o200k_base":
+        prompt_tokens = count_tokens(queries, tokenizer_spec)
+    else:
+        if group not in transcript_tokens:
+            transcript_tokens.clear()
+            transcript_tokens[group] = count_tokens(transcript)
+        prompt_tokens = transcript_tokens[group] + count_tokens(view_ops)
     return EvalItem(
         **base,
         messages=[{"role": "user", "content": queries}],

@@ -23,7 +23,7 @@ from .._models import (
     normalize_writing,
     ordinal,
 )
-from .._tokens import RepeatedTextCounter
+from .._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
 from ._findings import OUT_OF_RANGE, Finding, RowResult, as_errors
 
 STRING_COLUMNS = ("prompt", "answer", "random_string_to_prepend", "date_added")
@@ -464,11 +464,11 @@ class _Checker:
         if not is_real_date(value):
             self.add("date_added", f"date_added is {_short(value, 30)}, expected a real date as MM-DD-YYYY")
 
-    def tokens(self) -> tuple[int | None, str | None]:
+    def tokens(self, tokenizer: str = DEFAULT_TOKENIZER) -> tuple[int | None, str | None]:
         messages, answer = self.ctx.messages, self.usable.get("answer")
         if messages is None:
             return None, None
-        count = _repeated_text_counter()
+        count = _repeated_text_counter(tokenizer)
         n_tokens = sum(count(m["content"]) for m in messages)
         if answer is not None:
             n_tokens += count(answer)
@@ -476,7 +476,7 @@ class _Checker:
         if found is None:
             self.add(
                 "token_bin",
-                f"prompt + answer have {n_tokens} o200k tokens, expected 4096..1048576 (the bins of openai/mrcr)",
+                f"prompt + answer have {n_tokens} {tokenizer} tokens, expected 4096..1048576 (the bins of openai/mrcr)",
             )
             return n_tokens, OUT_OF_RANGE
         return n_tokens, found.label
@@ -487,9 +487,9 @@ def _is_preamble(message: dict) -> bool:
     return message["role"] == "user" and (content.startswith(PREAMBLE_HEADER) or "======EXAMPLE======" in content)
 
 
-@lru_cache(maxsize=1)
-def _repeated_text_counter() -> RepeatedTextCounter:
-    return RepeatedTextCounter()
+@lru_cache(maxsize=4)
+def _repeated_text_counter(tokenizer: str = DEFAULT_TOKENIZER) -> RepeatedTextCounter:
+    return RepeatedTextCounter(tokenizer=tokenizer)
 
 
 def analyze_row(
@@ -500,6 +500,7 @@ def analyze_row(
     count_tokens: bool = True,
     skip_columns: Collection[str] = (),
     strict: bool = False,
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> tuple[RowResult, RowContext]:
     """Run every check on one raw row; return the result (`strict`: warnings made errors) and
     what was parsed on the way."""
@@ -519,7 +520,7 @@ def analyze_row(
         checker.near_duplicate_needle_response()
         checker.counts()
         checker.date_added()
-        n_tokens, bin_label = checker.tokens() if count_tokens else (None, None)
+        n_tokens, bin_label = checker.tokens(tokenizer) if count_tokens else (None, None)
     except Exception as exc:  # a check must never take the run down; report it on this row
         checker.add("schema", f"row could not be checked: {type(exc).__name__}: {exc}")
         n_tokens, bin_label = None, None
@@ -542,9 +543,12 @@ def check_row(
     count_tokens: bool = True,
     skip_columns: Collection[str] = (),
     strict: bool = False,
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> RowResult:
-    """The findings of one row plus its token count and bin."""
-    return analyze_row(record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, strict=strict)[0]
+    """The findings of one row plus its token count and bin (counted by `tokenizer`)."""
+    return analyze_row(
+        record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, strict=strict, tokenizer=tokenizer
+    )[0]
 
 
 def validate_row(
@@ -561,5 +565,7 @@ def validate_row(
 
 def _check_row_task(args: tuple) -> RowResult:
     """Process-pool entry point."""
-    record, file, row, count_tokens, skip_columns = args
-    return check_row(record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns)
+    record, file, row, count_tokens, skip_columns, *tokenizer = args
+    return check_row(
+        record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, tokenizer=tokenizer[0] if tokenizer else DEFAULT_TOKENIZER
+    )

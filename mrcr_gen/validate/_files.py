@@ -17,9 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._parquet import MRCR_SCHEMA
-from .._paths import find_parquet_files
+from .._paths import find_parquet_files, hub_source
+from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ._checks import INT_COLUMNS, _check_row_task, check_row
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport
+from ._provenance import SidecarBins, dataset_tokenizer
 
 #: Target decoded size of one record batch. Rows hold up to ~4 MB of prompt each, so this is
 #: a few rows: memory stays flat however large the file is.
@@ -108,6 +110,7 @@ class FileScan:
     num_rows: int = 0
     file_findings: list[Finding] = field(default_factory=list)
     unusable_columns: set[str] = field(default_factory=set)
+    tokenizer: str = DEFAULT_TOKENIZER  # what recounts the file's tokens
 
     @property
     def schema_ok(self) -> bool:
@@ -152,6 +155,7 @@ def scan_file(
     workers: int = 1,
     progress: ProgressCallback | None = None,
     scan: FileScan | None = None,
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> Iterator[tuple[pa.RecordBatch, list[RowResult]]]:
     """Yield each record batch with the results of its rows, in row order.
 
@@ -183,7 +187,7 @@ def scan_file(
             for batch in batches:
                 if executor is None:
                     results = [
-                        check_row(record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip)
+                        check_row(record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=tokenizer)
                         for i, record in enumerate(batch.to_pylist())
                     ]
                     row += batch.num_rows
@@ -193,7 +197,7 @@ def scan_file(
                     continue
                 futures = [
                     executor.submit(
-                        _check_row_task, (batch.slice(i, 1).to_pylist()[0], file, row + i, tokens, skip)
+                        _check_row_task, (batch.slice(i, 1).to_pylist()[0], file, row + i, tokens, skip, tokenizer)
                     )
                     for i in range(batch.num_rows)
                 ]
@@ -265,9 +269,11 @@ def iter_validate(
     progress: ProgressCallback | None = None,
     on_file_start: Callable[[FileScan], None] | None = None,
     builder: ReportBuilder | None = None,
+    tokenizer: str | None = None,
 ) -> Iterator[tuple[FileScan, pa.RecordBatch, list[RowResult]]]:
     """Validate many inputs, yielding (file, batch, results) as they come; findings and summary
-    accumulate in `builder`. An unreadable file never stops the others."""
+    accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
+    `tokenizer`, else the one the file's dataset card names, else o200k_base."""
     workers = default_workers() if workers is None else max(1, workers)
     builder = builder if builder is not None else ReportBuilder()
     files, problems = expand_paths(paths)
@@ -283,14 +289,39 @@ def iter_validate(
                 executor = lazy.get()
             if on_file_start:
                 on_file_start(scan)
+            spec = scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
+            count = tokens and _loads(spec, scan.file, builder)
+            builder.add_source(scan.file, spec if count else None, hub_source(path))
+            sidecar = SidecarBins(path, _num_rows(path)) if count else None
             for batch, results in scan_file(
-                path, tokens=tokens, executor=executor, workers=workers, progress=progress, scan=scan
+                path, tokens=count, executor=executor, workers=workers, progress=progress, scan=scan, tokenizer=spec
             ):
+                if sidecar is not None:
+                    results = [sidecar.check(result, scan.file, spec) for result in results]
                 for result in results:
                     builder.add_row(result)
                 yield scan, batch, results
             for finding in scan.file_findings:
                 builder.add_finding(finding)
+
+
+def _loads(spec: str, file: str, builder: ReportBuilder) -> bool:
+    """Whether the tokenizer loads; if not, a file-level `token_bin` error says so (rows go uncounted)."""
+    try:
+        load_tokenizer(spec)
+    except TokenizerError as exc:
+        message = f"tokens not recounted: the dataset card's tokenizer cannot be loaded ({exc}); pass --tokenizer"
+        builder.add_finding(Finding(file=file, row=None, check="token_bin", severity="error", message=message))
+        return False
+    return True
+
+
+def _num_rows(path: Path) -> int:
+    try:
+        with pq.ParquetFile(path) as parquet:
+            return parquet.metadata.num_rows
+    except Exception:
+        return -1
 
 
 def _worth_a_pool(path: Path) -> bool:
@@ -308,13 +339,15 @@ def validate_paths(
     workers: int | None = None,
     progress: ProgressCallback | None = None,
     strict: bool = False,
+    tokenizer: str | None = None,
 ) -> ValidationReport:
-    """Validate files, directories and globs; return every finding and the summary (`strict`:
-    warnings count as errors)."""
+    """Validate files, directories, globs and hf:// paths; return every finding and the summary
+    (`strict`: warnings count as errors). `tokenizer` (a spec) recounts the tokens; by default the
+    one each file's dataset card names, else o200k_base."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     builder = ReportBuilder(strict=strict)
-    for _ in iter_validate(paths, tokens=tokens, workers=workers, progress=progress, builder=builder):
+    for _ in iter_validate(paths, tokens=tokens, workers=workers, progress=progress, builder=builder, tokenizer=tokenizer):
         pass
     return builder.build()
 
@@ -326,6 +359,7 @@ def validate_file(
     workers: int | None = None,
     progress: ProgressCallback | None = None,
     strict: bool = False,
+    tokenizer: str | None = None,
 ) -> ValidationReport:
     """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths([path], tokens=tokens, workers=workers, progress=progress, strict=strict)
+    return validate_paths([path], tokens=tokens, workers=workers, progress=progress, strict=strict, tokenizer=tokenizer)

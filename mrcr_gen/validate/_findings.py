@@ -88,6 +88,12 @@ class Summary(BaseModel):
     by_bin: dict[str, dict[str, int]] = Field(
         default_factory=dict, description="bin label -> n_needles -> rows"
     )
+    tokenizers: dict[str, str] = Field(
+        default_factory=dict, description="file -> spec of the tokenizer that recounted it (and binned `by_bin`)"
+    )
+    hub_sources: dict[str, str] = Field(
+        default_factory=dict, description="file -> the pinned hf://datasets/ORG/NAME@COMMIT/PATH it was downloaded from"
+    )
 
 
 class ValidationReport(BaseModel):
@@ -125,10 +131,18 @@ class ReportBuilder:
         self._rows_with_errors = 0
         self._by_check: Counter[str] = Counter()
         self._by_bin: dict[str, Counter[str]] = {}
+        self._tokenizers: dict[str, str] = {}
+        self._hub_sources: dict[str, str] = {}
         self.findings: list[Finding] = []
 
     def add_file(self, file: str) -> None:
         self._files.add(file)
+
+    def add_source(self, file: str, tokenizer: str | None, hub_source: str | None) -> None:
+        if tokenizer is not None:
+            self._tokenizers[file] = tokenizer
+        if hub_source is not None:
+            self._hub_sources[file] = hub_source
 
     def add_finding(self, finding: Finding) -> None:
         if self.strict:
@@ -161,6 +175,8 @@ class ReportBuilder:
             rows_with_errors=self._rows_with_errors,
             by_check=by_check,
             by_bin=by_bin,
+            tokenizers=self._tokenizers,
+            hub_sources=self._hub_sources,
         )
         return ValidationReport(summary=summary, findings=list(self.findings))
 

@@ -117,6 +117,7 @@ def repair(
     strict: bool = False,
     progress: ProgressCallback | None = None,
     on_change: Callable[[str], None] | None = None,
+    tokenizer: str | None = None,
 ) -> RepairResult:
     """Validate `paths` and write the rows with no error (plus, with `mode="fix"`, the rows whose
     ground truth is recoverable, rewritten) of each input file to its own output file, atomically,
@@ -151,7 +152,8 @@ def repair(
             current = _FileOutput(scan, targets[Path(scan.file)], strict)
 
         for scan, batch, results in iter_validate(
-            paths, tokens=tokens, workers=workers, progress=progress, on_file_start=start, builder=builder
+            paths, tokens=tokens, workers=workers, progress=progress, on_file_start=start, builder=builder,
+            tokenizer=tokenizer,
         ):
             current.write(every_output, batch, results, mode, tokens, note)
         finish()
@@ -217,7 +219,8 @@ class _FileOutput:
             if fixed is not None:
                 new_record, notes = fixed
                 again = check_row(
-                    new_record, file=self.scan.file, row=row_result.row, count_tokens=tokens, strict=self.strict
+                    new_record, file=self.scan.file, row=row_result.row, count_tokens=tokens, strict=self.strict,
+                    tokenizer=self.scan.tokenizer,
                 )
                 if not again.has_error:
                     out_records.append(new_record)

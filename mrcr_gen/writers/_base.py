@@ -18,6 +18,8 @@ class Writer(Protocol):
     """
 
     name: str
+    #: Spec of the tokenizer that counts the writings' `n_tokens` (see mrcr_gen._tokens).
+    tokenizer: str
 
     def asks(self) -> Sequence[Ask]:
         """Every ask this writer can answer (the universe distractors are drawn from)."""
@@ -28,7 +30,7 @@ class Writer(Protocol):
         ...
 
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
-        """The writings for (ask, variant) keys, in order, with their o200k token counts."""
+        """The writings for (ask, variant) keys, in order, with their token counts by `tokenizer`."""
         ...
 
     def describe(self) -> dict:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from .._catalog import Catalog, load_catalog
 from .._models import Ask, Writing
-from .._tokens import count_tokens_batch, tokenizer_threads
+from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer, tokenizer_threads
 
 # A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
 OFFLINE_VARIANTS_PER_ASK = 8
@@ -23,8 +23,10 @@ class MemoizedWriter:
 
     name = "memoized"
 
-    def __init__(self) -> None:
+    def __init__(self, tokenizer: str = DEFAULT_TOKENIZER) -> None:
         self._cache: dict[tuple[Ask, int], Writing] = {}
+        self.tokenizer = tokenizer
+        load_tokenizer(tokenizer)  # a bad spec fails here, not in a background thread
 
     def compose(self, ask: Ask, variant: int) -> str:
         raise NotImplementedError
@@ -37,7 +39,7 @@ class MemoizedWriter:
         for start in range(0, len(missing), COMPOSE_CHUNK):
             chunk = missing[start : start + COMPOSE_CHUNK]
             texts = [self.compose(ask, variant) for ask, variant in chunk]
-            pending.append((chunk, texts, tokenizer_threads().submit(count_tokens_batch, texts, 1)))
+            pending.append((chunk, texts, tokenizer_threads().submit(count_tokens_batch, texts, 1, self.tokenizer)))
         for chunk, texts, counts in pending:
             for key, text, n_tokens in zip(chunk, texts, counts.result()):
                 self._cache[key] = Writing(text=text, n_tokens=n_tokens)
@@ -49,8 +51,8 @@ class OfflineWriter(MemoizedWriter):
 
     name = "offline"
 
-    def __init__(self, seed: int = 0, catalog: Catalog | None = None) -> None:
-        super().__init__()
+    def __init__(self, seed: int = 0, catalog: Catalog | None = None, tokenizer: str = DEFAULT_TOKENIZER) -> None:
+        super().__init__(tokenizer)
         self.seed = seed
         self.catalog = catalog or load_catalog()
         self._asks = self.catalog.asks()

@@ -14,6 +14,11 @@ As a subprocess (so a test can SIGKILL a client while the server keeps counting)
 prints ``PORT <n>`` on its first stdout line. ``GET /stats`` returns the counters as JSON,
 ``GET /requests`` every recorded request body, ``POST /reset`` clears them.
 
+``POST /tokenize`` answers as vLLM's does (``{"count", "max_model_len", "tokens"}``) for a body with
+``messages`` (chat) or ``prompt`` (text); `tokenize` (a callable ``body -> list[int]``) decides the
+tokens, by default one per whitespace-separated word of every content plus one per message.
+``tokenize_requests`` counts those calls.
+
 Policies are callables ``policy(messages, request_json) -> str``; built-ins by name:
 ``oracle`` (solves MRCR from the conversation; MRCR v2 too, from its one flat message),
 ``first_needle`` (prefix + the first needle's writing), ``no_prefix`` (the right writing without the prefix), ``echo`` (the last user message).
@@ -187,6 +192,15 @@ def _count_words(text: str) -> int:
     return len(text.split())
 
 
+def word_tokens(body: dict) -> list[int]:
+    """The default /tokenize: a token per word of each content (or of `prompt`), plus one per message."""
+    if "messages" in body:
+        n = sum(_count_words(str(m.get("content", ""))) + 1 for m in body["messages"])
+    else:
+        n = _count_words(str(body.get("prompt", "")))
+    return list(range(n))
+
+
 class ChatServer:
     """OpenAI-compatible `/v1/chat/completions` on 127.0.0.1 in a background thread."""
 
@@ -198,8 +212,12 @@ class ChatServer:
         delay: float = 0.0,
         port: int = 0,
         host: str = "127.0.0.1",
+        tokenize: Callable[[dict], list[int]] = word_tokens,
+        max_model_len: int = 1 << 20,
     ):
         self.policy: Policy = POLICIES[policy] if isinstance(policy, str) else policy
+        self.tokenize = tokenize
+        self.max_model_len = max_model_len
         self.faults = faults
         self.delay = delay
         self._lock = threading.Lock()
@@ -221,6 +239,7 @@ class ChatServer:
             self.requests: list[dict] = []
             self.authorizations: list[str | None] = []
             self.faults_served: Counter[str] = Counter()
+            self.tokenize_requests = 0
 
     def stats(self) -> dict:
         with self._lock:
@@ -313,6 +332,16 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/reset":
             chat.reset()
             self._send_json(200, {"ok": True})
+            return
+        if self.path.rstrip("/") == "/tokenize":
+            try:
+                tokens = chat.tokenize(json.loads(raw))
+            except (ValueError, TypeError, KeyError) as exc:
+                self._send_json(400, {"error": {"message": f"bad /tokenize request: {exc}"}})
+                return
+            with chat._lock:
+                chat.tokenize_requests += 1
+            self._send_json(200, {"count": len(tokens), "max_model_len": chat.max_model_len, "tokens": tokens})
             return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": "not found"}})

@@ -42,7 +42,8 @@ def test_exit_1_and_json_on_stdout(capsys, files) -> None:
     assert code == 1
     report = json.loads(out)
     assert set(report) == {"summary", "findings"}
-    assert set(report["summary"]) == {"files", "rows", "rows_with_errors", "by_check", "by_bin"}
+    assert set(report["summary"]) == {"files", "rows", "rows_with_errors", "by_check", "by_bin", "tokenizers", "hub_sources"}
+    assert report["summary"]["tokenizers"] == {} and report["summary"]["hub_sources"] == {}  # --no-tokens, local files
     assert report["summary"]["by_check"] == {"ground_truth": 1}
     assert report["findings"][0]["row"] == 1 and report["findings"][0]["check"] == "ground_truth"
     assert "rows checked" in err  # tables go to stderr
