@@ -47,6 +47,7 @@ _LAZY = {
         "eval",
     ),
     "summarize_run": "eval",
+    **dict.fromkeys(["grade_v2", "grade_v2_lenient", "V2Config", "generate_v2", "read_v2_items", "v2_report"], "v2"),
 }
 
 

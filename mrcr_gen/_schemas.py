@@ -33,7 +33,14 @@ def schema_models() -> dict[str, type[BaseModel]]:
         "mrcr_row": MrcrRow,
         "sample": Sample,
         "format_spec": FormatSpec,
+        "mrcr_v2_row": _v2_row(),
     }
+
+
+def _v2_row() -> type[BaseModel]:
+    from .v2._rows import V2Row
+
+    return V2Row
 
 
 def schema_documents() -> dict[str, str]:

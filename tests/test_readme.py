@@ -312,6 +312,15 @@ def setup_responses(ws: Workspace) -> None:
     (ws.root / "responses.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def setup_v2_responses(ws: Workspace) -> None:
+    """v2-responses.jsonl: the right reply to every row of the 8-needle (4096, 8192] v2 file."""
+    from mrcr_gen.v2 import iter_records
+
+    rows = iter_records(ws.root / "v2-data/8needle/mrcr_v2_8needle_in_(4096,8192).csv")
+    lines = [json.dumps({"row": i, "response": row["answer"]}) for i, row in enumerate(rows)]
+    (ws.root / "v2-responses.jsonl").write_text("\n".join(lines) + "\n")
+
+
 def setup_hub(ws: Workspace) -> None:
     """The fake Hub serves `mrcr/` as openai/mrcr and a trained tokenizer as Qwen/Qwen2.5-7B-Instruct."""
     ws.provide("mrcr")
@@ -325,6 +334,7 @@ def setup_hub(ws: Workspace) -> None:
 
 SETUPS: dict[str, Callable[[Workspace], None]] = {
     "hub": setup_hub,
+    "v2-responses": setup_v2_responses,
     "mrcr": setup_mrcr,
     "other": setup_other,
     "bad": setup_bad,
@@ -351,6 +361,19 @@ def check_generated(ws: Workspace, command: Command, run: Run) -> None:
         assert sum(rows_in(f) for f in files) == samples * len(bins), files
     assert (out / "README.md").is_file()  # the dataset card
     assert "Rows written to" in run.stdout
+
+
+def check_v2_generated(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.v2 import iter_v2_rows
+
+    text = scale(command.text, ws.server.base_url)
+    out = ws.root / option(text, "--out")
+    suffix = option(text, "--format", "csv")
+    for n in options(text, "--needles"):
+        files = sorted(out.glob(f"{n}needle/mrcr_v2_{n}needle_*.{suffix}"))
+        assert len(files) == 1, files
+        assert len(list(iter_v2_rows(files[0]))) == int(option(text, "--samples"))
+    assert (out / "README.md").is_file() and "MRCR v2 rows written to" in run.stdout
 
 
 def check_validated(ws: Workspace, command: Command, run: Run) -> None:
@@ -454,6 +477,10 @@ def check_grade(ws: Workspace, command: Command, run: Run) -> None:
         assert f"mean score 1.0000 over {n} rows" in run.stdout
 
 
+def check_grade_v2(ws: Workspace, command: Command, run: Run) -> None:
+    assert "MRCR v2: mean score 1.0000 over 1 rows" in run.stdout and "up to 128K" in run.stdout
+
+
 def check_generated_with_tokenizer(ws: Workspace, command: Command, run: Run) -> None:
     from mrcr_gen._generate import card_tokenizer
 
@@ -545,6 +572,11 @@ RULES: dict[str, Rule] = {
     "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report ", needs=("eval-generated",), check=check_report, before=before_report),
+    "gen-v2": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--out v2-data$", check=check_v2_generated),
+    "gen-v2-tokens": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokens ", check=check_v2_generated),
+    "validate-v2": Rule(r"^mrcr-validate v2-data/$", needs=("gen-v2",), check=check_validated),
+    "eval-v2": Rule(r"^mrcr-eval v2-data/", needs=("gen-v2",), check=check_eval),
+    "grade-v2": Rule(r"^mrcr-grade 'v2-data/", needs=("gen-v2", "v2-responses"), check=check_grade_v2),
     "gen-tokenizer": Rule(r"^mrcr-gen .*--tokenizer hf:Qwen/\S+ --out qwen-data$", needs=("hub",), check=check_generated_with_tokenizer),
     "validate-tokenizer": Rule(r"^mrcr-validate qwen-data/$", needs=("gen-tokenizer",), check=check_validated_with_card_tokenizer),
     "eval-chat-template": Rule(r"^mrcr-eval qwen-data/.* --chat-template ", needs=("gen-tokenizer",), check=check_eval_counted),

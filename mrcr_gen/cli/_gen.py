@@ -31,7 +31,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=False,
     help="Generate MRCR rows in the exact openai/mrcr parquet schema. Without options: 4 needles, "
-    "every bin, 100 rows per bin, offline writer, written to ./mrcr-data.",
+    "every bin, 100 rows per bin, offline writer, written to ./mrcr-data. With --recipe mrcr-v2: "
+    "Google DeepMind's MRCR v2 (8 needles, the buckets up to 1048576, CSV in ./mrcr-v2-data).",
 )
 
 
@@ -115,11 +116,14 @@ def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, o
 @app.callback(invoke_without_command=True)
 def generate(
     ctx: typer.Context,
-    needles: list[int] = typer.Option([4], "--needles", "-n", help="Needle count (repeatable); 2, 4 and 8 are the standard ones."),
-    bins: Optional[list[str]] = typer.Option(None, "--bin", "-b", show_default=False, help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all' [default: all]."),
+    recipe: str = typer.Option("openai-mrcr", "--recipe", help="openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text per row, CSV or parquet)."),
+    needles: list[int] = typer.Option([], "--needles", "-n", help="Needle count (repeatable); 2, 4 and 8 are the standard ones. (default 4; mrcr-v2: 8)", show_default=False),
+    bins: Optional[list[str]] = typer.Option(None, "--bin", "-b", show_default=False, help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up to 1048576, 'all' goes on to 8388608)."),
     samples: int = typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files."),
-    out: Path = typer.Option(Path("mrcr-data"), "--out", "-o", help="Output directory."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default mrcr-data; mrcr-v2: mrcr-v2-data).", show_default=False),
+    file_format: str = typer.Option("csv", "--format", help="mrcr-v2 only: csv (the upstream layout) or parquet (the same columns)."),
+    rows_per_transcript: int = typer.Option(8, "--rows-per-transcript", min=1, help="mrcr-v2 only: rows drawn from one transcript at most (its (key, ordinal) pairs)."),
     writer: str = typer.Option("offline", "--writer", help="Source of writings: offline, pool (--pool PATH) or openai (--model M)."),
     pool: Optional[Path] = typer.Option(None, "--pool", help="Pool parquet file: read by --writer pool, written by --writer openai."),
     model: Optional[str] = typer.Option(None, "--model", help="--writer openai: model name (e.g. gpt-4o)."),
@@ -144,6 +148,18 @@ def generate(
         return
     if tokens is not None and bins:
         raise CommandError("--tokens and --bin are exclusive: --tokens N replaces the bins with one token target")
+    if recipe == "mrcr-v2":
+        from ._gen_v2 import generate_v2_command
+
+        return generate_v2_command(
+            needles=needles, bins=bins or [], tokens=tokens, samples=samples, seed=seed, out=out, file_format=file_format,
+            rows_per_transcript=rows_per_transcript, shard=parse_shard(shard), writer=writer, model=model,
+            base_url=base_url, concurrency=concurrency, cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens,
+        )
+    if recipe != "openai-mrcr":
+        raise CommandError(f"unknown recipe {recipe!r}; choose openai-mrcr or mrcr-v2")
+    out = out or Path("mrcr-data")
+    needles = needles or [4]
     try:
         config = GenerateConfig(
             needles=tuple(needles),

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from .._bins import bin_sort_key
 from ..eval._items import FileError
-from ..eval._responses import ResponsesError, grade_responses
+from ..eval._responses import ResponsesError, grade_responses, read_responses
+from ..v2._rows import is_v2_file
 from ._common import CommandError, parquet_inputs, run_app
 
 app = typer.Typer(
@@ -37,7 +38,7 @@ def _table(result: dict) -> Table:
 
 @app.command()
 def grade(
-    data: str = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), or one file as hf://datasets/ORG/NAME[@REV]/PATH."),
+    data: str = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or one file as hf://datasets/ORG/NAME[@REV]/PATH."),
     responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
@@ -50,6 +51,8 @@ def grade(
     for path in (Path(data), responses):
         if not path.is_file():
             raise CommandError(f"file not found: {path}")
+    if is_v2_file(data):
+        return _grade_v2(data, responses, as_json, allow_missing)
     try:
         result = grade_responses(data, responses, allow_missing=allow_missing)
     except (ResponsesError, FileError) as exc:
@@ -65,6 +68,24 @@ def grade(
     if result["missing"]:
         console.print(f"{len(result['missing'])} rows had no response and were not graded")
     console.print(_table(result))
+
+
+def _grade_v2(data: Path, responses: Path, as_json: bool, allow_missing: bool) -> None:
+    """MRCR v2 files (column `queries`): grade_v2, per-bucket means and Google's summary numbers."""
+    from ..v2._eval import grade_v2_responses, render_v2_table
+
+    try:
+        result = grade_v2_responses(data, read_responses(responses), allow_missing=allow_missing)
+    except (ResponsesError, ValueError, OSError) as exc:
+        raise CommandError(str(exc).splitlines()[0]) from None
+    if as_json:
+        print(json.dumps(result))
+        return
+    console = Console()
+    mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
+    console.print(f"MRCR v2: mean score {mean} over {result['n_rows']} rows (grade_v2, strict)")
+    console.print(_table(result))
+    console.print(render_v2_table(result["report"]))
 
 
 def grade_main(args: list[str] | None = None) -> None:

@@ -19,9 +19,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..v2._checks import expand_inputs, merge_reports, validate_v2_paths
 from ..validate import (
     RepairResult,
     ValidationReport,
+    default_workers,
     repair,
     validate_paths,
 )
@@ -32,7 +34,7 @@ PROG = "mrcr-validate"
 
 app = typer.Typer(
     add_completion=False,
-    help="Re-check MRCR parquet files (openai/mrcr schema) row by row. Exit code 0: no row has an "
+    help="Re-check MRCR files row by row: openai/mrcr parquet, and MRCR v2 CSV or parquet (column 'queries'). Exit code 0: no row has an "
     "error (warnings allowed); 1: some row or file has an error; 2: an input could not be read or "
     "the usage is wrong. The input files are never modified.",
 )
@@ -116,7 +118,7 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
 
 @app.command()
 def validate(
-    paths: list[str] = typer.Argument(..., help="Parquet files, directories (every *.parquet below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
+    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet and *.csv below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. Findings are identical for every value."),
     engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install 'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees."),
     address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
@@ -147,7 +149,18 @@ def validate(
                 tasks[file] = progress.add_task(Path(file).name, total=total)
             progress.advance(tasks[file], done)
 
-        if out is not None:
+        v2_files, other_files, problems = expand_inputs(paths)
+        if v2_files:
+            if tokenizer not in (None, "o200k_base"):
+                raise CommandError("MRCR v2 files are recounted with o200k_base only (their generator's tokenizer); drop --tokenizer")
+            if fix is not None:
+                raise CommandError("--fix does not apply to MRCR v2 files (column 'queries'); use --clean")
+            if clean is not None and (other_files or problems):
+                raise CommandError("--clean takes MRCR v2 files or openai/mrcr files, not both at once")
+            paths = [str(p) for p in other_files] + [text for text, _ in problems]
+        if not paths:
+            report = ValidationReport()
+        elif out is not None:
             try:
                 result = repair(
                     paths,
@@ -168,6 +181,17 @@ def validate(
             report = validate_paths(
                 paths, tokens=tokens, workers=workers, engine=runner, progress=advance, strict=strict, tokenizer=tokenizer
             )
+        if v2_files:
+            try:
+                v2_result = validate_v2_paths(
+                    v2_files, tokens=tokens, threads=workers or default_workers(), strict=strict, progress=advance, clean=clean,
+                    on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+                )
+            except (ValueError, OSError) as exc:
+                raise CommandError(str(exc)) from None
+            report = merge_reports(report, v2_result.report)
+            if clean is not None:
+                result = v2_result
 
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")

@@ -46,6 +46,8 @@ class EvalItem(BaseModel):
 
     @property
     def bin(self) -> str:
+        if self.recipe == "mrcr-v2":  # its buckets: (4096, 8192] ... (4194304, 8388608]
+            return f"({self.bin_upper // 2}, {self.bin_upper}]"
         return bin_label_of_upper(self.bin_upper)
 
 
@@ -117,8 +119,17 @@ def read_items(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..v2 import _eval  # noqa: F401 - registers mrcr-v2
     from . import _mrcr  # noqa: F401 - registers openai-mrcr
 
+    if str(path).lower().endswith(".csv"):  # MRCR v2's upstream layout
+        from ..v2._rows import file_columns
+
+        names = file_columns(path)
+        if names is None:
+            raise FileError(f"{path}: cannot read as CSV")
+        yield from recipe_for_columns(names, path).read(path, tokenizer_spec=tokenizer_spec, skip=skip)
+        return
     try:
         names = pq.read_schema(path).names
     except (OSError, pa.ArrowException) as exc:

@@ -126,7 +126,13 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
     settings = run.get("settings") or {}
     strip_think = bool(settings.get("strip_think"))
     overall = _group_stats(counted, window)
-    return {
+    v2_rows = [r if r.get("status") == STATUS_OK else r | {"score": 0.0} for r in counted if r.get("recipe") == "mrcr-v2"]
+    extra: dict[str, Any] = {}
+    if v2_rows:
+        from ..v2._eval import v2_report
+
+        extra["mrcr_v2"] = v2_report(v2_rows, window)
+    return extra | {
         "model": run.get("model"),
         "base_url": run.get("base_url"),
         "data": run.get("data"),
@@ -303,4 +309,9 @@ def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def print_report(summary: dict[str, Any], console: Console | None = None) -> None:
-    (console or Console()).print(render_table(summary))
+    console = console or Console()
+    console.print(render_table(summary))
+    if summary.get("mrcr_v2"):
+        from ..v2._eval import render_v2_table
+
+        console.print(render_v2_table(summary["mrcr_v2"]))

@@ -20,8 +20,8 @@ tokens, by default one per whitespace-separated word of every content plus one p
 ``tokenize_requests`` counts those calls.
 
 Policies are callables ``policy(messages, request_json) -> str``; built-ins by name:
-``oracle`` (solves MRCR from the conversation), ``first_needle`` (prefix + the first needle's
-writing), ``no_prefix`` (the right writing without the prefix), ``echo`` (the last user message).
+``oracle`` (solves MRCR from the conversation; MRCR v2 too, from its one flat message),
+``first_needle`` (prefix + the first needle's writing), ``no_prefix`` (the right writing without the prefix), ``echo`` (the last user message).
 
 Faults: a mapping of 1-based request number -> `Fault`, a list (index 0 = request 1, None =
 no fault), or a callable ``(request_number, request_json) -> Fault | None``.
@@ -64,12 +64,27 @@ def parse_query(messages: Sequence[dict]) -> tuple[str, int, str, list[int]]:
     return match["rs"], int(match["k"]), ask, needles
 
 
+def _v2(messages: list):
+    """The solved MRCR v2 row when the request is one user message ending in a v2 query."""
+    from tests.support.v2_resolve import solve
+
+    if len(messages) == 1 and messages[0]["content"].endswith("in your response.\n\nAssistant:"):
+        return solve(messages[0]["content"])
+    return None
+
+
 def oracle(messages: list, request_json: dict) -> str:
+    solved = _v2(messages)
+    if solved is not None:
+        return solved.expected_answer
     rs, k, _, needles = parse_query(messages)
     return rs + messages[needles[k - 1] + 1]["content"]
 
 
 def first_needle(messages: list, request_json: dict) -> str:
+    solved = _v2(messages)
+    if solved is not None:
+        return solved.hash + solved.writings[0]
     rs, _, _, needles = parse_query(messages)
     return rs + messages[needles[0] + 1]["content"]
 

@@ -1,0 +1,272 @@
+"""Assemble MRCR v2 transcripts to an exact token budget, and the rows each transcript offers.
+
+A transcript is one flat string: the few-shot block, then `User: ... Assistant: ...` turns. It
+holds several needle keys, each exactly n times (its turns in a fixed order, interleaved at
+random with the other keys' turns), and filler turns of keys whose topics no needle key uses,
+at uniformly random places. Every (key, ordinal) of the transcript can be a row: the rows of a
+transcript share it as their prefix.
+
+Lengths are exact: every distinct turn is tokenized once and the counts are added. That is
+exact for o200k because a turn starts with "User:" right after a blank line, where the
+tokenizer's pre-split always cuts; one row of each transcript is also counted whole to prove it.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .._assembler import AssemblyError
+from .._models import Writing
+from .._seeding import derived_rng
+from .._tokens import count_tokens, count_tokens_batch
+from ._catalog import V2Catalog, V2Key
+from ._rows import V2Row
+from ._text import (
+    HASH_LENGTH,
+    HEADER,
+    TRANSCRIPT_OPEN,
+    example_close,
+    example_open,
+    query_text,
+    turn_text,
+)
+
+HASH_ALPHABET = string.ascii_letters + string.digits
+# Keys tried for the first one that fits before giving up (short buckets, long formats).
+MAX_KEY_MISSES = 16
+# Filler draws in a row that do not fit before the fill stops.
+MAX_FILL_MISSES = 64
+MAX_ATTEMPTS = 20
+
+
+def random_hash(rng: random.Random) -> str:
+    return "".join(rng.choice(HASH_ALPHABET) for _ in range(HASH_LENGTH))
+
+
+@dataclass(frozen=True)
+class Turn:
+    key: V2Key
+    variant: int
+    text: str  # the whole turn, "User: ...\n\nAssistant: ...\n\n"
+    tokens: int
+    writing: Writing
+
+
+@dataclass
+class Transcript:
+    """A built transcript; rows are made from it one at a time (`row`)."""
+
+    fewshot: str
+    fewshot_tokens: int
+    turns: list[Turn]
+    n_needles: int
+    hashes: dict[V2Key, str]
+    query_tokens: dict[tuple[V2Key, int], int]
+    target: int
+
+    @cached_property
+    def text(self) -> str:
+        return self.fewshot + "".join(t.text for t in self.turns)
+
+    @cached_property
+    def tokens(self) -> int:
+        return self.fewshot_tokens + sum(t.tokens for t in self.turns)
+
+    @cached_property
+    def needle_keys(self) -> list[V2Key]:
+        return list(self.hashes)
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        starts, at = [], self.fewshot_tokens
+        for turn in self.turns:
+            starts.append(at)
+            at += turn.tokens
+        return starts
+
+    @cached_property
+    def turn_indices(self) -> dict[V2Key, list[int]]:
+        found: dict[V2Key, list[int]] = {key: [] for key in self.hashes}
+        for i, turn in enumerate(self.turns):
+            if turn.key in found:
+                found[turn.key].append(i)
+        return found
+
+    def pairs(self) -> list[tuple[V2Key, int]]:
+        """Every (key, ordinal) this transcript can be asked about."""
+        return [(key, k) for key in self.needle_keys for k in range(1, self.n_needles + 1)]
+
+    def context_len(self, key: V2Key, ordinal: int) -> int:
+        return self.tokens + self.query_tokens[(key, ordinal)]
+
+    def query(self, key: V2Key, ordinal: int) -> str:
+        return query_text(self.hashes[key], ordinal, *key)
+
+    def row(self, key: V2Key, ordinal: int) -> V2Row:
+        indices = self.turn_indices[key]
+        spans = tuple((self._starts[i], self._starts[i] + self.turns[i].tokens) for i in indices)
+        target = self.turns[indices[ordinal - 1]]
+        view_ops = self.query(key, ordinal)
+        return V2Row(
+            queries=self.text + view_ops,
+            answer=self.hashes[key] + target.writing.text,
+            context_len=self.context_len(key, ordinal),
+            answer_token_count=target.writing.n_tokens,
+            view_ops=view_ops,
+            num_relevant=self.n_needles,
+            answer_context_position=spans[ordinal - 1],
+            index_positions_of_seeds=tuple(indices),
+            relevant_context_positions=spans,
+        )
+
+
+@dataclass
+class V2Assembler:
+    """Builds transcripts from a v2 writer; reuse one instance so token counts are shared."""
+
+    writer: object
+    catalog: V2Catalog
+    _turns: dict[tuple[V2Key, int], Turn] = field(default_factory=dict)
+
+    @property
+    def variants(self) -> int:
+        return self.writer.variants_per_key
+
+    def turns(self, keys: Sequence[tuple[V2Key, int]]) -> list[Turn]:
+        missing = list(dict.fromkeys(k for k in keys if k not in self._turns))
+        if missing:
+            writings = self.writer.writings(missing)
+            texts = [turn_text(key.ask, w.text) for (key, _), w in zip(missing, writings)]
+            for (key, variant), writing, text, n in zip(missing, writings, texts, count_tokens_batch(texts)):
+                self._turns[(key, variant)] = Turn(key, variant, text, n, writing)
+        return [self._turns[k] for k in keys]
+
+    def fewshot(self, rng: random.Random) -> str:
+        """Two worked examples: the first of one key among two, the second of one key asked twice."""
+        first, second, third = rng.sample(self.catalog.fewshot_keys, 3)
+        a, b = self.writer.writings([(first, rng.randrange(self.variants)), (second, rng.randrange(self.variants))])
+        c1, c2 = self.writer.writings([(third, v) for v in rng.sample(range(self.variants), 2)])
+        examples = []
+        for pairs, ordinal, target_key, target in (
+            ([(first, a), (second, b)], 1, first, a),
+            ([(third, c1), (third, c2)], 2, third, c2),
+        ):
+            secret = random_hash(rng)
+            turns = "".join(turn_text(key.ask, w.text) for key, w in pairs)
+            examples.append(turns + query_text(secret, ordinal, *target_key) + " " + secret + target.text)
+        return (
+            HEADER + "\n" + example_open(1) + examples[0] + example_close(1)
+            + example_open(2) + examples[1] + example_close(2) + TRANSCRIPT_OPEN
+        )
+
+    def build(self, *, n_needles: int, target: int, lowest: int, seed: int) -> Transcript:
+        """A transcript whose rows all have `lowest <= context_len <= target` (as many of them as
+        the fill allows: the caller keeps the rows inside its bucket)."""
+        if not 1 <= n_needles <= min(8, self.variants):
+            raise AssemblyError(f"MRCR v2 takes 1 to {min(8, self.variants)} needles, got {n_needles}")
+        closest = None
+        for attempt in range(MAX_ATTEMPTS):
+            outcome = self._attempt(n_needles, target, lowest, (seed, attempt))
+            if isinstance(outcome, Transcript):
+                return outcome
+            if outcome is not None:
+                closest = outcome if closest is None else min(closest, outcome)
+        if closest is not None:
+            raise AssemblyError(
+                f"cannot fit {n_needles} needles of one key into {target} tokens: the few-shot block, "
+                f"one key's turns and the query alone take at least {closest}"
+            )
+        raise AssemblyError(f"cannot fill a transcript to {lowest}..{target} tokens with {n_needles} needles")
+
+    def _attempt(self, n_needles: int, target: int, lowest: int, seed: tuple) -> Transcript | int | None:
+        rng = derived_rng("mrcr-v2 transcript", *seed)
+        fewshot = self.fewshot(rng)
+        fewshot_tokens = count_tokens(fewshot)
+        budget = target - fewshot_tokens
+
+        keys = list(self.catalog.needle_keys)
+        rng.shuffle(keys)
+        chosen: dict[V2Key, list[Turn]] = {}
+        hashes: dict[V2Key, str] = {}
+        query_tokens: dict[tuple[V2Key, int], int] = {}
+        used = longest_query = misses = 0
+        smallest_need = None
+        for key in keys:
+            turns = self.turns([(key, v) for v in rng.sample(range(self.variants), n_needles)])
+            if len({t.writing.text for t in turns}) < n_needles:
+                continue  # the writer repeated itself for this key
+            secret = random_hash(rng)
+            while secret in hashes.values():
+                secret = random_hash(rng)
+            counts = count_tokens_batch([query_text(secret, k, *key) for k in range(1, n_needles + 1)])
+            cost = sum(t.tokens for t in turns)
+            need = used + cost + max(longest_query, *counts)
+            if need > budget:
+                smallest_need = need if smallest_need is None else min(smallest_need, need)
+                if chosen:
+                    break  # as upstream: keys go in until one does not fit; filler takes the rest
+                misses += 1
+                if misses >= MAX_KEY_MISSES:
+                    break
+                continue
+            chosen[key], hashes[key] = turns, secret
+            query_tokens.update({(key, k): n for k, n in enumerate(counts, start=1)})
+            used += cost
+            longest_query = max(longest_query, *counts)
+        if not chosen:
+            return fewshot_tokens + (smallest_need or 0)
+
+        filler = self._fill(random.Random(rng.getrandbits(64)), budget - used - longest_query)
+        # Needle turns: each key's in its own order, keys interleaved at random; filler anywhere.
+        queues = {key: iter(turns) for key, turns in chosen.items()}
+        labels = [key for key, turns in chosen.items() for _ in turns]
+        rng.shuffle(labels)
+        needles = [next(queues[key]) for key in labels]
+        total = len(needles) + len(filler)
+        slots = set(rng.sample(range(total), len(needles)))
+        needle_iter, filler_iter = iter(needles), iter(filler)
+        turns = [next(needle_iter) if i in slots else next(filler_iter) for i in range(total)]
+
+        transcript = Transcript(
+            fewshot=fewshot, fewshot_tokens=fewshot_tokens, turns=turns, n_needles=n_needles,
+            hashes=hashes, query_tokens=query_tokens, target=target,
+        )
+        if any(secret in transcript.text for secret in hashes.values()):
+            return None  # vanishingly rare: a hash that occurs in the text; draw again
+        if min(transcript.context_len(*p) for p in transcript.pairs()) < lowest:
+            return None
+        return transcript
+
+    def _fill(self, rng: random.Random, budget: int) -> list[Turn]:
+        """Filler turns drawn uniformly over (filler key, variant), adding up to at most `budget`."""
+        keys = self.catalog.filler_keys
+        chosen: list[Turn] = []
+        misses = 0
+        while budget > 0 and misses < MAX_FILL_MISSES:
+            draws = [(rng.choice(keys), rng.randrange(self.variants)) for _ in range(max(8, budget // 500))]
+            for turn in self.turns(draws):
+                if turn.tokens <= budget:
+                    chosen.append(turn)
+                    budget -= turn.tokens
+                    misses = 0
+                else:
+                    misses += 1
+                    if misses >= MAX_FILL_MISSES:
+                        break
+        return chosen
+
+
+def verify_exact(transcript: Transcript) -> None:
+    """Count one row whole: it must equal the added counts of the few-shot block, every turn and
+    its query, which proves the tokenizer splits at each of those seams for this transcript."""
+    key, ordinal = transcript.pairs()[0]
+    whole = count_tokens(transcript.text + transcript.query(key, ordinal))
+    if whole != transcript.context_len(key, ordinal):
+        raise AssemblyError(
+            f"the tokenizer does not split at turn boundaries: a row counts {whole} tokens whole but "
+            f"{transcript.context_len(key, ordinal)} part by part"
+        )

@@ -1,0 +1,331 @@
+"""Validation of MRCR v2 files: every row re-solved from its flat `queries` text alone.
+
+Per row: the final query parses and is the tail of `queries`; its key occurs exactly
+`num_relevant` times among the turns, with pairwise distinct writings; the hash is 12
+characters of [A-Za-z0-9], absent from the transcript, and used by no other key in the file;
+`answer` is the hash + the ordinal-th writing; `context_len` and `answer_token_count` recount
+exactly; the length lies in a v2 bucket; the positions are the key's turns and their token spans.
+
+Rows of one transcript share its text, so each transcript is parsed and tokenized once, turn by
+turn (which gives the positions). A row's `context_len` is then the parts' counts added: exact
+because every turn and the query start with "User:" right after a blank line, where the
+tokenizer always splits. The first row of each transcript is counted whole to prove it; if the
+two disagree, every row of that transcript is counted whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._paths import find_parquet_files
+from .._tokens import RepeatedTextCounter, count_tokens, count_tokens_batch
+from ..validate._findings import (
+    OUT_OF_RANGE,
+    Finding,
+    ReportBuilder,
+    RowResult,
+    ValidationReport,
+)
+from ..validate._repair import FileRepair, RepairResult, output_paths
+from ._generate import v2_bucket_for
+from ._rows import (
+    V2_COLUMNS,
+    V2FileWriter,
+    coerce_record,
+    file_columns,
+    is_v2_file,
+    iter_records,
+)
+from ._text import HASH_PATTERN, parse_query, split_transcript
+
+ProgressCallback = Callable[[str, int, int], None]
+
+
+def transcript_id(transcript: str) -> str:
+    """A transcript's identity: rows with the same id share their prefix (the eval's `group`)."""
+    return hashlib.blake2b(transcript.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+@dataclass
+class _Transcript:
+    id: str
+    turns: list | None  # ParsedTurn list, None when the structure is broken
+    problem: str | None
+    starts: list[int] | None = None  # token offset of every turn, and of the end
+    additive: bool | None = None  # a row counted whole equals the parts (None: not yet counted)
+
+
+@dataclass
+class V2FileState:
+    """What rows of one file share: the current transcript and the hashes seen so far."""
+
+    file: str
+    count: bool = True
+    threads: int = 1
+    _current: _Transcript | None = None
+    hash_owner: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (transcript id, ask)
+    counter: RepeatedTextCounter = field(default_factory=RepeatedTextCounter)
+
+    def transcript(self, text: str) -> _Transcript:
+        tid = transcript_id(text)
+        if self._current is not None and self._current.id == tid:
+            return self._current
+        split = split_transcript(text)
+        if split is None:
+            state = _Transcript(tid, None, "the few-shot block's closing marker '======== EXAMPLE 3 ========' is missing")
+        else:
+            body_start, turns = split
+            problem = None
+            if not turns or turns[0].start != body_start:
+                problem = "the transcript does not start with a 'User: ...' turn after the few-shot block"
+            elif not text.endswith("\n\n") or any(not text[t.start : t.end].endswith("\n\n") for t in turns):
+                problem = "a turn does not end with a blank line"
+            state = _Transcript(tid, turns, problem)
+            if self.count and problem is None:
+                counts = count_tokens_batch([text[t.start : t.end] for t in turns], self.threads) if self.threads > 1 else [
+                    self.counter(text[t.start : t.end]) for t in turns
+                ]
+                at = count_tokens(text[: body_start])
+                state.starts = [at]
+                for n in counts:
+                    at += n
+                    state.starts.append(at)
+        self._current = state
+        return state
+
+
+def _finding(file: str, row: int, check: str, message: str, severity: str = "error") -> Finding:
+    return Finding(file=file, row=row, check=check, severity=severity, message=message)
+
+
+def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> RowResult:
+    """Every finding of one raw v2 record (CSV strings or parquet values)."""
+    file = state.file
+    findings: list[Finding] = []
+
+    def add(check: str, message: str, severity: str = "error") -> None:
+        findings.append(_finding(file, row, check, message, severity))
+
+    try:
+        rec = coerce_record(record)
+    except ValueError as exc:
+        add("v2_row", str(exc))
+        return RowResult(row=row, findings=tuple(findings))
+    queries, view_ops, answer, n = rec.get("queries"), rec.get("view_ops"), rec.get("answer"), rec.get("num_relevant")
+    if not (isinstance(queries, str) and isinstance(view_ops, str) and isinstance(answer, str) and isinstance(n, int)):
+        add("v2_row", "queries, view_ops and answer must be strings and num_relevant an integer")
+        return RowResult(row=row, findings=tuple(findings))
+    n_needles = n
+    if not queries.endswith(view_ops) or not view_ops:
+        add("view_ops", "view_ops is not the tail of queries")
+        return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
+    query = parse_query(view_ops)
+    if query is None:
+        add("final_query", f"view_ops is not an MRCR v2 query: {view_ops[:120]!r}")
+        return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
+    text = queries[: len(queries) - len(view_ops)]
+    transcript = state.transcript(text)
+    if transcript.problem is not None or transcript.turns is None:
+        add("transcript", transcript.problem or "no turns")
+        return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
+    turns = transcript.turns
+
+    # --- hash -----------------------------------------------------------------------------
+    secret = query.hash
+    if not HASH_PATTERN.fullmatch(secret):
+        add("hash", f"hash {secret!r} is not 12 characters of [A-Za-z0-9]")
+    if secret in text:
+        add("hash", f"hash {secret} also occurs in the transcript")
+    owner = state.hash_owner.setdefault(secret, (transcript.id, query.ask))
+    if owner != (transcript.id, query.ask):
+        where = "this transcript" if owner[0] == transcript.id else "another transcript"
+        add("hash_key", f"hash {secret} also belongs to '{owner[1]}' in {where}")
+
+    # --- needles and ground truth ------------------------------------------------------------
+    indices = [i for i, t in enumerate(turns) if t.ask == query.ask]
+    if len(indices) != n:
+        add("needle_count", f"'{query.ask}' occurs {len(indices)} times, num_relevant is {n} (turns {indices[:12]})")
+    writings = [turns[i].text for i in indices]
+    if len(set(writings)) < len(writings):
+        add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
+    if query.ordinal > len(indices):
+        add("ground_truth", f"the query asks for the {query.ordinal}th of {len(indices)} turns of '{query.ask}'")
+        target = None
+    else:
+        target = writings[query.ordinal - 1]
+        if answer != secret + target:
+            others = [k + 1 for k, w in enumerate(writings) if answer == secret + w]
+            said = f"; it equals the writing of ordinal {others[0]}" if others else ""
+            add("ground_truth", f"answer is not the hash + writing {query.ordinal} of '{query.ask}'{said}")
+
+    # --- positions -----------------------------------------------------------------------------
+    if list(rec.get("index_positions_of_seeds", ())) != indices:
+        add("positions", f"index_positions_of_seeds is {list(rec.get('index_positions_of_seeds', ()))[:12]}, the key's turns are {indices[:12]}")
+
+    # --- token counts --------------------------------------------------------------------------
+    n_tokens = None
+    bucket = None
+    if state.count and transcript.starts is not None:
+        starts = transcript.starts
+        if transcript.additive is False:
+            n_tokens = count_tokens(queries)
+        else:
+            n_tokens = starts[-1] + count_tokens(view_ops)
+            if transcript.additive is None:
+                whole = count_tokens(queries)
+                transcript.additive = whole == n_tokens
+                n_tokens = whole
+        if not transcript.additive:
+            add("positions", "the tokenizer does not split this text at its turn boundaries, so token positions are undefined")
+        if rec.get("context_len") != n_tokens:
+            add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
+        if target is not None and rec.get("answer_token_count") != (expected := count_tokens(target)):
+            add("answer_token_count", f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens")
+        spans = [(starts[i], starts[i + 1]) for i in indices]
+        if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
+            add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
+        if target is not None and len(spans) >= query.ordinal and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]:
+            add("positions", f"answer_context_position is {rec.get('answer_context_position')}, expected {spans[query.ordinal - 1]}")
+        found = v2_bucket_for(n_tokens)
+        bucket = found.label if found is not None else OUT_OF_RANGE
+        if found is None:
+            add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
+    return RowResult(row=row, findings=tuple(findings), n_tokens=n_tokens, bin=bucket, n_needles=n_needles)
+
+
+def _schema_findings(file: str, columns: list[str]) -> list[Finding]:
+    findings = [
+        Finding(file=file, row=None, check="schema", severity="error", message=f"column {name!r} is missing")
+        for name in V2_COLUMNS
+        if name not in columns
+    ]
+    findings += [
+        Finding(file=file, row=None, check="schema", severity="warning", message=f"extra column {name!r}")
+        for name in columns
+        if name not in V2_COLUMNS
+    ]
+    return findings
+
+
+def validate_v2_file(
+    path: str | os.PathLike,
+    builder: ReportBuilder,
+    *,
+    tokens: bool = True,
+    threads: int = 1,
+    progress: ProgressCallback | None = None,
+    keep: Callable[[dict[str, Any]], None] | None = None,
+    drop: Callable[[int, RowResult], None] | None = None,
+) -> None:
+    """Check every row of one v2 file into `builder`; `keep` receives each row that passes
+    (no error; with a strict builder, no finding at all), `drop` the others' results."""
+    file = str(path)
+    builder.add_file(file)
+    columns = file_columns(path)
+    if columns is None:
+        builder.add_finding(Finding(file=file, row=None, check="file", severity="error", message="cannot read as CSV or parquet"))
+        return
+    schema = _schema_findings(file, columns)
+    for finding in schema:
+        builder.add_finding(finding)
+    if any(f.is_error for f in schema):
+        return
+    state = V2FileState(file=file, count=tokens, threads=threads)
+    row = -1
+    try:
+        for row, record in enumerate(iter_records(path)):
+            result = check_v2_record(record, state, row)
+            builder.add_row(result)
+            passes = not result.findings if builder.strict else not result.has_error
+            if passes and keep is not None:
+                keep(coerce_record(record))
+            elif not passes and drop is not None:
+                drop(row, result)
+            if progress is not None:
+                progress(file, 1, None)
+    except Exception as exc:  # noqa: BLE001 - a torn file: reported, never a traceback
+        lines = str(exc).strip().splitlines()
+        builder.add_finding(
+            Finding(file=file, row=None, check="file", severity="error",
+                    message=f"reading stopped at row {row + 1}: {type(exc).__name__}: {lines[0] if lines else ''}")
+        )
+
+
+def expand_inputs(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[Path], list[tuple[str, str]]]:
+    """(v2 files, other parquet files, problems): directories give their *.parquet and *.csv."""
+    v2: list[Path] = []
+    other: list[Path] = []
+    problems: list[tuple[str, str]] = []
+    for raw in paths:
+        path = Path(raw)
+        csvs = sorted(p for p in path.rglob("*.csv") if p.is_file()) if path.is_dir() else []
+        files, found_problems = find_parquet_files([raw])
+        if csvs and found_problems and found_problems[0][1] == "directory holds no *.parquet file":
+            found_problems = []
+        problems += found_problems
+        for file in [*files, *csvs]:
+            (v2 if is_v2_file(file) else other).append(file)
+    return list(dict.fromkeys(v2)), list(dict.fromkeys(other)), problems
+
+
+def validate_v2_paths(
+    files: Sequence[str | os.PathLike],
+    *,
+    tokens: bool = True,
+    threads: int = 1,
+    strict: bool = False,
+    progress: ProgressCallback | None = None,
+    clean: str | os.PathLike | None = None,
+    on_change: Callable[[str], None] | None = None,
+) -> RepairResult:
+    """Validate v2 files. With `clean`, the rows that pass go to one output per input, as
+    `mrcr-validate --clean` does for openai/mrcr files (`clean` is the file for a single input,
+    else a folder); CSV or parquet by the output's suffix, else the input's. Each output appears
+    atomically; every dropped row is reported through `on_change`."""
+    builder = ReportBuilder(strict=strict)
+    paths = [Path(f) for f in files]
+    targets = output_paths(paths, Path(clean)) if clean is not None else {}
+    for path, target in targets.items():
+        if target.resolve() == path.resolve():
+            raise ValueError(f"output {target} is one of the inputs; the input is never modified")
+    repairs = []
+    for path in paths:
+        target = targets.get(path)
+        if target is None:
+            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress)
+            continue
+        suffix = target.suffix.lower() if target.suffix.lower() in (".csv", ".parquet") else path.suffix.lower()
+        repair = FileRepair(input=str(path), output=str(target))
+
+        def drop(row: int, result: RowResult, path: Path = path, repair: FileRepair = repair) -> None:
+            repair.dropped += 1
+            if on_change is not None:
+                on_change(f"{path}: row {row}: dropped ({', '.join(sorted({f.check for f in result.findings}))})")
+
+        with V2FileWriter(target, "csv" if suffix == ".csv" else "parquet") as writer:
+            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress, keep=writer.write, drop=drop)
+        repair.kept = writer.rows
+        repairs.append(repair)
+    return RepairResult(report=builder.build(), output=str(clean or ""), files=repairs)
+
+
+def merge_reports(first: ValidationReport, second: ValidationReport) -> ValidationReport:
+    """One report from two (openai/mrcr files and v2 files validated separately)."""
+    merged = first.model_copy(deep=True)
+    s, t = merged.summary, second.summary
+    s.files += t.files
+    s.rows += t.rows
+    s.rows_with_errors += t.rows_with_errors
+    for name, count in t.by_check.items():
+        s.by_check[name] = s.by_check.get(name, 0) + count
+    for label, counts in t.by_bin.items():
+        into = s.by_bin.setdefault(label, {})
+        for needles, count in counts.items():
+            into[needles] = into.get(needles, 0) + count
+    merged.findings += second.findings
+    return merged

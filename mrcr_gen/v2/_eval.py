@@ -1,0 +1,282 @@
+"""MRCR v2 for the eval runner: a reader (file -> recipe-neutral EvalItems), the graders on
+items, reference floors, and the numbers Google reports.
+
+Each row is sent as ONE user message holding the whole `queries` string, as upstream does.
+`group` is the transcript id, so the runner sends the rows of a transcript one after another
+and a provider's prefix cache holds the shared transcript.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from .._tokens import count_tokens
+from ..eval._auc import auc_fields
+from ..eval._items import EvalItem, FileError, ItemError, Recipe, register_recipe
+from ._checks import transcript_id
+from ._generate import V2_BUCKETS, v2_bucket_for
+from ._grade import grade_v2, grade_v2_lenient
+from ._rows import coerce_record, iter_records
+from ._text import HASH_PATTERN, parse_query, split_transcript
+
+RECIPE = "mrcr-v2"
+UP_TO_128K = 131072
+AT_1M = (524288, 1048576)
+DEFAULT_WRITING_SAMPLES = 16
+
+def row_digest(queries: Any, answer: Any) -> str:
+    """sha256 over what the grade depends on: the text sent and the answer."""
+    digest = hashlib.sha256()
+    for part in (queries, answer):
+        data = str(part).encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def bucket_upper(n_tokens: int) -> int:
+    """Upper edge of the v2 bucket holding `n_tokens` (4096 below the buckets, 2x the last above)."""
+    found = v2_bucket_for(n_tokens)
+    if found is not None:
+        return found.upper
+    return V2_BUCKETS[0].lower if n_tokens <= V2_BUCKETS[0].lower else 2 * V2_BUCKETS[-1].upper
+
+
+def read_v2_items(
+    path: str | os.PathLike,
+    *,
+    tokenizer_spec: str = "o200k_base",
+    skip: Callable[[int, str], bool] | None = None,
+) -> Iterator[EvalItem]:
+    """One item per row, in row order; FileError when the file cannot be read. The prompt is
+    counted exactly: each transcript once, plus each row's final query (a split the tokenizer
+    always makes, see `_checks`). `skip(row, digest)` true yields a bare item without parsing."""
+    source = str(os.path.realpath(path))
+    transcript_tokens: dict[str, int] = {}  # the current transcript only: its rows are consecutive
+    index = -1
+    try:
+        for index, record in enumerate(iter_records(path)):
+            queries, answer = record.get("queries"), record.get("answer")
+            digest = row_digest(queries, answer)
+            if skip is not None and skip(index, digest):
+                yield EvalItem(source=source, row=index, digest=digest, recipe=RECIPE)
+            else:
+                yield make_v2_item(source, index, record, digest, transcript_tokens, tokenizer_spec)
+    except (OSError, ValueError, csv.Error, pa.ArrowException) as exc:
+        where = "cannot read" if index < 0 else f"cannot read past row {index}"
+        lines = str(exc).strip().splitlines()
+        raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
+
+
+def make_v2_item(
+    source: str, index: int, record: dict, digest: str, transcript_tokens: dict[str, int], tokenizer_spec: str = "o200k_base"
+) -> EvalItem:
+    """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check).
+    With another tokenizer than o200k, whose splits at turn seams are not known, each row is
+    counted whole."""
+    base: dict[str, Any] = {"source": source, "row": index, "digest": digest, "recipe": RECIPE}
+    try:
+        rec = coerce_record(record)
+    except ValueError as exc:
+        return EvalItem(**base, error=ItemError(check="v2_row", message=str(exc)))
+    queries, answer, view_ops = rec.get("queries"), rec.get("answer"), rec.get("view_ops")
+    if not (isinstance(queries, str) and isinstance(answer, str) and isinstance(view_ops, str)) or not queries.endswith(view_ops):
+        return EvalItem(**base, error=ItemError(check="view_ops", message="view_ops is not the tail of queries"))
+    query = parse_query(view_ops)
+    if query is None or not HASH_PATTERN.fullmatch(query.hash):
+        return EvalItem(**base, error=ItemError(check="final_query", message="view_ops is not an MRCR v2 query"))
+    transcript = queries[: len(queries) - len(view_ops)]
+    group = transcript_id(transcript)
+    if tokenizer_spec != "o200k_base":
+        prompt_tokens = count_tokens(queries, tokenizer_spec)
+    else:
+        if group not in transcript_tokens:
+            transcript_tokens.clear()
+            transcript_tokens[group] = count_tokens(transcript)
+        prompt_tokens = transcript_tokens[group] + count_tokens(view_ops)
+    return EvalItem(
+        **base,
+        messages=[{"role": "user", "content": queries}],
+        answer=answer,
+        prefix=query.hash,
+        n_needles=int(rec.get("num_relevant") or 0),
+        bin_upper=bucket_upper(prompt_tokens),
+        prompt_tokens=prompt_tokens,
+        total_tokens=prompt_tokens,  # v2 lengths count the text sent, not the answer
+        group=group,
+    )
+
+
+def grade_item(response: str, item: EvalItem) -> float:
+    return grade_v2(response, item.answer)
+
+
+def grade_item_lenient(response: str, item: EvalItem) -> float:
+    return grade_v2_lenient(response, item.answer)
+
+
+def row_floors(queries: str, answer: str, *, writing_samples: int = DEFAULT_WRITING_SAMPLES) -> dict[str, float | None]:
+    """Upstream's two noise models for one row: a reply of the hash + a writing of the queried
+    key drawn uniformly (about 1/n), or + any writing of the transcript (about 1%; a fixed-seed
+    sample of `writing_samples` writings)."""
+    split_at = queries.rfind("User: Prepend ")
+    query = parse_query(queries[split_at:]) if split_at >= 0 else None
+    parsed = split_transcript(queries[:split_at]) if query is not None else None
+    if query is None or parsed is None:
+        return {"floor_random_needle": None, "floor_random_writing": None}
+    turns = parsed[1]
+    needles = [t.text for t in turns if t.ask == query.ask]
+    writings = [t.text for t in turns]
+    if len(writings) > writing_samples:
+        writings = random.Random(answer[:12]).sample(writings, writing_samples)
+
+    def mean(texts: list[str]) -> float | None:
+        return sum(grade_v2(query.hash + t, answer) for t in texts) / len(texts) if texts else None
+
+    return {"floor_random_needle": mean(needles), "floor_random_writing": mean(writings)}
+
+
+def item_extras(item: EvalItem) -> dict:
+    if item.error is not None or not item.messages:
+        return {}
+    return row_floors(item.messages[0]["content"], item.answer) | {"group": item.group}
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def v2_report(records: list[dict[str, Any]], max_context_window: int | None = None) -> dict[str, Any]:
+    """The numbers to compare with Google's: per needle count, the mean per bucket, "up to 128K"
+    (the mean over every row of at most 131072 tokens), "at 1M" (the (524288, 1048576] bucket),
+    Context Arena's `auc_128k` / `auc_1m` over the bucket means (as for openai/mrcr), and the mean
+    noise floors. Records need `score`, `n_needles` and a token count (`context_len`,
+    `prompt_tokens` or `o200k_prompt_tokens`); records without one are left out."""
+    by_needles: dict[int, list[tuple[int, dict]]] = defaultdict(list)
+    for record in records:
+        if record.get("score") is None:
+            continue
+        tokens = record.get("context_len", record.get("prompt_tokens", record.get("o200k_prompt_tokens")))
+        if isinstance(tokens, int) and tokens > 0:
+            by_needles[int(record["n_needles"])].append((tokens, record))
+    out = []
+    for n, rows in sorted(by_needles.items()):
+        buckets: dict[int, list[dict]] = defaultdict(list)
+        for tokens, record in rows:
+            buckets[bucket_upper(tokens)].append(record)
+        cells = [
+            {
+                "bucket": f"({upper // 2}, {upper}]",
+                "bucket_upper": upper,
+                "count": len(members),
+                "mean_score": _mean([m["score"] for m in members]),
+                "mean_score_lenient": _mean([m["score_lenient"] for m in members if m.get("score_lenient") is not None]),
+                "floor_random_needle": _mean([m["floor_random_needle"] for m in members if m.get("floor_random_needle") is not None]),
+                "floor_random_writing": _mean([m["floor_random_writing"] for m in members if m.get("floor_random_writing") is not None]),
+            }
+            for upper, members in sorted(buckets.items())
+        ]
+        up_to = [r["score"] for tokens, r in rows if tokens <= UP_TO_128K]
+        at_1m = [r["score"] for tokens, r in rows if AT_1M[0] < tokens <= AT_1M[1]]
+        out.append(
+            {
+                "n_needles": n,
+                "count": len(rows),
+                "mean_score": _mean([r["score"] for _, r in rows]),
+                "up_to_128k": _mean(up_to),
+                "up_to_128k_count": len(up_to),
+                "at_1m": _mean(at_1m),
+                "at_1m_count": len(at_1m),
+                **{k: v for k, v in auc_fields({c["bucket_upper"]: c["mean_score"] for c in cells}, max_context_window).items()
+                   if k.startswith("auc")},
+                "floor_random_needle": _mean([r["floor_random_needle"] for _, r in rows if r.get("floor_random_needle") is not None]),
+                "floor_random_writing": _mean([r["floor_random_writing"] for _, r in rows if r.get("floor_random_writing") is not None]),
+                "buckets": cells,
+            }
+        )
+    usage = [r.get("usage") or {} for r in records]
+    cached = [u["cached_tokens"] for u in usage if isinstance(u.get("cached_tokens"), int)]
+    return {
+        "recipe": RECIPE,
+        "by_needles": out,
+        # How much of the prompts the provider served from its prefix cache (None: not reported).
+        "prompt_tokens": sum(u["prompt_tokens"] for u in usage if isinstance(u.get("prompt_tokens"), int)),
+        "cached_tokens": sum(cached) if cached else None,
+    }
+
+
+def grade_v2_responses(data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False) -> dict[str, Any]:
+    """`mrcr-grade` for a v2 file: every row needs one response unless `allow_missing`;
+    ValueError naming the rows otherwise."""
+    items = list(read_v2_items(data))
+    extra = sorted(set(responses) - set(range(len(items))))
+    if extra:
+        raise ValueError(f"responses name rows the data file lacks: {extra[:5]}")
+    missing = [item.row for item in items if item.row not in responses]
+    if missing and not allow_missing:
+        raise ValueError(f"{len(missing)} rows have no response (first: {missing[:5]}); use --allow-missing to grade a subset")
+    rows = []
+    for item in items:
+        if item.row not in responses:
+            continue
+        if item.error is not None:
+            raise ValueError(f"{data}: row {item.row}: {item.error.message}")
+        response = responses[item.row]
+        rows.append({
+            "row": item.row, "score": grade_v2(response, item.answer), "score_lenient": grade_v2_lenient(response, item.answer),
+            "bin": f"({item.bin_upper // 2}, {item.bin_upper}]", "n_needles": item.n_needles, "context_len": item.prompt_tokens,
+            **row_floors(item.messages[0]["content"], item.answer),
+        })
+    cells: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for r in rows:
+        cells[(r["bin"], r["n_needles"])].append(r["score"])
+    return {
+        "recipe": RECIPE,
+        "mean": _mean([r["score"] for r in rows]),
+        "n_rows": len(rows),
+        "missing": missing,
+        "rows": rows,
+        "cells": [{"bin": b, "n_needles": n, "count": len(v), "mean": _mean(v)} for (b, n), v in sorted(cells.items(), key=lambda kv: (int(kv[0][0].split(", ")[1][:-1]), kv[0][1]))],
+        "report": v2_report(rows),
+    }
+
+
+def render_v2_table(report: dict[str, Any]):
+    """A rich table of `v2_report`: Google's summary numbers per needle count, with the floors."""
+    from rich.table import Table
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    table = Table(title="MRCR v2 summary (compare with Google's reports)")
+    for column in ("needles", "rows", "up to 128K", "at 1M", "AUC@128k", "AUC@1M", "random needle floor", "random writing floor"):
+        table.add_column(column, justify="right")
+    for entry in report["by_needles"]:
+        table.add_row(
+            str(entry["n_needles"]), str(entry["count"]), f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
+            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})", fmt(entry["auc_128k"]), fmt(entry["auc_1m"]),
+            fmt(entry["floor_random_needle"]), fmt(entry["floor_random_writing"]),
+        )
+    return table
+
+
+register_recipe(
+    Recipe(
+        name=RECIPE,
+        marker_column="queries",
+        read=read_v2_items,
+        grade=grade_item,
+        grade_lenient=grade_item_lenient,
+        extras=item_extras,
+    )
+)

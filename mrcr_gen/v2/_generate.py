@@ -1,0 +1,225 @@
+"""MRCR v2 dataset generation: buckets -> transcripts -> rows -> CSV or parquet files + a card.
+
+How rows are drawn: a bucket's rows come from a sequence of transcripts. Transcript t of a
+bucket aims at a length from a golden-ratio sequence over the bucket (a seeded start, then
+steps of 0.618... of the width), so however many transcripts a bucket needs their lengths
+spread evenly over it. Each transcript gives at most `rows_per_transcript` rows, drawn
+uniformly without replacement from its (key, ordinal) pairs whose length lies in the bucket;
+the last transcript gives only what is still missing, so a bucket has exactly `samples` rows.
+Rows of one transcript are written one after another (prefix caches hit when sent in order).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .._bins import Bin
+from .._files import write_text_atomic
+from .._models import _Frozen
+from .._seeding import derive_seed, derived_rng
+from .._tokens import O200K_SHA256
+from .._version import __version__
+from ._assembler import V2Assembler, verify_exact
+from ._catalog import load_v2_catalog
+from ._rows import V2FileWriter, V2Row
+
+#: (4096, 8192] ... (4194304, 8388608]: upstream's buckets, lower edge excluded.
+V2_BUCKETS: tuple[Bin, ...] = tuple(Bin(lower=2**k, upper=2 ** (k + 1)) for k in range(12, 23))
+V2_BUCKET_EDGES: tuple[int, ...] = tuple(b.upper for b in V2_BUCKETS)
+#: Without --bin: the buckets Google reports ("up to 128K" and "at 1M").
+DEFAULT_V2_BUCKETS: tuple[Bin, ...] = tuple(b for b in V2_BUCKETS if b.upper <= 1048576)
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def v2_bucket(upper: int) -> Bin:
+    for bucket in V2_BUCKETS:
+        if bucket.upper == upper:
+            return bucket
+    raise ValueError(f"no MRCR v2 bucket has upper edge {upper}; choose one of {', '.join(map(str, V2_BUCKET_EDGES))}")
+
+
+def v2_bucket_for(n_tokens: int) -> Bin | None:
+    return next((b for b in V2_BUCKETS if n_tokens in b), None)
+
+
+def tokens_range(tokens: int) -> Bin:
+    """--tokens N: every row within 1% (at least 64 tokens) below N, never above."""
+    return Bin(lower=tokens - max(64, tokens // 100) - 1, upper=tokens)
+
+
+class V2Config(_Frozen):
+    needles: tuple[int, ...] = (8,)
+    buckets: tuple[Bin, ...] = DEFAULT_V2_BUCKETS
+    tokens: int | None = Field(default=None, ge=4161, le=8388608, description="every row within 1% below it, inside (4096, 8388608]")
+    samples: int = Field(default=100, ge=1)
+    rows_per_transcript: int = Field(default=8, ge=1)
+    seed: int = 0
+    out: Path = Path("mrcr-v2-data")
+    format: Literal["csv", "parquet"] = "csv"
+    shard: tuple[int, int] = (1, 1)
+    tokenizer_spec: str = "o200k_base"
+
+    @model_validator(mode="after")
+    def _check(self) -> V2Config:
+        if not self.needles or not all(1 <= n <= 8 for n in self.needles):
+            raise ValueError("MRCR v2 needle counts are 1 to 8 (the ordinals first ... eighth)")
+        index, count = self.shard
+        if not 1 <= index <= count:
+            raise ValueError(f"shard {index}/{count}: K must be between 1 and N")
+        return self
+
+    def targets(self) -> list[tuple[str, Bin]]:
+        """(label, range) of every bucket, or of the --tokens range."""
+        if self.tokens is not None:
+            return [(f"tokens={self.tokens}", tokens_range(self.tokens))]
+        return [(b.label, b) for b in dict.fromkeys(self.buckets)]
+
+    def files(self) -> list[tuple[int, str, Bin, Path]]:
+        """(needles, label, range, relative path) of every file of the dataset, in order."""
+        found = []
+        for n in dict.fromkeys(self.needles):
+            for label, where in self.targets():
+                name = f"tokens_{self.tokens}" if self.tokens is not None else f"in_({where.lower},{where.upper})"
+                found.append((n, label, where, Path(f"{n}needle") / f"mrcr_v2_{n}needle_{name}.{self.format}"))
+        return found
+
+    def shard_files(self) -> list[tuple[int, str, Bin, Path]]:
+        index, count = self.shard
+        return [f for i, f in enumerate(self.files()) if i % count == index - 1]
+
+
+def bucket_rows(
+    assembler: V2Assembler, config: V2Config, n_needles: int, where: Bin
+) -> Iterator[tuple[int, V2Row]]:
+    """(transcript index, row) for exactly `config.samples` rows of one bucket, in write order."""
+    where_key = where.upper if config.tokens is None else f"tokens={config.tokens}"
+    start = derived_rng("mrcr-v2 bucket", config.seed, n_needles, where_key).random()
+    written = transcript_index = 0
+    width = where.upper - where.smallest
+    while written < config.samples:
+        fraction = (start + transcript_index * GOLDEN) % 1.0
+        target = where.smallest + int(fraction * (width + 1)) if config.tokens is None else where.upper
+        seed = derive_seed(config.seed, n_needles, where_key, transcript_index)
+        transcript = assembler.build(n_needles=n_needles, target=min(target, where.upper), lowest=where.smallest, seed=seed)
+        verify_exact(transcript)
+        pairs = [p for p in transcript.pairs() if transcript.context_len(*p) in where]
+        take = min(config.rows_per_transcript, config.samples - written, len(pairs))
+        for key, ordinal in derived_rng("mrcr-v2 rows", seed).sample(pairs, take):
+            yield transcript_index, transcript.row(key, ordinal)
+        written += take
+        transcript_index += 1
+
+
+def generate_v2(
+    config: V2Config,
+    writer,
+    *,
+    command: str = "",
+    on_row: Callable[[V2Row], None] | None = None,
+    on_reused: Callable[[int], None] | None = None,
+) -> list[dict]:
+    """Write this shard's files (each appears atomically when complete) and the dataset card;
+    returns one summary record per file. A file an identical earlier run completed (as the
+    `.build.json` beside it records) is kept, so an interrupted run resumes where it stopped."""
+    assembler = V2Assembler(writer=writer, catalog=getattr(writer, "catalog", None) or load_v2_catalog())
+    summaries = []
+    for n_needles, label, where, relative in config.shard_files():
+        path = config.out / relative
+        build = _build_fingerprint(config, writer, n_needles, label)
+        previous = _reusable(path, build)
+        if previous is not None:
+            summaries.append(previous)
+            if on_reused is not None:
+                on_reused(previous["rows"])
+            continue
+        build_path(path).unlink(missing_ok=True)  # never vouches for a file being replaced
+        lengths, transcripts = [], set()
+        with V2FileWriter(path, config.format) as out:
+            for transcript_index, row in bucket_rows(assembler, config, n_needles, where):
+                out.write(row)
+                lengths.append(row.context_len)
+                transcripts.add(transcript_index)
+                if on_row is not None:
+                    on_row(row)
+        summaries.append(
+            {
+                "file": str(relative),
+                "n_needles": n_needles,
+                "bucket": label,
+                "rows": len(lengths),
+                "transcripts": len(transcripts),
+                "min": min(lengths),
+                "median": int(statistics.median(lengths)),
+                "max": max(lengths),
+            }
+        )
+        write_text_atomic(build_path(path), json.dumps({"build": build, "summary": summaries[-1]}) + "\n")
+    index, count = config.shard
+    card = "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
+    write_text_atomic(config.out / card, v2_dataset_card(config, writer, summaries, command))
+    return summaries
+
+
+def build_path(path: Path) -> Path:
+    return path.with_name(path.name + ".build.json")
+
+
+def _build_fingerprint(config: V2Config, writer, n_needles: int, label: str) -> str:
+    """What determines a file's bytes: version, writer, catalog and the file's part of the config."""
+    key = [__version__, writer.describe(), load_v2_catalog().sha256, n_needles, label, config.samples,
+           config.rows_per_transcript, config.seed, config.format, config.tokenizer_spec]
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _reusable(path: Path, build: str) -> dict | None:
+    try:
+        record = json.loads(build_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not path.is_file() or not isinstance(record, dict) or record.get("build") != build:
+        return None
+    return record.get("summary")
+
+
+def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: str) -> str:
+    catalog = load_v2_catalog()
+    table = "\n".join(
+        f"| {s['n_needles']} | {s['bucket']} | {s['rows']} | {s['transcripts']} | {s['min']} | {s['median']} | {s['max']} | `{s['file']}` |"
+        for s in summaries
+    )
+    index, count = config.shard
+    return f"""# MRCR v2 dataset generated by mrcr-gen
+
+| | |
+|---|---|
+| recipe | mrcr-v2 (the layout of google-deepmind/eval_hub `mrcr_v2`, our own catalog and text) |
+| mrcr-gen version | {__version__} |
+| command | `{command}` |
+| seed | {config.seed} |
+| shard | {index}/{count} |
+| rows per transcript | at most {config.rows_per_transcript} |
+| catalog | {len(catalog.formats)} formats x {len(catalog.styles)} styles; {len(catalog.needle_topics)} needle topics, {len(catalog.filler_topics)} filler topics; sha256 `{catalog.sha256}` |
+| tokenizer | {config.tokenizer_spec} (tiktoken), vocabulary sha256 `{O200K_SHA256}`; `context_len` = tokens of the whole `queries` string as one text |
+| writer | `{json.dumps(writer.describe(), sort_keys=True)}` |
+
+Columns (upstream order): `queries` (few-shot block, transcript and final query as one string),
+`answer` (12-character hash + the writing, no separator), `context_len`, `answer_token_count`
+(tokens of the writing without the hash), `view_ops` (the final query, the tail of `queries`),
+`num_relevant`, `answer_context_position`, `index_positions_of_seeds`,
+`relevant_context_positions` (turn indices after the few-shot block, and [start, end) token spans
+of whole turns in the tokenized `queries`).
+
+## Rows per needle count and bucket
+
+| needles | bucket | rows | transcripts | min context_len | median | max | file |
+|---|---|---|---|---|---|---|---|
+{table}
+"""

@@ -1,0 +1,131 @@
+"""MRCR v2 writings from any OpenAI-compatible model.
+
+Each writing is one chat completion whose only message is the v2 ask itself ("Write a {format}
+about {topic} in {style} style."), followed for variant k by one line asking for a different
+angle (from the catalog's `angles`), so that the n writings of a needle key differ. Writings
+are cached in the same SQLite cache as pool builds (keyed by model, parameters, request and
+variant): a rerun sends only what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._models import Writing
+from .._tokens import count_tokens_batch
+from ._catalog import V2Catalog, V2Key, load_v2_catalog
+from ._offline import VARIANTS_PER_KEY
+
+# A line of model text that would read as a new turn of the transcript is defused.
+_TURN_LIKE = re.compile(r"(?m)^(User|Assistant):")
+
+
+class WritingsFailed(RuntimeError):
+    """Some writings could not be obtained after the retries."""
+
+
+@dataclass(frozen=True)
+class _Request:
+    text: str  # what WritingCache and cache_key read
+
+
+def request_text(catalog: V2Catalog, key: V2Key, variant: int) -> str:
+    angle = catalog.angles[variant % len(catalog.angles)]
+    return f"{key.ask}\n\nWrite it {angle}. Reply with the text only."
+
+
+def clean_writing(text: str) -> str:
+    return _TURN_LIKE.sub(lambda m: f"{m[1]} -", text.strip())
+
+
+class V2OpenAIWriter:
+    name = "openai"
+    variants_per_key = VARIANTS_PER_KEY
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        cache_dir: str | Path | None = None,
+        concurrency: int = 16,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        catalog: V2Catalog | None = None,
+    ) -> None:
+        from ..pool._llm import WritingCache, default_cache_dir
+
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.concurrency = concurrency
+        self.params: dict[str, Any] = {k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items() if v is not None}
+        self.catalog = catalog or load_v2_catalog()
+        self.cache = WritingCache(Path(cache_dir) if cache_dir else default_cache_dir())
+        self._memory: dict[tuple[V2Key, int], Writing] = {}
+        self.requests_sent = 0
+
+    def prefetch(self, keys: Sequence[tuple[V2Key, int]]) -> None:
+        """Obtain every writing for `keys` now, concurrently (the assembler then never waits)."""
+        from ..pool._llm import cache_key
+
+        missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
+        requests = {k: _Request(request_text(self.catalog, *k)) for k in missing}
+        cache_keys = {k: cache_key(self.model, self.params, requests[k], k[1]) for k in missing}
+        cached = self.cache.get_many(list(cache_keys.values()))
+        texts = {k: cached[cache_keys[k]][0] for k in missing if cache_keys[k] in cached}
+        to_send = [k for k in missing if k not in texts]
+        if to_send:
+            texts.update(asyncio.run(self._request_all(to_send, requests, cache_keys)))
+        cleaned = [clean_writing(texts[k]) for k in missing]
+        for key, text, n in zip(missing, cleaned, count_tokens_batch(cleaned)):
+            self._memory[key] = Writing(text=text, n_tokens=n)
+
+    async def _request_all(self, keys, requests, cache_keys) -> dict:
+        from .._openai import BoundedRunner, ChatError, chat_completion, make_client
+
+        client = make_client(self.base_url, api_key=self.api_key)
+        runner = BoundedRunner(self.concurrency)
+        failures: list[str] = []
+        texts: dict = {}
+
+        async def one(key: tuple[V2Key, int]) -> None:
+            request = requests[key]
+            try:
+                result = await chat_completion(client, self.model, [{"role": "user", "content": request.text}], **self.params)
+            except ChatError as exc:
+                failures.append(f"{key[0].ask} (variant {key[1]}): {exc}")
+                return
+            if not result.text.strip():
+                failures.append(f"{key[0].ask} (variant {key[1]}): empty reply")
+                return
+            self.requests_sent += 1
+            self.cache.put(cache_keys[key], self.model, self.params, request, key[1], result)
+            texts[key] = result.text
+
+        try:
+            await runner.map(one, keys)
+        finally:
+            await client.close()
+        if failures:
+            raise WritingsFailed(f"{len(failures)} writings failed (first: {failures[0]})")
+        return texts
+
+    def writings(self, keys: Sequence[tuple[V2Key, int]]) -> list[Writing]:
+        self.prefetch(keys)
+        return [self._memory[k] for k in keys]
+
+    def describe(self) -> dict:
+        return {"name": self.name, "model": self.model, "base_url": self.base_url, "params": self.params,
+                "variants_per_key": self.variants_per_key}
+
+    def catalog_keys(self) -> list[tuple[V2Key, int]]:
+        """Every writing a dataset may use: each needle, filler and few-shot key, every variant."""
+        c = self.catalog
+        return [(k, v) for k in (*c.needle_keys, *c.filler_keys, *c.fewshot_keys) for v in range(self.variants_per_key)]

@@ -1,0 +1,246 @@
+"""MRCR v2 rows and their files: the upstream CSV layout, and parquet with the same columns."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field, model_validator
+
+from .._files import atomic_path
+from .._models import _Frozen
+from .._parquet import _string_array
+
+V2_COLUMNS: tuple[str, ...] = (
+    "queries",
+    "answer",
+    "context_len",
+    "answer_token_count",
+    "view_ops",
+    "num_relevant",
+    "answer_context_position",
+    "index_positions_of_seeds",
+    "relevant_context_positions",
+)
+V2_SCHEMA = pa.schema(
+    [
+        ("queries", pa.string()),
+        ("answer", pa.string()),
+        ("context_len", pa.int64()),
+        ("answer_token_count", pa.int64()),
+        ("view_ops", pa.string()),
+        ("num_relevant", pa.int64()),
+        ("answer_context_position", pa.list_(pa.int64())),
+        ("index_positions_of_seeds", pa.list_(pa.int64())),
+        ("relevant_context_positions", pa.list_(pa.list_(pa.int64()))),
+    ]
+)
+POSITION_COLUMNS = ("answer_context_position", "index_positions_of_seeds", "relevant_context_positions")
+INT_COLUMNS = ("context_len", "answer_token_count", "num_relevant")
+#: A parquet row group holds about this many bytes of text (8M-token rows are ~35 MB each).
+ROW_GROUP_BYTES = 64 << 20
+FORMATS = ("csv", "parquet")
+
+
+class V2Row(_Frozen):
+    """One MRCR v2 row, in the upstream column order.
+
+    Positions: `index_positions_of_seeds` are the 0-based turn indices (after the few-shot block)
+    of the key's n turns; `relevant_context_positions` their [start, end) token spans in the
+    tokenized `queries` (from the turn's "User:" to the end of its closing blank line);
+    `answer_context_position` the span of the ordinal-th one.
+    """
+
+    queries: str
+    answer: str
+    context_len: int = Field(ge=0)
+    answer_token_count: int = Field(ge=0)
+    view_ops: str
+    num_relevant: int = Field(ge=1, le=8)
+    answer_context_position: tuple[int, int]
+    index_positions_of_seeds: tuple[int, ...]
+    relevant_context_positions: tuple[tuple[int, int], ...]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> V2Row:
+        if not self.queries.endswith(self.view_ops):
+            raise ValueError("view_ops must be the tail of queries")
+        if len(self.index_positions_of_seeds) != self.num_relevant or len(self.relevant_context_positions) != self.num_relevant:
+            raise ValueError("one position per relevant turn")
+        if self.answer_context_position not in self.relevant_context_positions:
+            raise ValueError("answer_context_position must be one of relevant_context_positions")
+        return self
+
+    def record(self) -> dict[str, Any]:
+        return {
+            **self.model_dump(),
+            "answer_context_position": list(self.answer_context_position),
+            "index_positions_of_seeds": list(self.index_positions_of_seeds),
+            "relevant_context_positions": [list(p) for p in self.relevant_context_positions],
+        }
+
+
+# --- detection ---------------------------------------------------------------------------------
+
+
+def _raise_csv_limit() -> None:
+    csv.field_size_limit(min(sys.maxsize, 2**62))  # a v2 `queries` field holds up to ~35 MB
+
+
+def file_columns(path: str | os.PathLike) -> list[str] | None:
+    """The column names of a CSV or parquet file, None when it cannot be read as either."""
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".csv":
+            _raise_csv_limit()
+            with open(path, newline="", encoding="utf-8") as handle:
+                return next(csv.reader(handle), [])
+        return list(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001 - unreadable: the caller's validator reports it
+        return None
+
+
+def is_v2_file(path: str | os.PathLike) -> bool:
+    """Recipe detection by columns: a `queries` column means MRCR v2 (a CSV is always v2)."""
+    if Path(path).suffix.lower() == ".csv":
+        return True
+    columns = file_columns(path)
+    return columns is not None and "queries" in columns
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+def parse_positions(value: Any) -> Any:
+    """A position cell as tuples: CSV holds Python reprs like "(12, 80)" or "[(1, 2), (3, 4)]",
+    parquet holds lists. ValueError for anything else."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError) as exc:
+            raise ValueError(f"not a literal: {value[:40]!r}") from exc
+    if isinstance(value, (list, tuple)):
+        return tuple(parse_positions(v) if isinstance(v, (list, tuple)) else v for v in value)
+    raise ValueError(f"expected a list or tuple, got {type(value).__name__}")
+
+
+def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Raw records of a v2 file (CSV cells are strings; parquet cells typed), one at a time."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        _raise_csv_limit()
+        with open(path, newline="", encoding="utf-8") as handle:
+            yield from csv.DictReader(handle)
+        return
+    with pq.ParquetFile(path) as parquet:
+        for batch in parquet.iter_batches(batch_size=4):
+            yield from batch.to_pylist()
+
+
+def coerce_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A raw record with integer and position cells parsed (ValueError naming the column)."""
+    out = dict(record)
+    for name in INT_COLUMNS:
+        if name in out and isinstance(out[name], str):
+            try:
+                out[name] = int(out[name])
+            except ValueError:
+                raise ValueError(f"{name}: not an integer: {out[name][:40]!r}") from None
+    for name in POSITION_COLUMNS:
+        if name in out:
+            try:
+                out[name] = parse_positions(out[name])
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+    return out
+
+
+def iter_v2_rows(path: str | os.PathLike) -> Iterator[V2Row]:
+    for record in iter_records(path):
+        yield V2Row(**coerce_record(record))
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+
+def _csv_cell(name: str, value: Any) -> Any:
+    if name == "answer_context_position":
+        return repr(tuple(value))
+    if name == "index_positions_of_seeds":
+        return repr(list(value))
+    if name == "relevant_context_positions":
+        return repr([tuple(p) for p in value])
+    return value
+
+
+class V2FileWriter:
+    """Streams rows into a CSV or parquet file that appears atomically when closed without error."""
+
+    def __init__(self, path: str | os.PathLike, format: str = "csv") -> None:
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        self.path = Path(path)
+        self.format = format
+        self.rows = 0
+        self._atomic = atomic_path(self.path)
+        self._tmp = self._atomic.__enter__()
+        self._buffer: list[dict[str, Any]] = []
+        self._buffered_bytes = 0
+        try:
+            if format == "csv":
+                self._handle = open(self._tmp, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in close()
+                self._csv = csv.writer(self._handle)
+                self._csv.writerow(V2_COLUMNS)
+            else:
+                self._parquet = pq.ParquetWriter(self._tmp, V2_SCHEMA, compression="zstd")
+        except BaseException as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
+            raise
+
+    def write(self, row: V2Row | dict[str, Any]) -> None:
+        record = row.record() if isinstance(row, V2Row) else row
+        self.rows += 1
+        if self.format == "csv":
+            self._csv.writerow([_csv_cell(name, record[name]) for name in V2_COLUMNS])
+            return
+        self._buffer.append(record)
+        self._buffered_bytes += len(record["queries"])
+        if self._buffered_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        columns = {}
+        for field in V2_SCHEMA:
+            values = [r[field.name] for r in self._buffer]
+            columns[field.name] = _string_array(values) if field.type == pa.string() else pa.array(values, field.type)
+        self._parquet.write_table(pa.table(columns, schema=V2_SCHEMA))
+        self._buffer, self._buffered_bytes = [], 0
+
+    def close(self, error: BaseException | None = None) -> None:
+        try:
+            if self.format == "csv":
+                self._handle.close()
+            else:
+                if error is None:
+                    self._flush()
+                self._parquet.close()
+        finally:
+            if error is None:
+                self._atomic.__exit__(None, None, None)
+            else:
+                self._atomic.__exit__(type(error), error, error.__traceback__)
+
+    def __enter__(self) -> V2FileWriter:  # noqa: PYI034
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(exc)

@@ -1,0 +1,75 @@
+"""generate -> validate -> eval round trip of MRCR v2 against the local chat server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mrcr_gen import EvalConfig, run_eval
+from mrcr_gen.v2 import (
+    grade_v2,
+    iter_records,
+    read_v2_items,
+    transcript_id,
+    v2_report,
+    validate_v2_paths,
+)
+from tests.support.chat_server import ChatServer
+from tests.support.v2_resolve import solve
+
+
+def _records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture()
+def files(v2_data) -> list[Path]:
+    found = sorted(v2_data.rglob("*.csv"))
+    report = validate_v2_paths(found).report
+    assert report.findings == [] and report.summary.rows == 24
+    return found
+
+
+def test_items_send_the_whole_queries_string_grouped_by_transcript(v2_csv):
+    items = list(read_v2_items(v2_csv))
+    records = list(iter_records(v2_csv))
+    assert [i.messages for i in items] == [[{"role": "user", "content": r["queries"]}] for r in records]
+    assert [i.group for i in items] == [transcript_id(r["queries"][: -len(r["view_ops"])]) for r in records]
+    assert [i.prompt_tokens for i in items] == [int(r["context_len"]) for r in records]
+    assert {i.recipe for i in items} == {"mrcr-v2"} and all(i.prefix == r["answer"][:12] for i, r in zip(items, records))
+
+
+def test_oracle_scores_one_and_rows_of_a_transcript_go_together(files, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    with ChatServer("oracle") as server:
+        _, summary = run_eval(EvalConfig(data=[str(f) for f in files], model="m", out=str(tmp_path / "run"),
+                                         base_url=server.base_url, concurrency=1))
+        sent = [r["messages"] for r in server.requests]
+    assert summary["mean_score"] == 1.0
+    assert all(len(m) == 1 and m[0]["role"] == "user" for m in sent)
+    groups = [transcript_id(m[0]["content"][: m[0]["content"].rfind("User: Prepend ")]) for m in sent]
+    runs = [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g]
+    assert len(runs) == len(set(groups))  # each transcript's rows were sent one after another
+    report = summary["mrcr_v2"]
+    by_n = {entry["n_needles"]: entry for entry in report["by_needles"]}
+    assert by_n[4]["up_to_128k"] == 1.0 and by_n[4]["up_to_128k_count"] == 12 and by_n[4]["at_1m"] is None
+
+
+def test_first_needle_scores_equal_the_grader_on_that_choice(files, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    with ChatServer("first_needle") as server:
+        run_eval(EvalConfig(data=[str(f) for f in files], model="m", out=str(tmp_path / "run"), base_url=server.base_url))
+    records = _records(tmp_path / "run")
+    assert len(records) == 24
+    rows = {(str(Path(f).resolve()), i): r for f in files for i, r in enumerate(iter_records(f))}
+    scores = []
+    for record in records:
+        row = rows[(str(Path(record["file"]).resolve()), record["row"])]
+        solved = solve(row["queries"])
+        assert record["score"] == grade_v2(solved.hash + solved.writings[0], row["answer"])
+        scores.append(record["score"])
+    assert 0 < min(scores) and max(scores) == 1.0 and sum(scores) / len(scores) < 1.0  # first ordinals score 1
+    report = v2_report(records)
+    assert {e["n_needles"] for e in report["by_needles"]} == {2, 4}

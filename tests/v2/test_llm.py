@@ -1,0 +1,50 @@
+"""The v2 LLM writer against the project's chat server: v2 wording, distinct variants, cache."""
+
+from __future__ import annotations
+
+from mrcr_gen.v2 import (
+    V2Config,
+    generate_v2,
+    load_v2_catalog,
+    v2_bucket,
+    validate_v2_paths,
+)
+from mrcr_gen.v2._llm import V2OpenAIWriter
+from tests.pool.writer_server import writer_policy
+from tests.support.chat_server import ChatServer
+
+
+def small_catalog():
+    full = load_v2_catalog()
+    return full.model_copy(update={
+        "formats": tuple(f for f in full.formats if f.name in ("tweet", "riddle")),
+        "needle_topics": full.needle_topics[:2],
+        "filler_topics": full.filler_topics[:2],
+        "fewshot_topics": full.fewshot_topics[:3],
+        "styles": {k: full.styles[k] for k in ("formal", "archaic")},
+    })
+
+
+def test_llm_writer_asks_with_v2_wording_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    catalog = small_catalog()
+    with ChatServer(writer_policy) as server:
+        writer = V2OpenAIWriter("test-model", base_url=server.base_url, cache_dir=tmp_path / "cache", catalog=catalog)
+        keys = writer.catalog_keys()
+        writer.prefetch(keys)
+        assert server.total_requests == len(keys) == (8 + 8 + 2 * 3 * 4) * 8
+        asks = [r["messages"][0]["content"] for r in server.requests]
+        assert all(len(r["messages"]) == 1 for r in server.requests)
+        first_lines = {a.split("\n\n")[0] for a in asks}
+        assert first_lines == {key.ask for key, _ in keys}
+        assert "Write a tweet about lighthouses in formal style." in first_lines
+
+        config = V2Config(needles=(4,), buckets=(v2_bucket(8192),), samples=3, out=tmp_path / "data")
+        generate_v2(config, writer)
+        report = validate_v2_paths([tmp_path / "data" / "4needle" / "mrcr_v2_4needle_in_(4096,8192).csv"]).report
+        assert report.summary.rows == 3 and report.findings == []
+
+        again = V2OpenAIWriter("test-model", base_url=server.base_url, cache_dir=tmp_path / "cache", catalog=catalog)
+        again.prefetch(keys)
+        assert server.total_requests == len(keys)  # a rerun sends nothing
+        assert again.writings(keys[:3]) == writer.writings(keys[:3])

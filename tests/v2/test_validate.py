@@ -1,0 +1,139 @@
+"""mrcr-validate on MRCR v2 files: clean data passes; each injected defect is caught by name."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from mrcr_gen.v2 import V2_COLUMNS, iter_records, validate_v2_paths
+from mrcr_gen.v2._rows import V2FileWriter, coerce_record
+
+
+def rewrite(source: Path, target: Path, mutate) -> None:
+    records = [dict(r) for r in iter_records(source)]
+    mutate(records)
+    with open(target, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(V2_COLUMNS)
+        for record in records:
+            writer.writerow([record[c] for c in V2_COLUMNS])
+
+
+def checks(path: Path) -> dict[int, set[str]]:
+    report = validate_v2_paths([path]).report
+    found: dict[int, set[str]] = {}
+    for finding in report.findings:
+        found.setdefault(finding.row, set()).add(finding.check)
+    return found
+
+
+def test_generated_data_is_clean(v2_data):
+    from mrcr_gen.cli._validate import validate_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        validate_main([str(v2_data), "--json", str(v2_data.parent / "report.json"), "--quiet"])
+    assert exit_info.value.code == 0
+    report = json.loads((v2_data.parent / "report.json").read_text())
+    assert report["summary"]["rows"] == 24 and report["findings"] == []
+    assert report["summary"]["by_bin"] == {"(4096, 8192]": {"2": 6, "4": 6}, "(8192, 16384]": {"2": 6, "4": 6}}
+
+
+def _swap_to_other_ordinal(records):
+    from tests.support.v2_resolve import solve
+
+    solved = solve(records[1]["queries"])
+    other = solved.ordinal % len(solved.writings)  # 0-based index of another ordinal's writing
+    records[1]["answer"] = solved.hash + solved.writings[other]
+
+
+def _reuse_hash(records):
+    # row 1 asks about a different key of the same transcript than row 0? find such a pair
+    from tests.support.v2_resolve import solve
+
+    first = solve(records[0]["queries"])
+    for record in records[1:]:
+        solved = solve(record["queries"])
+        same_transcript = record["queries"][: -len(record["view_ops"])] == records[0]["queries"][: -len(records[0]["view_ops"])]
+        if same_transcript and solved.ask != first.ask:
+            for column in ("queries", "view_ops", "answer"):
+                record[column] = record[column].replace(solved.hash, first.hash)
+            return
+    raise AssertionError("no second key in the first transcript")
+
+
+def _drop_a_needle(records):
+    from tests.support.v2_resolve import solve
+
+    solved = solve(records[2]["queries"])
+    ask, writing, _ = solved.turns[solved.needle_turns[-1]]
+    turn = f"User: {ask}\n\nAssistant: {writing}\n\n"
+    records[2]["queries"] = records[2]["queries"].replace(turn, "", 1)
+
+
+MUTATIONS = {
+    "ground_truth": (_swap_to_other_ordinal, 1),
+    "context_len": (lambda rs: rs[0].update(context_len=str(int(rs[0]["context_len"]) + 1)), 0),
+    "answer_token_count": (lambda rs: rs[3].update(answer_token_count=str(int(rs[3]["answer_token_count"]) - 1)), 3),
+    "view_ops": (lambda rs: rs[0].update(view_ops=rs[0]["view_ops"].replace("Prepend", "Append")), 0),
+    "needle_count": (_drop_a_needle, 2),
+    "positions": (lambda rs: rs[4].update(answer_context_position="(0, 1)"), 4),
+    "v2_row": (lambda rs: rs[5].update(relevant_context_positions="[(1, 2"), 5),
+}
+
+
+@pytest.mark.parametrize("check", sorted(MUTATIONS))
+def test_each_defect_is_caught(v2_csv, tmp_path, check):
+    mutate, row = MUTATIONS[check]
+    bad = tmp_path / "bad.csv"
+    rewrite(v2_csv, bad, mutate)
+    found = checks(bad)
+    assert check in found.get(row, set()), found
+    assert set(found) == {row}  # the other rows stay clean
+
+
+def test_a_hash_shared_by_two_keys_is_caught(v2_csv, tmp_path):
+    bad = tmp_path / "bad.csv"
+    rewrite(v2_csv, bad, _reuse_hash)
+    found = checks(bad)
+    assert any("hash_key" in c for c in found.values()), found
+
+
+def test_clean_keeps_the_good_rows_and_exit_codes(v2_csv, tmp_path, capsys):
+    from mrcr_gen.cli._validate import validate_main
+
+    bad = tmp_path / "bad.csv"
+    rewrite(v2_csv, bad, MUTATIONS["ground_truth"][0])
+    for out in (tmp_path / "clean.csv", tmp_path / "clean.parquet"):
+        with pytest.raises(SystemExit) as exit_info:
+            validate_main([str(bad), "--clean", str(out)])
+        assert exit_info.value.code == 1
+        kept = [coerce_record(r) for r in iter_records(out)]
+        assert len(kept) == 5
+        assert checks(out) == {}
+        assert "bad.csv: row 1: dropped (ground_truth)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        validate_main([str(bad), "--fix", str(tmp_path / "fixed.csv"), "--quiet"])
+    assert exit_info.value.code == 2
+
+
+def test_clean_of_several_files_writes_one_file_each(v2_data, tmp_path):
+    from mrcr_gen.cli._validate import validate_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        validate_main([str(v2_data), "--clean", str(tmp_path / "out"), "--quiet"])
+    assert exit_info.value.code == 0
+    written = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*.csv"))
+    assert written == sorted(p.relative_to(v2_data) for p in v2_data.rglob("*.csv"))
+    for path in (tmp_path / "out").rglob("*.csv"):
+        assert path.read_bytes() == (v2_data / path.relative_to(tmp_path / "out")).read_bytes()
+
+
+def test_parquet_and_csv_copies_validate_alike(v2_csv, tmp_path):
+    copy = tmp_path / "copy.parquet"
+    with V2FileWriter(copy, "parquet") as out:
+        for record in iter_records(v2_csv):
+            out.write(coerce_record(record))
+    assert checks(copy) == {}
