@@ -148,8 +148,6 @@ def validate(
 
         v2_files, other_files, problems = expand_inputs(paths)
         if v2_files:
-            if tokenizer not in (None, "o200k_base"):
-                raise CommandError("MRCR v2 files are recounted with o200k_base only (their generator's tokenizer); drop --tokenizer")
             if fix is not None:
                 raise CommandError("--fix does not apply to MRCR v2 files (column 'queries'); use --clean")
             if clean is not None and (other_files or problems):
@@ -178,7 +176,7 @@ def validate(
         if v2_files:
             try:
                 v2_result = validate_v2_paths(
-                    v2_files, tokens=tokens, threads=workers, strict=strict, progress=advance, clean=clean,
+                    v2_files, tokens=tokens, threads=workers, strict=strict, progress=advance, clean=clean, tokenizer=tokenizer,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
                 )
             except (ValueError, OSError) as exc:
