@@ -117,7 +117,7 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
 
 @app.command()
 def validate(
-    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet and *.csv below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
+    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
     tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount tokens to check the bins (the slow part)."),
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),

@@ -45,6 +45,7 @@ from ._rows import (
     V2FileWriter,
     coerce_record,
     file_columns,
+    is_v2_csv,
     is_v2_file,
     iter_records,
 )
@@ -327,20 +328,14 @@ def validate_v2_file(
 
 
 def expand_inputs(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[Path], list[tuple[str, str]]]:
-    """(v2 files, other parquet files, problems): directories give their *.parquet and *.csv."""
+    """(v2 files, other parquet files, problems): directories give their *.parquet and their
+    MRCR v2 *.csv (header with `queries` and `answer`)."""
     v2: list[Path] = []
     other: list[Path] = []
-    problems: list[tuple[str, str]] = []
-    for raw in paths:
-        path = Path(raw)
-        csvs = sorted(p for p in path.rglob("*.csv") if p.is_file()) if path.is_dir() else []
-        files, found_problems = find_parquet_files([raw])
-        if csvs and found_problems and found_problems[0][1] == "directory holds no *.parquet file":
-            found_problems = []
-        problems += found_problems
-        for file in [*files, *csvs]:
-            (v2 if is_v2_file(file) else other).append(file)
-    return list(dict.fromkeys(v2)), list(dict.fromkeys(other)), problems
+    files, problems = find_parquet_files(paths, csv_filter=is_v2_csv)
+    for file in files:
+        (v2 if is_v2_file(file) else other).append(file)
+    return v2, other, problems
 
 
 def validate_v2_paths(
