@@ -99,3 +99,25 @@ def test_a_tampered_count_is_caught_by_the_recount(splitting, tmp_path):
         writer.writerows(records)
     report = validate_v2_paths([path]).report  # the card beside it names the tokenizer
     assert {(f.row, f.check) for f in report.findings} == {(2, "context_len"), (3, "positions")}
+
+
+def test_a_measured_transcript_is_re_aimed_into_a_narrow_range(merging):
+    from mrcr_gen._bins import Bin
+    from mrcr_gen.v2._generate import _transcript_rows
+
+    assembler = V2Assembler(writer=V2OfflineWriter(1, tokenizer=merging), catalog=load_v2_catalog(), tokenizer=merging)
+    targets = []
+    build = assembler.build
+
+    def recording_build(**kwargs):
+        targets.append(kwargs["target"])
+        return build(**kwargs)
+
+    assembler.build = recording_build
+    where = Bin(lower=14000, upper=14024)
+    transcript, pairs = _transcript_rows(assembler, 2, where, where.upper, 7, 4)
+    # added counts aimed at the upper edge fall below the range once merged: aimed again, higher
+    assert len(targets) > 1 and targets[0] == where.upper and max(targets) > where.upper
+    assert transcript.measured and len(pairs) == 4
+    for key, ordinal in pairs:
+        assert transcript.context_len(key, ordinal) == count_tokens(transcript.row(key, ordinal).queries, merging) in where
