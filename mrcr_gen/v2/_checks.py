@@ -391,6 +391,8 @@ def merge_reports(first: ValidationReport, second: ValidationReport) -> Validati
     s.rows_with_errors += t.rows_with_errors
     for name, count in t.by_check.items():
         s.by_check[name] = s.by_check.get(name, 0) + count
+    s.tokenizers.update(t.tokenizers)
+    s.hub_sources.update(t.hub_sources)
     for label, counts in t.by_bin.items():
         into = s.by_bin.setdefault(label, {})
         for needles, count in counts.items():

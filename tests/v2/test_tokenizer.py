@@ -76,6 +76,7 @@ def test_validator_recounts_with_the_card_tokenizer_and_flags_rows_out_of_their_
     code, report = validate_json([str(tmp_path / "data")], tmp_path / "own.json")
     assert code == 0 and report["findings"] == []
     assert report["summary"]["by_bin"] == {"(8192, 16384]": {"2": 5}}
+    assert report["summary"]["tokenizers"] == {str(path): spec}
 
     # another tokenizer: the recorded counts are not compared, but every row leaves its bucket
     code, report = validate_json([str(path), "--tokenizer", "o200k_base"], tmp_path / "o200k.json")
