@@ -64,3 +64,24 @@ def test_eval_and_grade_a_folder(folder, tmp_path, monkeypatch, capsys):
     graded = json.loads(capsys.readouterr().out)
     assert graded["mean"] == 1.0 and graded["n_rows"] == 6
     assert run(grade_main, [str(folder), str(responses)]) == 2  # four files: it grades one
+
+
+def test_a_generated_folder_loads_with_datasets_per_needle_count(v2_data, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys, datasets\n"
+        "d = datasets.load_dataset(sys.argv[1], '4needle', split='train')\n"
+        "print(json.dumps({'columns': d.column_names, 'answers': list(d['answer'])}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env |= {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
+    done = subprocess.run([sys.executable, "-c", probe, str(v2_data)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    from mrcr_gen.v2 import V2_COLUMNS
+
+    assert loaded["columns"] == list(V2_COLUMNS)
+    assert loaded["answers"] == [r["answer"] for f in sorted((v2_data / "4needle").glob("*.csv")) for r in iter_records(f)]
