@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
+import secrets
+import shutil
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,12 +19,13 @@ from pydantic import Field, field_validator, model_validator
 from ._assembler import LAYOUT_REVISION, Assembler, tokens_window
 from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
-from ._files import atomic_path, write_text_atomic
+from ._files import write_text_atomic
 from ._models import Sample, _Frozen, is_real_date
-from ._parquet import write_rows
+from ._parquet import read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
 from ._seeding import derive_seed
 from ._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ._version import __version__
+from .engines import Engine, TaskFailed
 from .writers._base import Writer
 
 # Fixed so that the same command and seed give byte-identical files on any day.
@@ -131,47 +135,265 @@ def sample_for(spec: RowSpec, assembler: Assembler) -> Sample:
     return assembler.sample(n_needles=spec.n_needles, seed=spec.row_seed, token_bin=spec.bin, tokens=spec.tokens)
 
 
+#: Decoded bytes a work unit holds at most (a dozen rows in the 1M bin), and at least when the
+#: job is large enough, and units per worker when it is not (to balance rows of unequal cost).
+UNIT_BYTES = 64 << 20
+MIN_UNIT_BYTES = 4 << 20
+UNITS_PER_WORKER = 3
+#: Upper estimate of decoded bytes per token of a row (JSON-escaped English), to size units before
+#: the rows exist.
+BYTES_PER_TOKEN = 5
+
+
+class FileFailed(RuntimeError):
+    """Some files could not be written (their worker died even after retries); the others were."""
+
+    def __init__(self, failures: list[tuple[str, str]]) -> None:
+        failures = list(dict(failures).items())  # a file once, however many of its chunks failed
+        self.failures = failures
+        names = ", ".join(name for name, _ in failures[:5]) + (" ..." if len(failures) > 5 else "")
+        super().__init__(
+            f"{len(failures)} file(s) failed ({failures[0][1]}): {names}; the others are written, "
+            "and rerunning the same command writes only what is missing"
+        )
+
+
 def generate_dataset(
     config: GenerateConfig,
     writer: Writer,
     *,
     command: str = "",
-    on_row: Callable[[Sample], None] | None = None,
+    engine: Engine | None = None,
+    on_rows: Callable[[int], None] | None = None,
     on_reused: Callable[[int], None] | None = None,
 ) -> GenerateResult:
     """Generate this shard's files under `config.out`; each file appears atomically when complete.
 
-    A file already written by an identical earlier run (same rows, writer and version, as its
-    sidecar records) is kept, so rerunning an interrupted command only writes what is missing.
+    Work is split into units (a file, or a chunk of a large file's rows) run by `engine` (default:
+    a local process pool over every core); rows are a pure function of their spec and the writer,
+    so the files are byte-identical whatever the engine and worker count. A file already written
+    by an identical earlier run (same rows, writer and version, as its sidecar records) is kept,
+    as is each finished chunk of an interrupted large file: rerunning only writes what is missing.
     """
-    assembler = Assembler(writer, date_added=config.date_added, tokenizer=config.tokenizer)
-    counted_by = load_tokenizer(config.tokenizer).describe()
+    from .engines import LocalEngine
+
+    run_key = secrets.token_hex(8)  # workers keep one assembler per run, never across runs
+    pending: list[tuple[FilePlan, Path, str]] = []
+    reused: dict[Path, list[dict]] = {}
+    for file_plan in config.shard_plan():
+        # Absolute: workers (other processes, other nodes of a cluster) may run in another folder.
+        path = (config.out / file_plan.relative_path).absolute()
+        build = _build_fingerprint(config, writer, file_plan)
+        records = _reusable_sidecar(path, build, len(file_plan.rows))
+        if records is not None:
+            reused[path] = records
+            if on_reused is not None:
+                on_reused(len(records))
+            continue
+        pending.append((file_plan, path, build))
+
+    own_engine = engine is None
+    engine = engine if engine is not None else LocalEngine(preload=WORKER_PRELOAD)
+    # Chunks small enough to keep every worker busy (a few per worker), large enough to be worth a
+    # task; how rows are chunked never changes the bytes written.
+    planned = sum(_row_bytes(spec) for file_plan, _, _ in pending for spec in file_plan.rows)
+    target = min(UNIT_BYTES, max(MIN_UNIT_BYTES, planned // (engine.workers * UNITS_PER_WORKER)))
+    files = [(file_plan, path, build, split_rows(file_plan.rows, target)) for file_plan, path, build in pending]
+    chunk_units = []
+    for _, path, build, chunks in files:
+        parts = _parts_dir(path, build, chunks) if len(chunks) > 1 else None
+        for k, rows in enumerate(chunks):
+            if parts is not None and _finished_part(parts, k) is not None:
+                if on_rows is not None:
+                    on_rows(len(rows))
+                continue
+            chunk_units.append((writer, run_key, config.date_added, rows, build, path, parts, k))
+    runner = engine
+    if isinstance(engine, LocalEngine) and len(chunk_units) + len([f for f in files if len(f[3]) > 1]) <= 1:
+        runner = LocalEngine(1)  # one unit of work: a pool would only add its start-up
+    failures: list[tuple[str, str]] = []
+    try:
+        store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out, config.tokenizer)
+        chunk_units = [(*unit, store, config.tokenizer) for unit in chunk_units]
+        for unit, outcome in zip(chunk_units, runner.map(write_chunk, chunk_units)):
+            if isinstance(outcome, TaskFailed):
+                failures.append((str(unit[5]), outcome.message))
+            elif on_rows is not None:
+                on_rows(len(unit[3]))
+        joins = [
+            (path, _parts_dir(path, build, chunks), len(chunks))
+            for _, path, build, chunks in files
+            if len(chunks) > 1 and str(path) not in {f for f, _ in failures}
+        ]
+        for unit, outcome in zip(joins, runner.map(join_parts, joins)):
+            if isinstance(outcome, TaskFailed):
+                failures.append((str(unit[0]), outcome.message))
+    finally:
+        _ASSEMBLERS.clear()
+        if own_engine:
+            engine.close()
+    if failures:
+        raise FileFailed(failures)
+    if store is not None:
+        shutil.rmtree(store, ignore_errors=True)
+
     written, metadata = [], []
     for file_plan in config.shard_plan():
         path = config.out / file_plan.relative_path
-        build = _build_fingerprint(config, writer, file_plan)
-        records = _reusable_sidecar(path, build, len(file_plan.rows))
+        records = reused.get(path.absolute())
         if records is None:
-            samples = []
-            for spec in file_plan.rows:
-                sample = sample_for(spec, assembler)
-                samples.append(sample)
-                if on_row is not None:
-                    on_row(sample)
-            # The sidecar vouches for the parquet beside it: drop the old one before replacing
-            # the parquet, or a crash in between would leave it vouching for different rows.
-            sidecar_path(path).unlink(missing_ok=True)
-            write_rows([s.row for s in samples], path)
-            records = [{"build": build, **s.metadata(), "tokenizer": counted_by["spec"]} for s in samples]
-            with atomic_path(sidecar_path(path)) as tmp:
-                tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-        elif on_reused is not None:
-            on_reused(len(records))
+            records = [json.loads(line) for line in sidecar_path(path).read_text(encoding="utf-8").splitlines()]
         written.append(path)
         metadata += [{k: v for k, v in r.items() if k not in ("build", "tokenizer")} | {"n_needles": file_plan.n_needles} for r in records]
     result = GenerateResult(files=tuple(written), samples=tuple(metadata))
     write_text_atomic(config.out / _card_name(config), dataset_card(config, writer, result, command))
     return result
+
+
+RowChunk = tuple[RowSpec, ...]
+#: Modules a local pool's fork server imports first: workers start with the tokenizer loaded.
+WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.validate._worker")
+
+
+def _row_tokens(spec: RowSpec) -> int:
+    """The most tokens the row can have."""
+    return spec.bin.upper if spec.bin is not None else spec.tokens or 0
+
+
+def _row_bytes(spec: RowSpec) -> int:
+    return _row_tokens(spec) * BYTES_PER_TOKEN
+
+
+def split_rows(rows: Sequence[RowSpec], target: int = UNIT_BYTES) -> list[RowChunk]:
+    """Consecutive rows in chunks of about `target` decoded bytes (estimated from their token targets)."""
+    chunks: list[RowChunk] = []
+    current: list[RowSpec] = []
+    size = 0
+    for spec in rows:
+        estimate = _row_bytes(spec)
+        if current and size + estimate > target:
+            chunks.append(tuple(current))
+            current, size = [], 0
+        current.append(spec)
+        size += estimate
+    if current:
+        chunks.append(tuple(current))
+    return chunks
+
+
+#: Tokens of a row's bin (its upper edge) per distractor pair it draws, about (offline writer:
+#: 2,100 pairs in a row of the 1M bin), to foresee how many pairs a job draws.
+PAIR_TOKENS = 500
+#: Share when the workers, each composing what it draws, would compose this many times the
+#: writings that composing them once costs.
+SHARE_WHEN = 1.2
+#: Shared writings composed per work unit.
+SHARED_PART_KEYS = 2048
+
+
+def _share_writings(
+    writer: Writer, chunks: Sequence[RowChunk], engine: Engine, out: Path, tokenizer: str = DEFAULT_TOKENIZER
+) -> Path | None:
+    """When the job draws so many distractor pairs that every worker would compose most of the
+    writer's shared writings, compose them once instead, spread over the workers, into parts under
+    `out` that every worker reads. None when not worth it (or the writer cannot)."""
+    if engine.workers < 2 or not hasattr(writer, "shared_keys"):
+        return None
+    tokens = sum(_row_tokens(spec) for rows in chunks for spec in rows)
+    n_keys, workers = len(writer.shared_keys()), engine.workers
+    # Each worker draws tokens / PAIR_TOKENS / workers pairs uniformly from n_keys writings.
+    composed_alone = workers * (1 - math.exp(-tokens / PAIR_TOKENS / workers / n_keys))
+    if composed_alone < SHARE_WHEN:
+        return None
+    key = json.dumps([__version__, writer.describe(), tokenizer], sort_keys=True, default=str)
+    key = hashlib.sha256(key.encode()).hexdigest()[:16]
+    store = out.absolute() / f".writings-{key}"
+    units = [
+        (writer, start, min(start + SHARED_PART_KEYS, n_keys), store)
+        for start in range(0, n_keys, SHARED_PART_KEYS)
+        if not (store / f"{start}.arrow").is_file()
+    ]
+    for _ in engine.map(compose_shared, units):
+        pass  # a part that failed is composed by the workers that need it, as without sharing
+    return store
+
+
+def compose_shared(writer: Writer, start: int, stop: int, store: Path) -> None:
+    """Work unit: compose and count shared writings `start:stop` into a part under `store`."""
+    writer.compose_part(start, stop, store)
+
+
+_ASSEMBLERS: dict[str, Assembler] = {}
+
+
+def _assembler(writer: Writer, run_key: str, date_added: str, tokenizer: str) -> Assembler:
+    """One assembler per run and process, so each worker tokenizes a writing at most once."""
+    key = f"{run_key}/{date_added}/{tokenizer}"
+    if key not in _ASSEMBLERS:
+        _ASSEMBLERS.clear()
+        _ASSEMBLERS[key] = Assembler(writer, date_added=date_added, tokenizer=tokenizer)
+    return _ASSEMBLERS[key]
+
+
+def write_chunk(
+    writer: Writer,
+    run_key: str,
+    date_added: str,
+    rows: RowChunk,
+    build: str,
+    path: Path,
+    parts: Path | None,
+    index: int,
+    store: Path | None = None,
+    tokenizer: str = DEFAULT_TOKENIZER,
+) -> None:
+    """Work unit: generate `rows`; write them as the whole file `path` with its sidecar, or, when
+    the file has several chunks, as part `index` under `parts` (see `join_parts`). Writings
+    composed ahead (`store`, see `_share_writings`) are read rather than composed again."""
+    assembler = _assembler(writer, run_key, date_added, tokenizer)
+    if store is not None:
+        assembler.writer.attach(store)
+    samples = [sample_for(spec, assembler) for spec in rows]
+    table = rows_to_table(s.row for s in samples)
+    counted_by = load_tokenizer(tokenizer).describe()["spec"]
+    records = "".join(json.dumps({"build": build, **s.metadata(), "tokenizer": counted_by}) + "\n" for s in samples)
+    if parts is None:
+        _write_file(path, [table], records)
+        return
+    write_arrow_atomic(table, parts / f"{index}.arrow")
+    write_text_atomic(parts / f"{index}.jsonl", records)  # last: it marks the part finished
+
+
+def join_parts(path: Path, parts: Path, count: int) -> None:
+    """Work unit: the file `path` from its finished parts, in order; then the parts go."""
+    tables = (read_arrow(parts / f"{k}.arrow") for k in range(count))
+    records = "".join(_finished_part(parts, k) or "" for k in range(count))
+    _write_file(path, tables, records)
+    shutil.rmtree(parts, ignore_errors=True)
+
+
+def _write_file(path: Path, tables: Iterable[pa.Table], records: str) -> None:
+    # The sidecar vouches for the parquet beside it: drop the old one before replacing the
+    # parquet, or a crash in between would leave it vouching for different rows.
+    sidecar_path(path).unlink(missing_ok=True)
+    write_row_groups(tables, path)
+    write_text_atomic(sidecar_path(path), records)
+
+
+def _parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:
+    """Where a large file's chunks wait to be joined: named by its build and its chunking, so a
+    rerun with another chunking (another worker count) never mixes parts."""
+    cut = hashlib.sha256(json.dumps([len(c) for c in chunks]).encode()).hexdigest()[:8]
+    return path.with_name(f".{path.name.removesuffix('.parquet')}.{build}.{cut}.parts")
+
+
+def _finished_part(parts: Path, index: int) -> str | None:
+    try:
+        if (parts / f"{index}.arrow").is_file():
+            return (parts / f"{index}.jsonl").read_text(encoding="utf-8")
+    except OSError:
+        pass
+    return None
 
 
 def sidecar_path(parquet_path: Path) -> Path:

@@ -75,6 +75,7 @@ IGNORED = (
     re.compile(r"^vllm serve\b"),
     re.compile(r"^huggingface-cli download\b"),
     re.compile(r"^ls\b"),
+    re.compile(r"^ray (start|job submit)\b"),  # a real cluster; --engine ray is tested in tests/engines
 )
 
 
@@ -577,6 +578,8 @@ RULES: dict[str, Rule] = {
     "eval-extra-body": Rule(r"^mrcr-eval mrcr/2needle/.*--extra-body ", needs=("mrcr",), check=check_eval),
     "eval-compare": Rule(r"^mrcr-eval compare ", needs=("eval-official", "eval-reasoning"), check=check_compare),
     "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
+    "gen-workers": Rule(r"^mrcr-gen .*--workers 8 --out mrcr-1m$", check=check_generated),
+    "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report ", needs=("eval-generated",), check=check_report, before=before_report),
     "gen-v2": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--out v2-data$", check=check_v2_generated),

@@ -38,6 +38,20 @@ def parquet_inputs(paths: list[str], v2_csv: bool = False) -> list[Path]:
     return files
 
 
+def open_engine(kind: str, workers: int | None, address: str | None, *, preload: tuple[str, ...] = ()):
+    """The engine for `--engine/--workers/--address`, or a one-line error."""
+    from ..engines import make_engine
+
+    if address is not None and kind != "ray":
+        raise CommandError("--address is for --engine ray")
+    try:
+        return make_engine(kind, workers=workers, address=address, preload=preload)
+    except ValueError as exc:
+        raise CommandError(f"--engine: {exc}") from None
+    except (RuntimeError, ConnectionError) as exc:  # Ray missing, or no cluster at --address
+        raise CommandError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
+
+
 TOKENIZER_HELP = (
     "Tokenizer that counts: o200k_base (default, the benchmark's), another tiktoken encoding, "
     "hf:PATH (a tokenizer.json or a folder holding one) or hf:ORG/NAME (a Hub model's, cached)."

@@ -22,10 +22,10 @@ from rich.table import Table
 
 from .._assembler import AssemblyError
 from .._bins import BINS, bin_by_upper
-from .._generate import DEFAULT_DATE_ADDED, GenerateConfig, generate_dataset, summarize
+from .._generate import DEFAULT_DATE_ADDED, WORKER_PRELOAD, FileFailed, GenerateConfig, generate_dataset, summarize
 from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
-from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, run_app, stderr
+from ._common import EXIT_FINDINGS, TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app, stderr
 
 app = typer.Typer(
     add_completion=False,
@@ -139,6 +139,9 @@ def generate(
     shard: str = typer.Option("1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."),
     rows_per_file: int = typer.Option(400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."),
     date_added: str = typer.Option(DEFAULT_DATE_ADDED, "--date-added", help="date_added column (MM-DD-YYYY)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every value."),
+    engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip install 'mrcr-gen[ray]'); --out must then be on a filesystem every node sees."),
+    address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
     tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Rows are binned by its count."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
@@ -180,7 +183,8 @@ def generate(
         tokenizer=config.tokenizer,
     )
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
-    with Progress(
+    runner = open_engine(engine, workers, address, preload=WORKER_PRELOAD)
+    with runner, Progress(
         TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
         console=stderr, transient=False,
     ) as progress:
@@ -190,11 +194,14 @@ def generate(
                 config,
                 chosen_writer,
                 command=command,
-                on_row=lambda _: progress.advance(task),
+                engine=runner,
+                on_rows=lambda rows: progress.advance(task, rows),
                 on_reused=lambda rows: progress.advance(task, rows),
             )
         except AssemblyError as exc:
             raise CommandError(str(exc)) from None
+        except FileFailed as exc:
+            raise CommandError(str(exc), EXIT_FINDINGS) from None
         except OSError as exc:  # e.g. --out names a file, or a directory we may not write to
             raise CommandError(f"cannot write {exc.filename or config.out}: {exc.strerror or exc}") from None
     print_summary(result.samples, config.out)

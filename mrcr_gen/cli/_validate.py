@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
@@ -27,7 +28,7 @@ from ..validate import (
     validate_paths,
 )
 from ..validate._findings import CHECKS, Finding
-from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, run_app
+from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
 PROG = "mrcr-validate"
 
@@ -118,7 +119,9 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
 @app.command()
 def validate(
     paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the token recount [default: all cores]."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. Findings are identical for every value."),
+    engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install 'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees."),
+    address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
     tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount tokens to check the bins (the slow part)."),
     json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
     clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT", help="Write the rows with no error to OUT: a file for one input file, else a folder with one file per input (its own columns, its path below the inputs' common folder). Atomic; every dropped row is listed."),
@@ -132,13 +135,13 @@ def validate(
         raise CommandError("--clean and --fix are exclusive; give one output")
     if tokenizer is not None:
         checked_tokenizer(tokenizer)
-    workers = workers or default_workers()
+    runner = open_engine(engine, workers, address) if engine != "local" or address is not None else None
     json_to_stdout = json_out == "-"
     console = Console(stderr=True) if json_to_stdout else Console()
     errors = Console(stderr=True)
     out = clean or fix
 
-    with _progress(errors) as progress:
+    with runner if runner is not None else nullcontext(), _progress(errors) as progress:
         tasks: dict[str, int] = {}
 
         def advance(file: str, done: int, total: int) -> None:
@@ -163,6 +166,7 @@ def validate(
                     mode="fix" if fix is not None else "clean",
                     tokens=tokens,
                     workers=workers,
+                    engine=runner,
                     strict=strict,
                     progress=advance,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
@@ -172,11 +176,14 @@ def validate(
                 raise CommandError(str(exc)) from None
             report = result.report
         else:
-            report = validate_paths(paths, tokens=tokens, workers=workers, progress=advance, strict=strict, tokenizer=tokenizer)
+            report = validate_paths(
+                paths, tokens=tokens, workers=workers, engine=runner, progress=advance, strict=strict, tokenizer=tokenizer
+            )
         if v2_files:
             try:
                 v2_result = validate_v2_paths(
-                    v2_files, tokens=tokens, threads=workers, strict=strict, progress=advance, clean=clean, tokenizer=tokenizer,
+                    v2_files, tokens=tokens, threads=workers or default_workers(), strict=strict, progress=advance, clean=clean,
+                    tokenizer=tokenizer,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
                 )
             except (ValueError, OSError) as exc:

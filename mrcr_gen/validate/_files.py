@@ -3,12 +3,8 @@ check rows in parallel, in row order, with bounded memory."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import sys
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,30 +12,26 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parquet import MRCR_SCHEMA
+from .._parquet import MRCR_SCHEMA, batch_rows, decoded_bytes
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
-from ._checks import INT_COLUMNS, _check_row_task, check_row
+from ..engines import Engine, LocalEngine, TaskFailed, available_cores
+from ._checks import INT_COLUMNS, check_row
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport
 from ._provenance import SidecarBins, dataset_tokenizer
 
 #: Target decoded size of one record batch. Rows hold up to ~4 MB of prompt each, so this is
 #: a few rows: memory stays flat however large the file is.
 BATCH_BYTES = 8 << 20
-#: Files smaller than this (decoded) are checked in-process: a pool would cost more than it saves.
+#: Inputs smaller than this (decoded, all files) are checked in-process: a pool would cost more than it saves.
 POOL_MIN_BYTES = 4 << 20
-#: Rows queued or being checked per pool worker, at most (plus one batch being read).
-IN_FLIGHT_PER_WORKER = 3
 
 ProgressCallback = Callable[[str, int, int], None]  # (file, rows done in this call, total rows of file)
 
 
 def default_workers() -> int:
     """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return available_cores()
 
 
 # --- inputs ------------------------------------------------------------------------------------
@@ -110,6 +102,8 @@ class FileScan:
     num_rows: int = 0
     file_findings: list[Finding] = field(default_factory=list)
     unusable_columns: set[str] = field(default_factory=set)
+    metadata: pq.FileMetaData | None = None
+    units: list[tuple[int, int]] = field(default_factory=list)  # (first row, rows) checked together
     tokenizer: str = DEFAULT_TOKENIZER  # what recounts the file's tokens
 
     @property
@@ -117,148 +111,132 @@ class FileScan:
         return not any(f.check == "schema" and f.is_error for f in self.file_findings)
 
 
-def _open(path: Path, scan: FileScan) -> pq.ParquetFile | None:
-    try:
-        if path.stat().st_size == 0:
-            scan.file_findings.append(_file_error(scan.file, "file is empty (0 bytes), not a parquet file"))
-            return None
-        parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on bad input
-        scan.file_findings.append(_file_error(scan.file, f"cannot read as parquet: {_one_line(exc)}"))
-        return None
-    scan.schema = parquet.schema_arrow
-    scan.num_rows = parquet.metadata.num_rows
-    return parquet
-
-
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _batch_rows(parquet: pq.ParquetFile) -> int:
-    """Rows per record batch so that one batch decodes to about BATCH_BYTES."""
-    per_row = _decoded_bytes(parquet) / max(1, parquet.metadata.num_rows)
-    return max(1, min(1024, int(BATCH_BYTES // max(1.0, per_row))))
+def read_range(
+    path: str | os.PathLike, first: int = 0, count: int | None = None, *, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Rows `first` .. `first + count` of a parquet file in small record batches (about
+    BATCH_BYTES decoded each), reading only the row groups that hold them: memory stays flat
+    however large the file or its row groups are."""
+    with pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20) as parquet:
+        meta = parquet.metadata
+        end = meta.num_rows if count is None else min(meta.num_rows, first + count)
+        groups, position, row = [], None, 0
+        for g in range(meta.num_row_groups):
+            n = meta.row_group(g).num_rows
+            if row + n > first and row < end and n:
+                position = row if position is None else position
+                groups.append(g)
+            row += n
+        if position is None:
+            return
+        batches = parquet.iter_batches(
+            batch_size=batch_rows(parquet.metadata, BATCH_BYTES), row_groups=groups, columns=columns, use_threads=False
+        )
+        for batch in batches:
+            lo, hi = max(first - position, 0), min(end - position, batch.num_rows)
+            if hi > lo:
+                yield batch if (lo, hi) == (0, batch.num_rows) else batch.slice(lo, hi - lo)
+            position += batch.num_rows
+            if position >= end:
+                return
 
 
-def _decoded_bytes(parquet: pq.ParquetFile) -> int:
-    meta = parquet.metadata
-    return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-
-
-def scan_file(
-    path: str | os.PathLike,
-    *,
-    tokens: bool = True,
-    executor: Executor | None = None,
-    workers: int = 1,
-    progress: ProgressCallback | None = None,
-    scan: FileScan | None = None,
+def check_rows(
+    path: str,
+    file: str,
+    first: int,
+    count: int,
+    tokens: bool,
+    skip: frozenset[str],
+    columns: list[str] | None,
     tokenizer: str = DEFAULT_TOKENIZER,
-) -> Iterator[tuple[pa.RecordBatch, list[RowResult]]]:
-    """Yield each record batch with the results of its rows, in row order.
-
-    File-level findings (unreadable, schema, a read failure half-way) land in `scan.file_findings`.
-    With an executor, rows are checked in its workers while the next batch is read; at most
-    `IN_FLIGHT_PER_WORKER` rows per worker are held at once.
-    """
-    path = Path(path)
-    scan = scan if scan is not None else FileScan(file=str(path))
-    parquet = _open(path, scan)
-    if parquet is None:
-        return
-    with parquet:
-        schema_findings, unusable = check_schema(scan.schema, scan.file)
-        scan.file_findings.extend(schema_findings)
-        scan.unusable_columns = unusable
-        skip = frozenset(unusable)
-        if executor is not None and _decoded_bytes(parquet) < POOL_MIN_BYTES:
-            executor = None
-        batch_size = _batch_rows(parquet)
-        if executor is not None:
-            batch_size = max(1, min(batch_size, workers))
-        file = scan.file
-        row = 0
-        in_flight = 0
-        pending: deque[tuple[pa.RecordBatch, list[Future] | list[RowResult]]] = deque()
-        batches = parquet.iter_batches(batch_size=batch_size, use_threads=False)
-        try:
-            for batch in batches:
-                if executor is None:
-                    results = [
-                        check_row(record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=tokenizer)
-                        for i, record in enumerate(batch.to_pylist())
-                    ]
-                    row += batch.num_rows
-                    if progress:
-                        progress(file, batch.num_rows, scan.num_rows)
-                    yield batch, results
-                    continue
-                futures = [
-                    executor.submit(
-                        _check_row_task, (batch.slice(i, 1).to_pylist()[0], file, row + i, tokens, skip, tokenizer)
-                    )
-                    for i in range(batch.num_rows)
-                ]
-                row += batch.num_rows
-                pending.append((batch, futures))
-                in_flight += batch.num_rows
-                # Keep every worker fed (rows differ 4x in size) yet hold only a few rows.
-                while in_flight > IN_FLIGHT_PER_WORKER * workers:
-                    done_batch, done = pending.popleft()
-                    in_flight -= done_batch.num_rows
-                    results = [f.result() for f in done]
-                    if progress:
-                        progress(file, done_batch.num_rows, scan.num_rows)
-                    yield done_batch, results
-        except Exception as exc:
-            scan.file_findings.append(_file_error(file, f"reading stopped at row {row}: {_one_line(exc)}"))
-        try:
-            while pending:
-                done_batch, done = pending.popleft()
-                results = [f.result() for f in done]
-                if progress:
-                    progress(file, done_batch.num_rows, scan.num_rows)
-                yield done_batch, results
-        except Exception as exc:  # a worker died (e.g. out of memory): report, never a traceback
-            scan.file_findings.append(_file_error(file, f"checking stopped: {_one_line(exc)}"))
+) -> tuple[list[RowResult], str | None]:
+    """Unit of work: check rows `first` .. `first + count` of `path`, read by the worker itself.
+    Returns their results and, if reading failed half-way, why (the results then stop there)."""
+    results: list[RowResult] = []
+    try:
+        for batch in read_range(path, first, count, columns=columns):
+            row = first + len(results)
+            results += [
+                check_row(record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=tokenizer)
+                for i, record in enumerate(batch.to_pylist())
+            ]
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
+        return results, _one_line(exc)
+    return results, None
 
 
-# --- process pool ------------------------------------------------------------------------------
+# --- planning ------------------------------------------------------------------------------------
+
+#: Work units aim at this many decoded bytes (about a second of tokenizing), at most UNIT_BYTES.
+MIN_UNIT_BYTES = 8 << 20
+UNIT_BYTES = 64 << 20
+#: A worker is worth starting for this much decoded data: below it, the pool costs more than it saves.
+BYTES_PER_WORKER = 32 << 20
+#: Units per worker a file is cut into when it has row groups enough (for balance).
+UNITS_PER_WORKER = 3
+#: A file with a row group larger than this (other tools write a file as one) is checked in this
+#: process: a worker would have to decode the whole group, so splitting it only multiplies that.
+HUGE_ROW_GROUP_BYTES = 2 * UNIT_BYTES
 
 
-def make_executor(workers: int) -> ProcessPoolExecutor | None:
-    """A pool of `workers` processes with o200k preloaded, or None for in-process checking."""
-    if workers <= 1:
-        return None
-    from ._worker import init_worker
-
-    if sys.platform.startswith("linux"):
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["mrcr_gen.validate._worker"])
-    else:
-        context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=init_worker)
+def choose_workers(decoded_bytes: int, tokens: bool = True, cores: int | None = None) -> int:
+    """Workers worth using for this much data: one per BYTES_PER_WORKER, at most the cores; one
+    without the recount (reading and parsing alone gain little from more processes)."""
+    if not tokens:
+        return 1
+    cores = cores or available_cores()
+    return max(1, min(cores, decoded_bytes // BYTES_PER_WORKER))
 
 
-class _LazyExecutor:
-    """Starts the pool only when a file large enough to need it comes along."""
+def plan_units(meta: pq.FileMetaData, workers: int) -> list[tuple[int, int]]:
+    """(first row, row count) units covering the file in order: whole row groups gathered up to a
+    target size (a row group is never split: its pages would be decompressed by two workers)."""
+    total = decoded_bytes(meta)
+    target = min(UNIT_BYTES, max(MIN_UNIT_BYTES, total // max(1, workers * UNITS_PER_WORKER)))
+    units: list[tuple[int, int]] = []
+    first, rows, size = 0, 0, 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        if rows and size + group.total_byte_size > target:
+            units.append((first, rows))
+            first, rows, size = first + rows, 0, 0
+        rows += group.num_rows
+        size += group.total_byte_size
+    if rows:
+        units.append((first, rows))
+    return units
 
-    def __init__(self, workers: int, stack: ExitStack):
-        self.workers = workers
-        self.stack = stack
-        self._executor: ProcessPoolExecutor | None = None
 
-    def get(self) -> ProcessPoolExecutor | None:
-        if self._executor is None and self.workers > 1:
-            self._executor = make_executor(self.workers)
-            if self._executor is not None:
-                self.stack.callback(self._executor.shutdown, wait=True, cancel_futures=True)
-        return self._executor
+def _largest_group(meta: pq.FileMetaData) -> int:
+    return max((meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)), default=0)
 
 
-# --- reports -----------------------------------------------------------------------------------
+def _plan_file(path: Path) -> FileScan:
+    """Open a file's footer: schema findings and row count, no data read."""
+    scan = FileScan(file=str(path))
+    try:
+        if path.stat().st_size == 0:
+            scan.file_findings.append(_file_error(scan.file, "file is empty (0 bytes), not a parquet file"))
+            return scan
+        with pq.ParquetFile(path) as parquet:
+            scan.schema = parquet.schema_arrow
+            scan.num_rows = parquet.metadata.num_rows
+            scan.metadata = parquet.metadata
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on bad input
+        scan.file_findings.append(_file_error(scan.file, f"cannot read as parquet: {_one_line(exc)}"))
+        return scan
+    findings, scan.unusable_columns = check_schema(scan.schema, scan.file)
+    scan.file_findings.extend(findings)
+    return scan
+
+
+# --- running ---------------------------------------------------------------------------------------
 
 
 def iter_validate(
@@ -266,36 +244,70 @@ def iter_validate(
     *,
     tokens: bool = True,
     workers: int | None = None,
+    engine: Engine | None = None,
     progress: ProgressCallback | None = None,
     on_file_start: Callable[[FileScan], None] | None = None,
     builder: ReportBuilder | None = None,
+    with_batches: bool = True,
     tokenizer: str | None = None,
-) -> Iterator[tuple[FileScan, pa.RecordBatch, list[RowResult]]]:
-    """Validate many inputs, yielding (file, batch, results) as they come; findings and summary
+) -> Iterator[tuple[FileScan, pa.RecordBatch | None, list[RowResult]]]:
+    """Validate many inputs, yielding (file, batch, results) in row order; findings and summary
     accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
-    `tokenizer`, else the one the file's dataset card names, else o200k_base."""
-    workers = default_workers() if workers is None else max(1, workers)
+    `tokenizer`, else the one the file's dataset card names, else o200k_base.
+
+    Rows are checked in units (row groups, or ranges of a large row group) that each worker reads
+    itself, by `engine` (Ray, say), else by a local pool of `workers` processes (default: chosen
+    from the data's size and the cores), else in this process. With `with_batches` the rows come
+    along as record batches (all columns; `--clean/--fix` write them), read here.
+    """
     builder = builder if builder is not None else ReportBuilder()
     files, problems = expand_paths(paths)
     for problem in problems:
         builder.add_finding(problem)
+    scans = [(path, _plan_file(path)) for path in files]
+    for path, scan in scans:
+        scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
+    here: set[str] = set()  # files checked in this process
+    if engine is None:
+        for _, scan in scans:
+            if scan.metadata is not None and _largest_group(scan.metadata) > HUGE_ROW_GROUP_BYTES:
+                here.add(scan.file)
+        shared = sum(decoded_bytes(s.metadata) for _, s in scans if s.metadata is not None and s.file not in here)
+        workers = choose_workers(shared, tokens) if workers is None else max(1, workers)
+        if not shared or shared < POOL_MIN_BYTES:
+            workers = 1
     with ExitStack() as stack:
-        lazy = _LazyExecutor(workers if tokens else 1, stack)
-        for path in files:
-            scan = FileScan(file=str(path))
+        if engine is None and workers > 1:
+            engine = stack.enter_context(LocalEngine(workers, preload=("mrcr_gen.validate._worker",)))
+        units: list[tuple] = []
+        for path, scan in scans:
+            if scan.metadata is not None and scan.num_rows:
+                if engine is None or scan.file in here:
+                    scan.units = [(0, scan.num_rows)]
+                    here.add(scan.file)
+                    continue
+                scan.units = plan_units(scan.metadata, engine.workers)
+                columns = [c for c in MRCR_SCHEMA.names if c in scan.schema.names]
+                skip = frozenset(scan.unusable_columns)
+                count = tokens and _tokenizer_loads(scan.tokenizer)
+                units += [
+                    (str(path.absolute()), scan.file, first, n, count, skip, columns, scan.tokenizer)
+                    for first, n in scan.units
+                ]
+        outcomes = iter(engine.map(check_rows, units)) if units else iter(())
+        for path, scan in scans:
             builder.add_file(scan.file)
-            executor = None
-            if lazy.workers > 1 and _worth_a_pool(path):
-                executor = lazy.get()
             if on_file_start:
                 on_file_start(scan)
-            spec = scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
+            spec = scan.tokenizer
             count = tokens and _loads(spec, scan.file, builder)
             builder.add_source(scan.file, spec if count else None, hub_source(path))
             sidecar = SidecarBins(path, _num_rows(path)) if count else None
-            for batch, results in scan_file(
-                path, tokens=count, executor=executor, workers=workers, progress=progress, scan=scan, tokenizer=spec
-            ):
+            if scan.file in here:
+                stream = _check_here(path, scan, count, progress)
+            else:
+                stream = _collect(path, scan, outcomes, progress, with_batches)
+            for batch, results in stream:
                 if sidecar is not None:
                     results = [sidecar.check(result, scan.file, spec) for result in results]
                 for result in results:
@@ -303,6 +315,14 @@ def iter_validate(
                 yield scan, batch, results
             for finding in scan.file_findings:
                 builder.add_finding(finding)
+
+
+def _tokenizer_loads(spec: str) -> bool:
+    try:
+        load_tokenizer(spec)
+    except TokenizerError:
+        return False
+    return True
 
 
 def _loads(spec: str, file: str, builder: ReportBuilder) -> bool:
@@ -324,12 +344,71 @@ def _num_rows(path: Path) -> int:
         return -1
 
 
-def _worth_a_pool(path: Path) -> bool:
+def _check_here(
+    path: Path, scan: FileScan, tokens: bool, progress: ProgressCallback | None
+) -> Iterator[tuple[pa.RecordBatch, list[RowResult]]]:
+    """Check a file in this process, batch by batch."""
+    if not scan.units:
+        return
+    skip = frozenset(scan.unusable_columns)
+    row = 0
     try:
-        with pq.ParquetFile(path) as parquet:
-            return _decoded_bytes(parquet) >= POOL_MIN_BYTES
-    except Exception:
-        return False
+        for batch in read_range(path):
+            results = [
+                check_row(
+                    record, file=scan.file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=scan.tokenizer
+                )
+                for i, record in enumerate(batch.to_pylist())
+            ]
+            row += batch.num_rows
+            if progress:
+                progress(scan.file, batch.num_rows, scan.num_rows)
+            yield batch, results
+    except Exception as exc:
+        scan.file_findings.append(_file_error(scan.file, f"reading stopped at row {row}: {_one_line(exc)}"))
+
+
+def _collect(
+    path: Path, scan: FileScan, outcomes: Iterator, progress: ProgressCallback | None, with_batches: bool
+) -> Iterator[tuple[pa.RecordBatch | None, list[RowResult]]]:
+    """This file's unit results in order; with batches read here to go with them."""
+    rows = read_range(path) if with_batches else None
+    leftover: list[pa.RecordBatch] = []
+    stopped = False
+    for first, count in scan.units:
+        outcome = next(outcomes)  # always consumed, so the next file starts at its own units
+        if stopped:
+            continue
+        if isinstance(outcome, TaskFailed):  # a worker died (e.g. out of memory)
+            scan.file_findings.append(_file_error(scan.file, f"checking stopped at row {first}: {outcome.message}"))
+            stopped = True
+            continue
+        results, error = outcome
+        if progress and results:
+            progress(scan.file, len(results), scan.num_rows)
+        if rows is None:
+            yield None, results
+        else:
+            done = 0
+            for batch in _take(rows, leftover, len(results)):
+                yield batch, results[done : done + batch.num_rows]
+                done += batch.num_rows
+        if error is not None:
+            scan.file_findings.append(_file_error(scan.file, f"reading stopped at row {first + len(results)}: {error}"))
+            stopped = True
+
+
+def _take(batches: Iterator[pa.RecordBatch], leftover: list[pa.RecordBatch], n: int) -> Iterator[pa.RecordBatch]:
+    """The next `n` rows of `batches` as batches; what is read beyond them waits in `leftover`."""
+    while n > 0:
+        batch = leftover.pop() if leftover else next(batches, None)
+        if batch is None:  # the file ended early here too; the worker said why
+            return
+        if batch.num_rows > n:
+            leftover.append(batch.slice(n))
+            batch = batch.slice(0, n)
+        n -= batch.num_rows
+        yield batch
 
 
 def validate_paths(
@@ -337,6 +416,7 @@ def validate_paths(
     *,
     tokens: bool = True,
     workers: int | None = None,
+    engine: Engine | None = None,
     progress: ProgressCallback | None = None,
     strict: bool = False,
     tokenizer: str | None = None,
@@ -347,7 +427,10 @@ def validate_paths(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     builder = ReportBuilder(strict=strict)
-    for _ in iter_validate(paths, tokens=tokens, workers=workers, progress=progress, builder=builder, tokenizer=tokenizer):
+    for _ in iter_validate(
+        paths, tokens=tokens, workers=workers, engine=engine, progress=progress, builder=builder,
+        with_batches=False, tokenizer=tokenizer,
+    ):
         pass
     return builder.build()
 
@@ -357,9 +440,12 @@ def validate_file(
     *,
     tokens: bool = True,
     workers: int | None = None,
+    engine: Engine | None = None,
     progress: ProgressCallback | None = None,
     strict: bool = False,
     tokenizer: str | None = None,
 ) -> ValidationReport:
     """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths([path], tokens=tokens, workers=workers, progress=progress, strict=strict, tokenizer=tokenizer)
+    return validate_paths(
+        [path], tokens=tokens, workers=workers, engine=engine, progress=progress, strict=strict, tokenizer=tokenizer
+    )

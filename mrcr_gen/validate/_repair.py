@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._files import atomic_path
 from .._models import RANDOM_STRING_PATTERN, ordinal
+from ..engines import Engine
 from ._checks import analyze_row, check_row
 from ._files import FileScan, ProgressCallback, expand_paths, iter_validate
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, as_errors
@@ -117,6 +118,7 @@ def repair(
     strict: bool = False,
     progress: ProgressCallback | None = None,
     on_change: Callable[[str], None] | None = None,
+    engine: Engine | None = None,
     tokenizer: str | None = None,
 ) -> RepairResult:
     """Validate `paths` and write the rows with no error (plus, with `mode="fix"`, the rows whose
@@ -152,7 +154,7 @@ def repair(
             current = _FileOutput(scan, targets[Path(scan.file)], strict)
 
         for scan, batch, results in iter_validate(
-            paths, tokens=tokens, workers=workers, progress=progress, on_file_start=start, builder=builder,
+            paths, tokens=tokens, workers=workers, engine=engine, progress=progress, on_file_start=start, builder=builder,
             tokenizer=tokenizer,
         ):
             current.write(every_output, batch, results, mode, tokens, note)

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
 
 from .._catalog import Catalog, load_catalog
 from .._models import Ask, Writing
-from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer, tokenizer_threads
+from .._parquet import read_arrow, write_arrow_atomic
+from .._tokens import (
+    DEFAULT_TOKENIZER,
+    count_tokens_batch,
+    load_tokenizer,
+    tokenizer_threads,
+)
 
 # A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
 OFFLINE_VARIANTS_PER_ASK = 8
@@ -19,20 +28,71 @@ COMPOSE_CHUNK = 128
 
 
 class MemoizedWriter:
-    """Base for writers whose text is a pure function of (ask, variant)."""
+    """Base for writers whose text is a pure function of (ask, variant).
+
+    Large jobs draw nearly every distractor writing in every worker; instead of each worker
+    composing them all, they can be composed once, spread over the workers (`shared_keys`,
+    `compose_part`), and read back by every worker from the parts (`attach`).
+    """
 
     name = "memoized"
 
     def __init__(self, tokenizer: str = DEFAULT_TOKENIZER) -> None:
         self._cache: dict[tuple[Ask, int], Writing] = {}
+        self._store: Path | None = None
+        self._stored: dict[tuple[Ask, int], tuple[pa.Table, int]] | None = None
         self.tokenizer = tokenizer
         load_tokenizer(tokenizer)  # a bad spec fails here, not in a background thread
 
     def compose(self, ask: Ask, variant: int) -> str:
         raise NotImplementedError
 
+    def __getstate__(self) -> dict:
+        # Sent to workers without its memo: they compose what they need, and the memo can be large.
+        return {**self.__dict__, "_cache": {}, "_stored": None}
+
+    def shared_keys(self) -> list[tuple[Ask, int]]:
+        """The keys every large job draws from: each ask's distractor variants."""
+        return [(ask, v) for ask in self.asks() for v in range(OFFLINE_VARIANTS_PER_ASK)]
+
+    def compose_part(self, start: int, stop: int, store: Path) -> None:
+        """Compose and count `shared_keys()[start:stop]` into the part file `store/{start}.arrow`."""
+        writings = self.writings(self.shared_keys()[start:stop])
+        table = pa.table(
+            {"text": pa.array([w.text for w in writings], pa.large_string()),
+             "n_tokens": pa.array([w.n_tokens for w in writings], pa.int64())}
+        )
+        write_arrow_atomic(table, store / f"{start}.arrow")
+
+    def attach(self, store: Path) -> None:
+        """Take the shared keys' writings from the parts under `store` (read when first needed)."""
+        if store != self._store:
+            self._store, self._stored = store, None
+
+    def _from_store(self, key: tuple[Ask, int]) -> Writing | None:
+        if self._store is None:
+            return None
+        if self._stored is None:
+            keys = self.shared_keys()
+            self._stored = {}
+            for part in sorted(self._store.glob("*.arrow"), key=lambda p: int(p.stem)):
+                table = read_arrow(part)
+                start = int(part.stem)
+                self._stored.update((keys[start + i], (table, i)) for i in range(table.num_rows))
+        found = self._stored.get(key)
+        if found is None:
+            return None
+        table, i = found
+        return Writing(text=table["text"][i].as_py(), n_tokens=table["n_tokens"][i].as_py())
+
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
         missing = list(dict.fromkeys(key for key in keys if key not in self._cache))
+        if self._store is not None and missing:
+            for key in missing:
+                stored = self._from_store(key)
+                if stored is not None:
+                    self._cache[key] = stored
+            missing = [key for key in missing if key not in self._cache]
         # Composing holds the GIL, tokenizing releases it: tokenize each chunk in the
         # background while the next one is composed, so both cores work.
         pending = []

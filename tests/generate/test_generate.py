@@ -21,6 +21,7 @@ from mrcr_gen import (
 )
 from mrcr_gen._assembler import tokens_window
 from mrcr_gen._generate import TOKENS_RANGE, sidecar_path
+from mrcr_gen.engines import LocalEngine
 
 from .structure import assert_mrcr_structure
 
@@ -84,16 +85,12 @@ def file_bytes_after(runner, cfg):
 
 def test_interrupted_run_leaves_no_partial_parquet(tmp_path):
     cfg = config(tmp_path)
-    calls = 0
 
-    def interrupt(_sample):
-        nonlocal calls
-        calls += 1
-        if calls == 6:
-            raise KeyboardInterrupt
+    def interrupt(_rows):  # right after the first file
+        raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=interrupt)
+        generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
     assert files == ["2needle_0.parquet", "2needle_0.samples.jsonl"]
 
@@ -149,8 +146,8 @@ def test_a_rerun_keeps_finished_files_and_writes_only_what_is_missing(tmp_path):
     (cfg.out / "4needle" / "4needle_1.parquet").unlink()
     (cfg.out / "2needle" / "2needle_0.samples.jsonl").write_text("truncated\n")
     generated, reused = [], []
-    result = generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=generated.append, on_reused=reused.append)
-    assert len(generated) == 4 + 2 and reused == [2, 4]
+    result = generate_dataset(cfg, OfflineWriter(cfg.seed), on_rows=generated.append, on_reused=reused.append)
+    assert generated == [4, 2] and reused == [2, 4]
     assert file_bytes(cfg.out) == before
     assert len(result.samples) == 12
 
@@ -159,11 +156,11 @@ def test_a_different_writer_or_date_is_never_reused(tmp_path):
     cfg = config(tmp_path / "out")
     run(cfg)
     generated = []
-    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_row=generated.append)
-    assert len(generated) == 12
+    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_rows=generated.append)
+    assert sum(generated) == 12
     generated.clear()
-    generate_dataset(cfg.model_copy(update={"date_added": "01-01-2027"}), OfflineWriter(cfg.seed + 1), on_row=generated.append)
-    assert len(generated) == 12
+    generate_dataset(cfg.model_copy(update={"date_added": "01-01-2027"}), OfflineWriter(cfg.seed + 1), on_rows=generated.append)
+    assert sum(generated) == 12
 
 
 def test_non_ascii_text_survives_the_parquet_round_trip(tmp_path):
@@ -180,17 +177,17 @@ def test_a_crash_between_parquet_and_sidecar_never_reuses_the_old_sidecar(tmp_pa
     run(cfg)
     before = file_bytes(cfg.out)
 
-    def crash_before_the_sidecar(_path):
+    def crash_before_the_sidecar(_path, _text):
         raise KeyboardInterrupt
 
     # Another run (another writer) replaces the parquet, then dies before writing its sidecar.
-    monkeypatch.setattr(generate_module, "atomic_path", crash_before_the_sidecar)
+    monkeypatch.setattr(generate_module, "write_text_atomic", crash_before_the_sidecar)
     with pytest.raises(KeyboardInterrupt):
-        generate_dataset(cfg, OfflineWriter(cfg.seed + 1))
+        generate_dataset(cfg, OfflineWriter(cfg.seed + 1), engine=LocalEngine(1))
     monkeypatch.undo()
     generated = []
-    generate_dataset(cfg, OfflineWriter(cfg.seed), on_row=generated.append)
-    assert len(generated) == 3
+    generate_dataset(cfg, OfflineWriter(cfg.seed), on_rows=generated.append)
+    assert sum(generated) == 3
     assert file_bytes(cfg.out) == before
 
 
@@ -199,3 +196,49 @@ def test_a_repeated_bin_plans_its_rows_once_and_no_bin_is_an_error(tmp_path):
     assert sum(len(f.rows) for f in cfg.plan()) == 2
     with pytest.raises(ValueError, match="at least one bin"):
         config(tmp_path, bins=())
+
+
+def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+    import mrcr_gen._parquet as parquet_module
+    from mrcr_gen.engines import LocalEngine
+
+    whole = config(tmp_path / "whole")
+    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
+    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)  # ~1 row per chunk: parts, then a join
+    for workers in (1, 2):
+        chunked = config(tmp_path / f"chunked{workers}")
+        generate_dataset(chunked, OfflineWriter(chunked.seed), engine=LocalEngine(workers))
+        assert file_bytes(chunked.out) == file_bytes(whole.out)
+        assert not list(chunked.out.rglob("*.parts"))
+    monkeypatch.setattr(parquet_module, "ROW_GROUP_BYTES", 60_000)  # in-process only (one worker)
+    small_groups = config(tmp_path / "groups")
+    generate_dataset(small_groups, OfflineWriter(small_groups.seed), engine=LocalEngine(1))
+    for path in small_groups.out.rglob("*.parquet"):
+        meta = pq.ParquetFile(path).metadata
+        sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+        assert meta.num_row_groups > 1 and all(s <= 60_000 or meta.row_group(i).num_rows == 1 for i, s in enumerate(sizes))
+        assert pq.read_table(path).equals(pq.read_table(whole.out / path.relative_to(small_groups.out)))
+
+
+def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+    from mrcr_gen.engines import LocalEngine
+
+    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
+    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)
+    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    done = []
+
+    def interrupt(rows):
+        done.append(rows)
+        if len(done) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
+    assert not list(cfg.out.rglob("*.parquet")) and len(list(cfg.out.rglob("*.parts/*.jsonl"))) == 2
+    again = []
+    generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=again.append)
+    assert sum(again) == 4 and file_bytes(cfg.out) == file_bytes(whole.out)

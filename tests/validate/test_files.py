@@ -156,3 +156,68 @@ def test_real_row_token_counts() -> None:
 
     counts = [check_row(r).n_tokens for r in pq.read_table(REAL).to_pylist()]
     assert counts == [146743, 148284, 144134]
+
+
+def test_units_gather_whole_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+
+    rows = [make_row(s, filler=200) for s in range(10)]
+    grouped = write_rows(tmp_path / "g.parquet", rows, row_group_size=2)
+    single = write_rows(tmp_path / "s.parquet", rows, row_group_size=10)
+    meta = pq.ParquetFile(grouped).metadata
+    sizes = [meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)]
+    target = max(a + b for a, b in zip(sizes, sizes[1:]))  # any two neighbouring groups fit
+    monkeypatch.setattr(_files, "MIN_UNIT_BYTES", target)
+    monkeypatch.setattr(_files, "UNIT_BYTES", target)
+    units = _files.plan_units(meta, workers=2)
+    assert [first for first, _ in units] == [sum(n for _, n in units[:i]) for i in range(len(units))]
+    assert sum(n for _, n in units) == 10 and all(first % 2 == 0 and n % 2 == 0 for first, n in units)
+    assert all(sum(sizes[first // 2 : (first + n) // 2]) <= target for first, n in units)
+    assert len(units) < 5  # groups were gathered
+    assert _files.plan_units(pq.ParquetFile(single).metadata, workers=3) == [(0, 10)]  # never split
+
+
+def test_a_file_written_as_one_huge_row_group_is_checked_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_files, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(_files, "HUGE_ROW_GROUP_BYTES", 1000)
+    rows = [make_row(s, filler=100) for s in range(6)]
+    rows[3] = MUTATIONS["extra_needle"][0](rows[3])
+    path = write_rows(tmp_path / "one.parquet", rows, row_group_size=6)
+    started = []
+    monkeypatch.setattr(_files, "LocalEngine", lambda *a, **k: started.append(a) or pytest.fail("no pool for it"))
+    report = validate_file(path, workers=2, tokens=False)
+    assert [f.row for f in report.findings] == [3] and started == []
+
+
+@pytest.mark.parametrize("row_group_size", [1, 3, 10])
+def test_any_worker_count_and_layout_gives_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_group_size: int) -> None:
+    monkeypatch.setattr(_files, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(_files, "MIN_UNIT_BYTES", 1)
+    rows = [make_row(s, filler=100) for s in range(10)]
+    rows[0] = MUTATIONS["answer_other_needle"][0](rows[0])
+    rows[6] = MUTATIONS["extra_needle"][0](rows[6])
+    rows[9] = MUTATIONS["n_chars_off"][0](rows[9])
+    path = write_rows(tmp_path / "p.parquet", rows, row_group_size=row_group_size)
+    serial = validate_file(path, workers=1, tokens=False)
+    assert [f.row for f in serial.findings] == [0, 6, 9]
+    for workers in (2, 3):
+        assert validate_file(path, workers=workers, tokens=False) == serial
+        batches = list(_files.iter_validate([path], workers=workers, tokens=False))
+        assert [r.row for _, _, results in batches for r in results] == list(range(10))
+        assert all(batch.num_rows == len(results) for _, batch, results in batches)
+
+
+def test_read_range_reads_only_the_rows_asked_for(tmp_path: Path) -> None:
+    rows = [make_row(s) for s in range(7)]
+    path = write_rows(tmp_path / "r.parquet", rows, row_group_size=3)
+    for first, count in [(0, 7), (2, 3), (3, 3), (5, 10), (7, 1)]:
+        got = [r["answer"] for b in _files.read_range(path, first, count) for r in b.to_pylist()]
+        assert got == [r["answer"] for r in rows[first : first + count]]
+
+
+def test_workers_are_chosen_from_the_data_size() -> None:
+    per = _files.BYTES_PER_WORKER
+    assert _files.choose_workers(per // 2, cores=8) == 1
+    assert _files.choose_workers(3 * per, cores=8) == 3
+    assert _files.choose_workers(100 * per, cores=8) == 8
+    assert _files.choose_workers(100 * per, tokens=False, cores=8) == 1

@@ -1,0 +1,70 @@
+"""The local engine: results in unit order, the units' own errors re-raised, dead workers reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from mrcr_gen.engines import LocalEngine, TaskFailed, make_engine
+
+from .units import always_die, fail_with, square
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_results_come_in_unit_order(workers: int) -> None:
+    with LocalEngine(workers) as engine:
+        assert list(engine.map(square, [(i,) for i in range(20)], window=3)) == [i * i for i in range(20)]
+
+
+def test_a_units_own_error_is_raised_as_is() -> None:
+    with LocalEngine(2) as engine, pytest.raises(ValueError, match="bad input"):
+        list(engine.map(fail_with, [("bad input",)]))
+
+
+def test_a_dead_worker_is_a_task_failed_not_a_traceback() -> None:
+    with LocalEngine(2) as engine:
+        outcomes = list(engine.map(always_die, [(1,), (2,)]))
+    assert all(isinstance(o, TaskFailed) for o in outcomes) and [o.index for o in outcomes] == [0, 1]
+
+
+def test_make_engine_names() -> None:
+    assert make_engine("local", workers=3).workers == 3
+    with pytest.raises(ValueError, match="unknown engine"):
+        make_engine("spark")
+
+
+def test_the_default_path_never_imports_ray() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mrcr_gen, mrcr_gen.engines, mrcr_gen.cli._gen, mrcr_gen.cli._validate;"
+        "from mrcr_gen.engines import make_engine; make_engine('local', workers=1);"
+        "print('ray' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_writings_composed_once_and_shared_give_the_same_bytes(tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    import mrcr_gen._generate as generate_module
+    from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
+
+    from .units import FewSharedKeysWriter
+
+    def files(root):
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file() and p.name != "README.md"}
+
+    def config(out):
+        return GenerateConfig(needles=(2, 4), bins=(bin_by_upper(65536),), samples=4, rows_per_file=3, out=out)
+
+    alone = config(tmp_path / "alone")
+    generate_dataset(alone, OfflineWriter(0), engine=LocalEngine(1))
+    shared_dirs = []
+    share = generate_module._share_writings
+    monkeypatch.setattr(generate_module, "PAIR_TOKENS", 1)  # any job is large enough to share
+    monkeypatch.setattr(generate_module, "_share_writings", lambda *a: shared_dirs.append(share(*a)) or shared_dirs[-1])
+    shared = config(tmp_path / "shared")
+    generate_dataset(shared, FewSharedKeysWriter(0), engine=LocalEngine(2))
+    assert shared_dirs and shared_dirs[0] is not None and not shared_dirs[0].exists()  # used, then removed
+    assert files(shared.out) == files(alone.out)

@@ -1,0 +1,52 @@
+"""Top-level work units for engine tests (importable by worker processes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mrcr_gen import OfflineWriter
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def fail_with(message: str) -> None:
+    raise ValueError(message)
+
+
+def die_once(x: int, marker_dir: str) -> int:
+    """Kills its own worker the first time it runs for `x` (a marker file remembers), then works."""
+    marker = Path(marker_dir) / f"died-{x}"
+    if not marker.exists():
+        marker.write_text("x")
+        os._exit(1)
+    return x * x
+
+
+def always_die(x: int) -> int:
+    os._exit(1)
+
+
+class DyingOnceWriter(OfflineWriter):
+    """The offline writer, except that the first process to compose a writing kills itself:
+    the task it ran must be retried elsewhere. Same description, so the same build fingerprint."""
+
+    def __init__(self, seed: int, marker_dir: str) -> None:
+        super().__init__(seed)
+        self.marker_dir = marker_dir
+
+    def compose(self, ask, variant):
+        marker = Path(self.marker_dir) / "died"
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os._exit(1)
+        return super().compose(ask, variant)
+
+
+class FewSharedKeysWriter(OfflineWriter):
+    """The offline writer with a small shared-writings space, so tests can afford to compose it."""
+
+    def shared_keys(self):
+        return super().shared_keys()[:3000]
