@@ -29,7 +29,14 @@ from typing import Any
 
 from .._bins import Bin
 from .._paths import find_parquet_files, hub_source
-from .._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter, TokenizerError, count_tokens, count_tokens_batch, load_tokenizer
+from .._tokens import (
+    DEFAULT_TOKENIZER,
+    RepeatedTextCounter,
+    TokenizerError,
+    count_tokens,
+    count_tokens_batch,
+    load_tokenizer,
+)
 from ..validate._findings import (
     OUT_OF_RANGE,
     Finding,
@@ -225,7 +232,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         if found is None:
             add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
         elif state.generated is not None and n_tokens not in state.generated[0]:
-            where, label, counted_by = state.generated
+            _, label, counted_by = state.generated
             add("token_bin", f"generated for {label} ({counted_by} tokens, says its .build.json), but queries recounts "
                 f"to {n_tokens} {state.tokenizer} tokens (bucket {bucket})")
     return RowResult(row=row, findings=tuple(findings), n_tokens=n_tokens, bin=bucket, n_needles=n_needles)
@@ -249,7 +256,7 @@ def _file_tokenizer(path: str | os.PathLike, option: str | None, builder: Report
     card or .build.json names, else o200k_base; no count when it cannot be loaded (reported)."""
     file = str(path)
     generated = generated_for(path)
-    recorded = dataset_tokenizer(path) or (generated[2] if generated else None)
+    recorded = dataset_tokenizer(Path(path)) or (generated[2] if generated else None)
     spec = option or recorded or DEFAULT_TOKENIZER
     try:
         load_tokenizer(spec)
