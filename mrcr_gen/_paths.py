@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -37,16 +37,16 @@ def parse_hub_path(text: str) -> tuple[str, str | None, str]:
     return f"{parts[0]}/{name}", unquote(revision) or None, pattern
 
 
-def resolve_hub_path(text: str) -> str:
+def resolve_hub_path(text: str, csv: bool = False) -> str:
     """The local path (file, folder or glob) in huggingface_hub's cache that an hf:// path names;
     what it names is downloaded first unless cached. The repository's README.md (its dataset card,
-    which may name the tokenizer) comes along."""
+    which may name the tokenizer) comes along. `csv`: a whole repository's *.csv files too."""
     repo_id, revision, pattern = parse_hub_path(text)
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise HubPathError(f"{text}: hf:// paths need huggingface_hub: pip install 'mrcr-gen[hf]'") from None
-    patterns = [pattern, f"{pattern}/*"] if pattern else ["*.parquet"]
+    patterns = [pattern, f"{pattern}/*"] if pattern else ["*.parquet", *(["*.csv"] if csv else [])]
     try:
         folder = Path(
             snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=[*patterns, "README.md"])
@@ -67,35 +67,41 @@ def hub_source(path: str | os.PathLike) -> str | None:
     return f"{HF_PREFIX}{match['org']}/{match['name']}@{match['commit']}/{match['path']}"
 
 
-def find_parquet_files(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[tuple[str, str]]]:
+def find_parquet_files(
+    paths: Iterable[str | os.PathLike], csv_filter: Callable[[Path], bool] | None = None
+) -> tuple[list[Path], list[tuple[str, str]]]:
     """Files, directories (every `*.parquet` below, sorted), globs and hf:// paths -> unique files
-    in order, plus (input, problem) for each input that names nothing readable."""
+    in order, plus (input, problem) for each input that names nothing readable. With `csv_filter`,
+    directories also give the `*.csv` files below that it accepts (e.g. MRCR v2 files)."""
     files: list[Path] = []
     problems: list[tuple[str, str]] = []
     for raw in paths:
         text = os.fspath(raw)
         if text.startswith(HF_PREFIX):
             try:
-                local = resolve_hub_path(text)
+                local = resolve_hub_path(text, csv=csv_filter is not None)
             except HubPathError as exc:
                 problems.append((text, str(exc).removeprefix(f"{text}: ")))
                 continue
-            found, problem = _expand(local)
+            found, problem = _expand(local, csv_filter)
             if problem:
                 problems.append((text, f"{problem} in the downloaded repository"))
             files.extend(found)
             continue
-        found, problem = _expand(text)
+        found, problem = _expand(text, csv_filter)
         if problem:
             problems.append((text, problem))
         files.extend(found)
     return list(dict.fromkeys(files)), problems
 
 
-def _expand(text: str) -> tuple[list[Path], str | None]:
+def _expand(text: str, csv_filter: Callable[[Path], bool] | None = None) -> tuple[list[Path], str | None]:
     path = Path(text)
     if path.is_dir():
         found = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+        if csv_filter is not None:
+            found = sorted([*found, *(p for p in path.rglob("*.csv") if p.is_file() and csv_filter(p))])
+            return found, None if found else "directory holds no *.parquet file and no MRCR v2 *.csv file"
         return found, None if found else "directory holds no *.parquet file"
     if path.exists():
         return [path], None

@@ -498,6 +498,16 @@ def check_validated_with_card_tokenizer(ws: Workspace, command: Command, run: Ru
     assert summary["rows_with_errors"] == 0 and set(summary["tokenizers"].values()) == {"hf:Qwen/Qwen2.5-7B-Instruct"}
 
 
+def check_v2_generated_with_tokenizer(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen._generate import card_tokenizer
+
+    check_v2_generated(ws, command, run)
+    out = ws.root / option(command.text, "--out")
+    assert card_tokenizer((out / "README.md").read_text()) == option(command.text, "--tokenizer")
+    builds = [json.loads(path.read_text()) for path in out.rglob("*.build.json")]
+    assert builds and {b["tokenizer"]["spec"] for b in builds} == {option(command.text, "--tokenizer")}
+
+
 def check_eval_counted(ws: Workspace, command: Command, run: Run) -> None:
     check_eval(ws, command, run)
     options = json.loads((ws.root / option(command.text, "--out") / "run.json").read_text())["options"]
@@ -576,6 +586,8 @@ RULES: dict[str, Rule] = {
     "gen-v2-tokens": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokens ", check=check_v2_generated),
     "validate-v2": Rule(r"^mrcr-validate v2-data/$", needs=("gen-v2",), check=check_validated),
     "eval-v2": Rule(r"^mrcr-eval v2-data/", needs=("gen-v2",), check=check_eval),
+    "gen-v2-tokenizer": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokenizer hf:Qwen/\S+ --out v2-qwen$", needs=("hub",), check=check_v2_generated_with_tokenizer),
+    "validate-v2-tokenizer": Rule(r"^mrcr-validate v2-qwen/$", needs=("gen-v2-tokenizer",), check=check_validated_with_card_tokenizer),
     "grade-v2": Rule(r"^mrcr-grade 'v2-data/", needs=("gen-v2", "v2-responses"), check=check_grade_v2),
     "gen-tokenizer": Rule(r"^mrcr-gen .*--tokenizer hf:Qwen/\S+ --out qwen-data$", needs=("hub",), check=check_generated_with_tokenizer),
     "validate-tokenizer": Rule(r"^mrcr-validate qwen-data/$", needs=("gen-tokenizer",), check=check_validated_with_card_tokenizer),

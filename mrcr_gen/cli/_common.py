@@ -24,9 +24,15 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
-def parquet_inputs(paths: list[str]) -> list[Path]:
-    """The parquet files named by files, directories and globs; a CommandError if any names none."""
-    files, problems = find_parquet_files(paths)
+def parquet_inputs(paths: list[str], v2_csv: bool = False) -> list[Path]:
+    """The parquet files named by files, directories and globs; a CommandError if any names none.
+    `v2_csv`: directories also give their MRCR v2 CSV files."""
+    csv_filter = None
+    if v2_csv:
+        from ..v2._rows import is_v2_csv
+
+        csv_filter = is_v2_csv
+    files, problems = find_parquet_files(paths, csv_filter)
     if problems:
         raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
     return files

@@ -46,7 +46,7 @@ def _json_object(text: str | None, option: str) -> dict | None:
 
 @app.command()
 def evaluate(
-    data: list[str] = typer.Argument(..., help="MRCR parquet files (openai/mrcr schema), directories (every *.parquet below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB."),
+    data: list[str] = typer.Argument(..., help="MRCR parquet files (openai/mrcr schema), MRCR v2 CSV / parquet files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB."),
     model: str = typer.Option(..., "--model", "-m", help="Model name sent to the server."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (results.jsonl, summary.json, plot.png)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL or OpenAI)."),
@@ -78,7 +78,7 @@ def evaluate(
             raise CommandError(f"--bin: {exc}") from None
     if tokenizer != "o200k_base" or chat_template:
         checked_tokenizer(tokenizer)
-    files = parquet_inputs(data)
+    files = parquet_inputs(data, v2_csv=True)
     try:
         config = EvalConfig(
             data=[str(p) for p in files],

@@ -155,6 +155,7 @@ def generate(
             needles=needles, bins=bins or [], tokens=tokens, samples=samples, seed=seed, out=out, file_format=file_format,
             rows_per_transcript=rows_per_transcript, shard=parse_shard(shard), writer=writer, model=model,
             base_url=base_url, concurrency=concurrency, cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens,
+            tokenizer=checked_tokenizer(tokenizer),
         )
     if recipe != "openai-mrcr":
         raise CommandError(f"unknown recipe {recipe!r}; choose openai-mrcr or mrcr-v2")

@@ -35,11 +35,11 @@ def _buckets(values: list[str]):
         raise CommandError(f"--bin: {exc}" if "no MRCR v2 bucket" in str(exc) else f"--bin takes an upper edge or 'all', got {values}") from None
 
 
-def _writer(kind: str, seed: int, **options):
+def _writer(kind: str, seed: int, tokenizer: str, **options):
     from ..v2._offline import V2OfflineWriter
 
     if kind == "offline":
-        return V2OfflineWriter(seed)
+        return V2OfflineWriter(seed, tokenizer=tokenizer)
     if kind != "openai":
         raise CommandError(f"--recipe mrcr-v2 takes --writer offline or openai, got {kind!r}")
     if not options.get("model"):
@@ -50,7 +50,7 @@ def _writer(kind: str, seed: int, **options):
     writer = V2OpenAIWriter(
         options["model"], base_url=options.get("base_url"), cache_dir=options.get("cache_dir"),
         concurrency=options.get("concurrency") or 16, temperature=options.get("temperature"),
-        max_tokens=options.get("max_tokens"),
+        max_tokens=options.get("max_tokens"), tokenizer=tokenizer,
     )
     keys = writer.catalog_keys()
     stderr.print(f"requesting the catalog's {len(keys)} writings from {options['model']} (cached ones are reused)")
@@ -64,7 +64,7 @@ def _writer(kind: str, seed: int, **options):
 
 
 def generate_v2_command(
-    *, needles, bins, tokens, samples, seed, out, file_format, rows_per_transcript, shard, writer, **options
+    *, needles, bins, tokens, samples, seed, out, file_format, rows_per_transcript, shard, writer, tokenizer="o200k_base", **options
 ) -> None:
     from ..v2._generate import V2Config, generate_v2
 
@@ -72,12 +72,13 @@ def generate_v2_command(
         config = V2Config(
             needles=tuple(needles or [8]), buckets=_buckets(bins), tokens=tokens, samples=samples, seed=seed,
             out=out or Path("mrcr-v2-data"), format=file_format, rows_per_transcript=rows_per_transcript, shard=shard,
+            tokenizer_spec=tokenizer,
         )
     except ValidationError as exc:
         from ._gen import _option_error
 
         raise CommandError(_option_error(exc)) from None
-    chosen = _writer(writer, seed, **options)
+    chosen = _writer(writer, seed, tokenizer, **options)
     total = samples * len(config.shard_files())
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
     with Progress(

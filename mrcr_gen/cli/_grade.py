@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 from pathlib import Path
 
@@ -38,13 +39,13 @@ def _table(result: dict) -> Table:
 
 @app.command()
 def grade(
-    data: str = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or one file as hf://datasets/ORG/NAME[@REV]/PATH."),
+    data: str = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or a folder, glob or hf://datasets/ORG/NAME[@REV]/PATH naming one such file."),
     responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
 ) -> None:
-    if data.startswith("hf://"):
-        files = parquet_inputs([data])
+    if data.startswith("hf://") or Path(data).is_dir() or glob.has_magic(data):
+        files = parquet_inputs([data], v2_csv=True)
         if len(files) != 1:
             raise CommandError(f"{data} names {len(files)} files; mrcr-grade grades one")
         data = str(files[0])

@@ -118,7 +118,7 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
 
 @app.command()
 def validate(
-    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet and *.csv below), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
+    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. Findings are identical for every value."),
     engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install 'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees."),
     address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
@@ -151,8 +151,6 @@ def validate(
 
         v2_files, other_files, problems = expand_inputs(paths)
         if v2_files:
-            if tokenizer not in (None, "o200k_base"):
-                raise CommandError("MRCR v2 files are recounted with o200k_base only (their generator's tokenizer); drop --tokenizer")
             if fix is not None:
                 raise CommandError("--fix does not apply to MRCR v2 files (column 'queries'); use --clean")
             if clean is not None and (other_files or problems):
@@ -185,6 +183,7 @@ def validate(
             try:
                 v2_result = validate_v2_paths(
                     v2_files, tokens=tokens, threads=workers or default_workers(), strict=strict, progress=advance, clean=clean,
+                    tokenizer=tokenizer,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
                 )
             except (ValueError, OSError) as exc:

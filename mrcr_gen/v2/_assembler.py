@@ -6,9 +6,13 @@ random with the other keys' turns), and filler turns of keys whose topics no nee
 at uniformly random places. Every (key, ordinal) of the transcript can be a row: the rows of a
 transcript share it as their prefix.
 
-Lengths are exact: every distinct turn is tokenized once and the counts are added. That is
-exact for o200k because a turn starts with "User:" right after a blank line, where the
-tokenizer's pre-split always cuts; one row of each transcript is also counted whole to prove it.
+Lengths are exact for any tokenizer. Every distinct turn is tokenized once and the counts are
+added: exact when the tokenizer splits where a turn starts ("User:" right after a blank line),
+as o200k's and every byte-level pre-split does. One row of each transcript is counted whole to
+check it (`counts_add_up`); when the tokenizer does not split there (SentencePiece-style
+tokenizers that add a prefix space, BPE without a pre-split), the transcript is `measured`: each
+row's length is its whole `queries` counted as one text, and each position the count of the text
+before it (slower: a few whole counts per row).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from functools import cached_property
 from .._assembler import AssemblyError
 from .._models import Writing
 from .._seeding import derived_rng
-from .._tokens import count_tokens, count_tokens_batch
+from .._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
 from ._catalog import V2Catalog, V2Key
 from ._rows import V2Row
 from ._text import (
@@ -67,6 +71,11 @@ class Transcript:
     hashes: dict[V2Key, str]
     query_tokens: dict[tuple[V2Key, int], int]
     target: int
+    tokenizer: str = DEFAULT_TOKENIZER
+    #: Lengths and positions counted on the whole text (the tokenizer does not split at turns).
+    measured: bool = False
+    _whole: dict[tuple[V2Key, int], int] = field(default_factory=dict, repr=False)
+    _prefix: dict[int, int] = field(default_factory=dict, repr=False)
 
     @cached_property
     def text(self) -> str:
@@ -89,6 +98,24 @@ class Transcript:
         return starts
 
     @cached_property
+    def _char_starts(self) -> list[int]:
+        """Character offset of every turn, and of the transcript's end."""
+        starts, at = [], len(self.fewshot)
+        for turn in self.turns:
+            starts.append(at)
+            at += len(turn.text)
+        return [*starts, at]
+
+    def _token_offset(self, turn_index: int) -> int:
+        """Tokens of the text before turn `turn_index` (the end of the transcript for len(turns))."""
+        if not self.measured:
+            return self._starts[turn_index] if turn_index < len(self.turns) else self.tokens
+        char = self._char_starts[turn_index]
+        if char not in self._prefix:
+            self._prefix[char] = count_tokens(self.text[:char], self.tokenizer)
+        return self._prefix[char]
+
+    @cached_property
     def turn_indices(self) -> dict[V2Key, list[int]]:
         found: dict[V2Key, list[int]] = {key: [] for key in self.hashes}
         for i, turn in enumerate(self.turns):
@@ -100,15 +127,23 @@ class Transcript:
         """Every (key, ordinal) this transcript can be asked about."""
         return [(key, k) for key in self.needle_keys for k in range(1, self.n_needles + 1)]
 
-    def context_len(self, key: V2Key, ordinal: int) -> int:
+    def parts_len(self, key: V2Key, ordinal: int) -> int:
+        """The row's length as the few-shot block, the turns and the query counted apart, added."""
         return self.tokens + self.query_tokens[(key, ordinal)]
+
+    def context_len(self, key: V2Key, ordinal: int) -> int:
+        if not self.measured:
+            return self.parts_len(key, ordinal)
+        if (key, ordinal) not in self._whole:
+            self._whole[(key, ordinal)] = count_tokens(self.text + self.query(key, ordinal), self.tokenizer)
+        return self._whole[(key, ordinal)]
 
     def query(self, key: V2Key, ordinal: int) -> str:
         return query_text(self.hashes[key], ordinal, *key)
 
     def row(self, key: V2Key, ordinal: int) -> V2Row:
         indices = self.turn_indices[key]
-        spans = tuple((self._starts[i], self._starts[i] + self.turns[i].tokens) for i in indices)
+        spans = tuple((self._token_offset(i), self._token_offset(i + 1)) for i in indices)
         target = self.turns[indices[ordinal - 1]]
         view_ops = self.query(key, ordinal)
         return V2Row(
@@ -130,6 +165,7 @@ class V2Assembler:
 
     writer: object
     catalog: V2Catalog
+    tokenizer: str = DEFAULT_TOKENIZER
     _turns: dict[tuple[V2Key, int], Turn] = field(default_factory=dict)
 
     @property
@@ -141,7 +177,7 @@ class V2Assembler:
         if missing:
             writings = self.writer.writings(missing)
             texts = [turn_text(key.ask, w.text) for (key, _), w in zip(missing, writings)]
-            for (key, variant), writing, text, n in zip(missing, writings, texts, count_tokens_batch(texts)):
+            for (key, variant), writing, text, n in zip(missing, writings, texts, count_tokens_batch(texts, tokenizer=self.tokenizer)):
                 self._turns[(key, variant)] = Turn(key, variant, text, n, writing)
         return [self._turns[k] for k in keys]
 
@@ -185,7 +221,7 @@ class V2Assembler:
     def _attempt(self, n_needles: int, target: int, lowest: int, seed: tuple) -> Transcript | int | None:
         rng = derived_rng("mrcr-v2 transcript", *seed)
         fewshot = self.fewshot(rng)
-        fewshot_tokens = count_tokens(fewshot)
+        fewshot_tokens = count_tokens(fewshot, self.tokenizer)
         budget = target - fewshot_tokens
 
         keys = list(self.catalog.needle_keys)
@@ -202,7 +238,7 @@ class V2Assembler:
             secret = random_hash(rng)
             while secret in hashes.values():
                 secret = random_hash(rng)
-            counts = count_tokens_batch([query_text(secret, k, *key) for k in range(1, n_needles + 1)])
+            counts = count_tokens_batch([query_text(secret, k, *key) for k in range(1, n_needles + 1)], tokenizer=self.tokenizer)
             cost = sum(t.tokens for t in turns)
             need = used + cost + max(longest_query, *counts)
             if need > budget:
@@ -233,11 +269,11 @@ class V2Assembler:
 
         transcript = Transcript(
             fewshot=fewshot, fewshot_tokens=fewshot_tokens, turns=turns, n_needles=n_needles,
-            hashes=hashes, query_tokens=query_tokens, target=target,
+            hashes=hashes, query_tokens=query_tokens, target=target, tokenizer=self.tokenizer,
         )
         if any(secret in transcript.text for secret in hashes.values()):
             return None  # vanishingly rare: a hash that occurs in the text; draw again
-        if min(transcript.context_len(*p) for p in transcript.pairs()) < lowest:
+        if min(transcript.parts_len(*p) for p in transcript.pairs()) < lowest:
             return None
         return transcript
 
@@ -260,13 +296,8 @@ class V2Assembler:
         return chosen
 
 
-def verify_exact(transcript: Transcript) -> None:
-    """Count one row whole: it must equal the added counts of the few-shot block, every turn and
-    its query, which proves the tokenizer splits at each of those seams for this transcript."""
+def counts_add_up(transcript: Transcript) -> bool:
+    """Whether one row counted whole equals the added counts of the few-shot block, every turn and
+    its query: the tokenizer splits at each of those seams for this transcript."""
     key, ordinal = transcript.pairs()[0]
-    whole = count_tokens(transcript.text + transcript.query(key, ordinal))
-    if whole != transcript.context_len(key, ordinal):
-        raise AssemblyError(
-            f"the tokenizer does not split at turn boundaries: a row counts {whole} tokens whole but "
-            f"{transcript.context_len(key, ordinal)} part by part"
-        )
+    return count_tokens(transcript.text + transcript.query(key, ordinal), transcript.tokenizer) == transcript.parts_len(key, ordinal)

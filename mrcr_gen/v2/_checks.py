@@ -6,24 +6,37 @@ characters of [A-Za-z0-9], absent from the transcript, and used by no other key 
 `answer` is the hash + the ordinal-th writing; `context_len` and `answer_token_count` recount
 exactly; the length lies in a v2 bucket; the positions are the key's turns and their token spans.
 
-Rows of one transcript share its text, so each transcript is parsed and tokenized once, turn by
-turn (which gives the positions). A row's `context_len` is then the parts' counts added: exact
-because every turn and the query start with "User:" right after a blank line, where the
-tokenizer always splits. The first row of each transcript is counted whole to prove it; if the
-two disagree, every row of that transcript is counted whole.
+Tokens are counted with the tokenizer `--tokenizer` names, else the one the dataset card (or the
+`.build.json` beside the file) names, else o200k_base. Rows of one transcript share its text, so
+each transcript is parsed and tokenized once, turn by turn (which gives the positions). A row's
+`context_len` is then the parts' counts added: exact when the tokenizer splits where every turn
+and the query start ("User:" right after a blank line), as o200k does. The first row of each
+transcript is counted whole to check it; if the two disagree, every row of that transcript is
+counted whole and each position is the count of the text before it, as the generator does.
+When the file's tokenizer is known and `--tokenizer` names another, the recount decides only the
+buckets (`context_len` and the positions are counts in the file's tokenizer, so not compared).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._paths import find_parquet_files
-from .._tokens import RepeatedTextCounter, count_tokens, count_tokens_batch
+from .._bins import Bin
+from .._paths import find_parquet_files, hub_source
+from .._tokens import (
+    DEFAULT_TOKENIZER,
+    RepeatedTextCounter,
+    TokenizerError,
+    count_tokens,
+    count_tokens_batch,
+    load_tokenizer,
+)
 from ..validate._findings import (
     OUT_OF_RANGE,
     Finding,
@@ -31,13 +44,15 @@ from ..validate._findings import (
     RowResult,
     ValidationReport,
 )
+from ..validate._provenance import dataset_tokenizer
 from ..validate._repair import FileRepair, RepairResult, output_paths
-from ._generate import v2_bucket_for
+from ._generate import V2_BUCKETS, build_path, tokens_range, v2_bucket_for
 from ._rows import (
     V2_COLUMNS,
     V2FileWriter,
     coerce_record,
     file_columns,
+    is_v2_csv,
     is_v2_file,
     iter_records,
 )
@@ -56,8 +71,10 @@ class _Transcript:
     id: str
     turns: list | None  # ParsedTurn list, None when the structure is broken
     problem: str | None
-    starts: list[int] | None = None  # token offset of every turn, and of the end
+    text: str = ""
+    starts: list[int] | None = None  # token offset of every turn, and of the end, by added counts
     additive: bool | None = None  # a row counted whole equals the parts (None: not yet counted)
+    prefix: dict[int, int] = field(default_factory=dict)  # character offset -> tokens before it, counted whole
 
 
 @dataclass
@@ -67,9 +84,30 @@ class V2FileState:
     file: str
     count: bool = True
     threads: int = 1
+    tokenizer: str = DEFAULT_TOKENIZER
+    #: False when the file's counts are another tokenizer's: only the buckets are checked.
+    compare_counts: bool = True
+    #: The range the file was generated for (its `.build.json`) and the tokenizer that counted then.
+    generated: tuple[Bin, str, str] | None = None
     _current: _Transcript | None = None
     hash_owner: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (transcript id, ask)
-    counter: RepeatedTextCounter = field(default_factory=RepeatedTextCounter)
+    counter: RepeatedTextCounter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.counter = RepeatedTextCounter(tokenizer=self.tokenizer)
+
+    def count_whole(self, text: str) -> int:
+        return count_tokens(text, self.tokenizer)
+
+    def offset(self, transcript: _Transcript, turn: int) -> int:
+        """Tokens of the text before turn `turn` (len(turns): the transcript's end)."""
+        assert transcript.starts is not None and transcript.turns is not None
+        if transcript.additive:
+            return transcript.starts[turn]
+        char = transcript.turns[turn].start if turn < len(transcript.turns) else len(transcript.text)
+        if char not in transcript.prefix:
+            transcript.prefix[char] = self.count_whole(transcript.text[:char])
+        return transcript.prefix[char]
 
     def transcript(self, text: str) -> _Transcript:
         tid = transcript_id(text)
@@ -85,12 +123,11 @@ class V2FileState:
                 problem = "the transcript does not start with a 'User: ...' turn after the few-shot block"
             elif not text.endswith("\n\n") or any(not text[t.start : t.end].endswith("\n\n") for t in turns):
                 problem = "a turn does not end with a blank line"
-            state = _Transcript(tid, turns, problem)
+            state = _Transcript(tid, turns, problem, text)
             if self.count and problem is None:
-                counts = count_tokens_batch([text[t.start : t.end] for t in turns], self.threads) if self.threads > 1 else [
-                    self.counter(text[t.start : t.end]) for t in turns
-                ]
-                at = count_tokens(text[: body_start])
+                parts = [text[t.start : t.end] for t in turns]
+                counts = count_tokens_batch(parts, self.threads, self.tokenizer) if self.threads > 1 else list(map(self.counter, parts))
+                at = self.count_whole(text[:body_start])
                 state.starts = [at]
                 for n in counts:
                     at += n
@@ -173,29 +210,68 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     if state.count and transcript.starts is not None:
         starts = transcript.starts
         if transcript.additive is False:
-            n_tokens = count_tokens(queries)
+            n_tokens = state.count_whole(queries)
         else:
-            n_tokens = starts[-1] + count_tokens(view_ops)
+            n_tokens = starts[-1] + state.count_whole(view_ops)
             if transcript.additive is None:
-                whole = count_tokens(queries)
+                whole = state.count_whole(queries)
                 transcript.additive = whole == n_tokens
                 n_tokens = whole
-        if not transcript.additive:
-            add("positions", "the tokenizer does not split this text at its turn boundaries, so token positions are undefined")
-        if rec.get("context_len") != n_tokens:
-            add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
-        if target is not None and rec.get("answer_token_count") != (expected := count_tokens(target)):
-            add("answer_token_count", f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens")
-        spans = [(starts[i], starts[i + 1]) for i in indices]
-        if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
-            add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
-        if target is not None and len(spans) >= query.ordinal and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]:
-            add("positions", f"answer_context_position is {rec.get('answer_context_position')}, expected {spans[query.ordinal - 1]}")
+        if state.compare_counts:
+            if rec.get("context_len") != n_tokens:
+                add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
+            if target is not None and rec.get("answer_token_count") != (expected := state.count_whole(target)):
+                add("answer_token_count", f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens")
+            spans = [(state.offset(transcript, i), state.offset(transcript, i + 1)) for i in indices]
+            if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
+                add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
+            if target is not None and len(spans) >= query.ordinal and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]:
+                add("positions", f"answer_context_position is {rec.get('answer_context_position')}, expected {spans[query.ordinal - 1]}")
         found = v2_bucket_for(n_tokens)
         bucket = found.label if found is not None else OUT_OF_RANGE
         if found is None:
             add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
+        elif state.generated is not None and n_tokens not in state.generated[0]:
+            _, label, counted_by = state.generated
+            add("token_bin", f"generated for {label} ({counted_by} tokens, says its .build.json), but queries recounts "
+                f"to {n_tokens} {state.tokenizer} tokens (bucket {bucket})")
     return RowResult(row=row, findings=tuple(findings), n_tokens=n_tokens, bin=bucket, n_needles=n_needles)
+
+
+def generated_for(path: str | os.PathLike) -> tuple[Bin, str, str] | None:
+    """(range, its label, tokenizer spec) the file was generated for, from its `.build.json`."""
+    try:
+        record = json.loads(build_path(Path(path)).read_text(encoding="utf-8"))
+        label, counted_by = record["summary"]["bucket"], record["tokenizer"]["spec"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if isinstance(label, str) and label.startswith("tokens="):
+        return tokens_range(int(label.removeprefix("tokens="))), label, counted_by
+    where = next((b for b in V2_BUCKETS if b.label == label), None)
+    return (where, label, counted_by) if where is not None else None
+
+
+def _file_tokenizer(path: str | os.PathLike, option: str | None, builder: ReportBuilder) -> dict[str, Any]:
+    """The V2FileState fields saying how a file is recounted: `--tokenizer`, else the tokenizer its
+    card or .build.json names, else o200k_base; no count when it cannot be loaded (reported)."""
+    file = str(path)
+    generated = generated_for(path)
+    recorded = dataset_tokenizer(Path(path)) or (generated[2] if generated else None)
+    spec = option or recorded or DEFAULT_TOKENIZER
+    try:
+        load_tokenizer(spec)
+    except TokenizerError as exc:
+        builder.add_finding(Finding(file=file, row=None, check="token_bin", severity="error",
+                                    message=f"tokens not recounted: the tokenizer cannot be loaded ({exc}); pass --tokenizer"))
+        return {"count": False}
+    builder.add_source(file, spec, hub_source(path))
+    compare = recorded is None or spec == recorded
+    if not compare:
+        builder.add_finding(Finding(
+            file=file, row=None, check="context_len", severity="warning",
+            message=f"the file's counts are {recorded} tokens; recounted with {spec}, only the buckets are checked",
+        ))
+    return {"tokenizer": spec, "compare_counts": compare, "generated": generated}
 
 
 def _schema_findings(file: str, columns: list[str]) -> list[Finding]:
@@ -219,6 +295,7 @@ def validate_v2_file(
     tokens: bool = True,
     threads: int = 1,
     progress: ProgressCallback | None = None,
+    tokenizer: str | None = None,
     keep: Callable[[dict[str, Any]], None] | None = None,
     drop: Callable[[int, RowResult], None] | None = None,
 ) -> None:
@@ -235,7 +312,8 @@ def validate_v2_file(
         builder.add_finding(finding)
     if any(f.is_error for f in schema):
         return
-    state = V2FileState(file=file, count=tokens, threads=threads)
+    counting = _file_tokenizer(path, tokenizer, builder) if tokens else {"count": False}
+    state = V2FileState(file=file, threads=threads, **counting)
     row = -1
     try:
         for row, record in enumerate(iter_records(path)):
@@ -257,20 +335,14 @@ def validate_v2_file(
 
 
 def expand_inputs(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[Path], list[tuple[str, str]]]:
-    """(v2 files, other parquet files, problems): directories give their *.parquet and *.csv."""
+    """(v2 files, other parquet files, problems): directories give their *.parquet and their
+    MRCR v2 *.csv (header with `queries` and `answer`)."""
     v2: list[Path] = []
     other: list[Path] = []
-    problems: list[tuple[str, str]] = []
-    for raw in paths:
-        path = Path(raw)
-        csvs = sorted(p for p in path.rglob("*.csv") if p.is_file()) if path.is_dir() else []
-        files, found_problems = find_parquet_files([raw])
-        if csvs and found_problems and found_problems[0][1] == "directory holds no *.parquet file":
-            found_problems = []
-        problems += found_problems
-        for file in [*files, *csvs]:
-            (v2 if is_v2_file(file) else other).append(file)
-    return list(dict.fromkeys(v2)), list(dict.fromkeys(other)), problems
+    files, problems = find_parquet_files(paths, csv_filter=is_v2_csv)
+    for file in files:
+        (v2 if is_v2_file(file) else other).append(file)
+    return v2, other, problems
 
 
 def validate_v2_paths(
@@ -282,11 +354,13 @@ def validate_v2_paths(
     progress: ProgressCallback | None = None,
     clean: str | os.PathLike | None = None,
     on_change: Callable[[str], None] | None = None,
+    tokenizer: str | None = None,
 ) -> RepairResult:
     """Validate v2 files. With `clean`, the rows that pass go to one output per input, as
     `mrcr-validate --clean` does for openai/mrcr files (`clean` is the file for a single input,
     else a folder); CSV or parquet by the output's suffix, else the input's. Each output appears
-    atomically; every dropped row is reported through `on_change`."""
+    atomically; every dropped row is reported through `on_change`. `tokenizer` recounts (default:
+    the one each file's card names, else o200k_base)."""
     builder = ReportBuilder(strict=strict)
     paths = [Path(f) for f in files]
     targets = output_paths(paths, Path(clean)) if clean is not None else {}
@@ -297,7 +371,7 @@ def validate_v2_paths(
     for path in paths:
         target = targets.get(path)
         if target is None:
-            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress)
+            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress, tokenizer=tokenizer)
             continue
         suffix = target.suffix.lower() if target.suffix.lower() in (".csv", ".parquet") else path.suffix.lower()
         repair = FileRepair(input=str(path), output=str(target))
@@ -308,7 +382,8 @@ def validate_v2_paths(
                 on_change(f"{path}: row {row}: dropped ({', '.join(sorted({f.check for f in result.findings}))})")
 
         with V2FileWriter(target, "csv" if suffix == ".csv" else "parquet") as writer:
-            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress, keep=writer.write, drop=drop)
+            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress, tokenizer=tokenizer,
+                             keep=writer.write, drop=drop)
         repair.kept = writer.rows
         repairs.append(repair)
     return RepairResult(report=builder.build(), output=str(clean or ""), files=repairs)
@@ -323,6 +398,8 @@ def merge_reports(first: ValidationReport, second: ValidationReport) -> Validati
     s.rows_with_errors += t.rows_with_errors
     for name, count in t.by_check.items():
         s.by_check[name] = s.by_check.get(name, 0) + count
+    s.tokenizers.update(t.tokenizers)
+    s.hub_sources.update(t.hub_sources)
     for label, counts in t.by_bin.items():
         into = s.by_bin.setdefault(label, {})
         for needles, count in counts.items():

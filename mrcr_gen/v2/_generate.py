@@ -21,14 +21,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from .._assembler import AssemblyError
 from .._bins import Bin
 from .._files import write_text_atomic
 from .._models import _Frozen
 from .._seeding import derive_seed, derived_rng
-from .._tokens import O200K_SHA256
+from .._tokens import load_tokenizer
 from .._version import __version__
-from ._assembler import V2Assembler, verify_exact
-from ._catalog import load_v2_catalog
+from ._assembler import Transcript, V2Assembler, counts_add_up
+from ._catalog import V2Key, load_v2_catalog
 from ._rows import V2FileWriter, V2Row
 
 #: (4096, 8192] ... (4194304, 8388608]: upstream's buckets, lower edge excluded.
@@ -108,14 +109,44 @@ def bucket_rows(
         fraction = (start + transcript_index * GOLDEN) % 1.0
         target = where.smallest + int(fraction * (width + 1)) if config.tokens is None else where.upper
         seed = derive_seed(config.seed, n_needles, where_key, transcript_index)
-        transcript = assembler.build(n_needles=n_needles, target=min(target, where.upper), lowest=where.smallest, seed=seed)
-        verify_exact(transcript)
-        pairs = [p for p in transcript.pairs() if transcript.context_len(*p) in where]
-        take = min(config.rows_per_transcript, config.samples - written, len(pairs))
-        for key, ordinal in derived_rng("mrcr-v2 rows", seed).sample(pairs, take):
+        wanted = min(config.rows_per_transcript, config.samples - written)
+        transcript, pairs = _transcript_rows(assembler, n_needles, where, min(target, where.upper), seed, wanted)
+        for key, ordinal in pairs:
             yield transcript_index, transcript.row(key, ordinal)
-        written += take
+        written += len(pairs)
         transcript_index += 1
+
+
+#: Rebuilds of a measured transcript none of whose rows fell inside the range, each aimed by the
+#: difference between its whole and added counts, before giving up.
+MAX_REAIMS = 4
+
+
+def _transcript_rows(
+    assembler: V2Assembler, n_needles: int, where: Bin, target: int, seed: int, wanted: int
+) -> tuple[Transcript, list[tuple[V2Key, int]]]:
+    """A transcript aimed at `target` and up to `wanted` of its (key, ordinal) pairs whose exact
+    length lies in `where`, drawn uniformly without replacement."""
+    shift = 0
+    for _ in range(MAX_REAIMS + 1):
+        transcript = assembler.build(n_needles=n_needles, target=target - shift, lowest=where.smallest - shift, seed=seed)
+        rng = derived_rng("mrcr-v2 rows", seed)
+        if counts_add_up(transcript):
+            pairs = [p for p in transcript.pairs() if transcript.context_len(*p) in where]
+            return transcript, rng.sample(pairs, min(wanted, len(pairs)))
+        # The tokenizer does not split at turns: lengths are measured whole, pair by pair, in a
+        # random order until enough lie in the range (the same draw as above, measured lazily).
+        transcript.measured = True
+        order = rng.sample(transcript.pairs(), len(transcript.pairs()))
+        inside = [p for p in order if transcript.context_len(*p) in where][:wanted]
+        if inside:
+            return transcript, inside
+        first = order[0]
+        shift = transcript.context_len(*first) - transcript.parts_len(*first)
+    raise AssemblyError(
+        f"cannot fit a transcript into {where.smallest}..{where.upper} tokens: counted whole, its rows keep "
+        f"falling outside (the tokenizer merges across turn boundaries by about {shift} tokens)"
+    )
 
 
 def generate_v2(
@@ -129,11 +160,17 @@ def generate_v2(
     """Write this shard's files (each appears atomically when complete) and the dataset card;
     returns one summary record per file. A file an identical earlier run completed (as the
     `.build.json` beside it records) is kept, so an interrupted run resumes where it stopped."""
-    assembler = V2Assembler(writer=writer, catalog=getattr(writer, "catalog", None) or load_v2_catalog())
+    writer_tokenizer = getattr(writer, "tokenizer", config.tokenizer_spec)
+    if writer_tokenizer != config.tokenizer_spec:
+        raise ValueError(f"the writer counts with {writer_tokenizer}, the config with {config.tokenizer_spec}")
+    assembler = V2Assembler(
+        writer=writer, catalog=getattr(writer, "catalog", None) or load_v2_catalog(), tokenizer=config.tokenizer_spec
+    )
+    counted_by = load_tokenizer(config.tokenizer_spec).describe()
     summaries = []
     for n_needles, label, where, relative in config.shard_files():
         path = config.out / relative
-        build = _build_fingerprint(config, writer, n_needles, label)
+        build = _build_fingerprint(config, writer, n_needles, label, counted_by)
         previous = _reusable(path, build)
         if previous is not None:
             summaries.append(previous)
@@ -161,7 +198,7 @@ def generate_v2(
                 "max": max(lengths),
             }
         )
-        write_text_atomic(build_path(path), json.dumps({"build": build, "summary": summaries[-1]}) + "\n")
+        write_text_atomic(build_path(path), json.dumps({"build": build, "summary": summaries[-1], "tokenizer": counted_by}) + "\n")
     index, count = config.shard
     card = "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
     write_text_atomic(config.out / card, v2_dataset_card(config, writer, summaries, command))
@@ -172,10 +209,10 @@ def build_path(path: Path) -> Path:
     return path.with_name(path.name + ".build.json")
 
 
-def _build_fingerprint(config: V2Config, writer, n_needles: int, label: str) -> str:
-    """What determines a file's bytes: version, writer, catalog and the file's part of the config."""
+def _build_fingerprint(config: V2Config, writer, n_needles: int, label: str, counted_by: dict) -> str:
+    """What determines a file's bytes: version, writer, catalog, tokenizer and the file's part of the config."""
     key = [__version__, writer.describe(), load_v2_catalog().sha256, n_needles, label, config.samples,
-           config.rows_per_transcript, config.seed, config.format, config.tokenizer_spec]
+           config.rows_per_transcript, config.seed, config.format, counted_by]
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -189,14 +226,30 @@ def _reusable(path: Path, build: str) -> dict | None:
     return record.get("summary")
 
 
+def v2_card_header(config: V2Config, counted_by: dict) -> str:
+    """The Hub's YAML header: a `datasets` config per needle count, and which tokenizer counted
+    (read back by mrcr-validate, as for openai/mrcr cards)."""
+    lines = ["---", "license: mit", "pretty_name: MRCR v2 (generated by mrcr-gen)", "tags:", "- long-context", "- mrcr",
+             "configs:"]
+    for n in dict.fromkeys(config.needles):
+        lines += [f"- config_name: {n}needle", "  data_files:", "  - split: train", f"    path: {n}needle/*.{config.format}"]
+    lines += ["mrcr_gen:", f"  version: {json.dumps(__version__)}", "  recipe: mrcr-v2"]
+    lines += [f"  tokenizer{'' if key == 'spec' else '_' + key}: {json.dumps(value)}" for key, value in counted_by.items()]
+    return "\n".join(lines) + "\n---\n\n"
+
+
 def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: str) -> str:
     catalog = load_v2_catalog()
+    counted_by = load_tokenizer(config.tokenizer_spec).describe()
+    tokenizer = f"{counted_by['spec']} ({counted_by['library']})" + "".join(
+        f", {key} `{value}`" for key, value in counted_by.items() if key not in ("spec", "library")
+    )
     table = "\n".join(
         f"| {s['n_needles']} | {s['bucket']} | {s['rows']} | {s['transcripts']} | {s['min']} | {s['median']} | {s['max']} | `{s['file']}` |"
         for s in summaries
     )
     index, count = config.shard
-    return f"""# MRCR v2 dataset generated by mrcr-gen
+    return v2_card_header(config, counted_by) + f"""# MRCR v2 dataset generated by mrcr-gen
 
 | | |
 |---|---|
@@ -207,7 +260,7 @@ def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: st
 | shard | {index}/{count} |
 | rows per transcript | at most {config.rows_per_transcript} |
 | catalog | {len(catalog.formats)} formats x {len(catalog.styles)} styles; {len(catalog.needle_topics)} needle topics, {len(catalog.filler_topics)} filler topics; sha256 `{catalog.sha256}` |
-| tokenizer | {config.tokenizer_spec} (tiktoken), vocabulary sha256 `{O200K_SHA256}`; `context_len` = tokens of the whole `queries` string as one text |
+| tokenizer | {tokenizer}; `context_len` = tokens of the whole `queries` string as one text |
 | writer | `{json.dumps(writer.describe(), sort_keys=True)}` |
 
 Columns (upstream order): `queries` (few-shot block, transcript and final query as one string),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._models import Writing
-from .._tokens import count_tokens_batch
+from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
 from ._catalog import V2Catalog, V2Key, load_v2_catalog
 from ._offline import VARIANTS_PER_KEY
 
@@ -58,10 +58,12 @@ class V2OpenAIWriter:
         temperature: float | None = None,
         max_tokens: int | None = None,
         catalog: V2Catalog | None = None,
+        tokenizer: str = DEFAULT_TOKENIZER,
     ) -> None:
         from ..pool._llm import WritingCache, default_cache_dir
 
         self.model = model
+        self.tokenizer = tokenizer
         self.base_url = base_url
         self.api_key = api_key
         self.concurrency = concurrency
@@ -84,7 +86,7 @@ class V2OpenAIWriter:
         if to_send:
             texts.update(asyncio.run(self._request_all(to_send, requests, cache_keys)))
         cleaned = [clean_writing(texts[k]) for k in missing]
-        for key, text, n in zip(missing, cleaned, count_tokens_batch(cleaned)):
+        for key, text, n in zip(missing, cleaned, count_tokens_batch(cleaned, tokenizer=self.tokenizer)):
             self._memory[key] = Writing(text=text, n_tokens=n)
 
     async def _request_all(self, keys, requests, cache_keys) -> dict:

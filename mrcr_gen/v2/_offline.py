@@ -8,6 +8,7 @@ import math
 import random
 
 from .._seeding import derived_rng
+from .._tokens import DEFAULT_TOKENIZER
 from ..writers._memo import MemoizedWriter
 from ._catalog import Register, V2Catalog, V2Key, load_v2_catalog
 
@@ -125,8 +126,8 @@ class V2OfflineWriter(MemoizedWriter):
     name = "offline"
     variants_per_key = VARIANTS_PER_KEY
 
-    def __init__(self, seed: int = 0, catalog: V2Catalog | None = None) -> None:
-        super().__init__()
+    def __init__(self, seed: int = 0, catalog: V2Catalog | None = None, tokenizer: str = DEFAULT_TOKENIZER) -> None:
+        super().__init__(tokenizer)
         self.seed = seed
         self.catalog = catalog or load_v2_catalog()
 

@@ -25,14 +25,25 @@ def _corpus(writings: int) -> list[str]:
     return asks + [f.guidance for f in catalog.formats] * 3 + texts
 
 
-def write_tiny_tokenizer(folder: Path, vocab_size: int = 600, writings: int = 0) -> Path:
+def _v2_turns() -> list[str]:
+    """MRCR v2 turn seams ("...\n\nUser: Write a ..."), so a tokenizer without a pre-split learns merges across them."""
+    from mrcr_gen.v2 import V2OfflineWriter
+
+    writer = V2OfflineWriter(0)
+    keys = [(key, 0) for key in writer.catalog.needle_keys[:60]]
+    return ["".join(f"{w.text[-80:]}\n\nUser: {key.ask}\n\nAssistant: {w.text[:80]}" for (key, _), w in zip(keys, writer.writings(keys)))]
+
+
+def write_tiny_tokenizer(folder: Path, vocab_size: int = 600, writings: int = 0, pre_split: bool = True) -> Path:
     """Train the tokenizer into `folder` (created); returns the folder. With `writings` offline
     writings in the corpus and a larger vocabulary it counts close to o200k (a stand-in for a
-    real model's tokenizer); the default small one counts about twice as many tokens."""
+    real model's tokenizer); the default small one counts about twice as many tokens. Without
+    `pre_split` the text is not cut into words first (as SentencePiece-style BPE), so merges run
+    across MRCR v2's turn seams and counts of the parts do not add up to the whole."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=pre_split)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -40,7 +51,7 @@ def write_tiny_tokenizer(folder: Path, vocab_size: int = 600, writings: int = 0)
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_corpus(writings), trainer=trainer)
+    tokenizer.train_from_iterator(_corpus(writings) + ([] if pre_split else _v2_turns()), trainer=trainer)
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(folder / "tokenizer.json"))
     config = {

@@ -28,7 +28,7 @@ ASSEMBLER = V2Assembler(writer=V2OfflineWriter(0), catalog=load_v2_catalog())
 ALNUM = set(string.ascii_letters + string.digits)
 
 
-def check_row(row, n_needles: int, lowest: int, highest: int) -> None:
+def check_row(row, n_needles: int, lowest: int, highest: int, tokenizer: str = "o200k_base") -> None:
     solved = solve(row.queries)
     transcript = row.queries[: len(row.queries) - len(row.view_ops)]
     assert row.view_ops == row.queries[row.queries.rfind("User: Prepend ") :]
@@ -41,16 +41,16 @@ def check_row(row, n_needles: int, lowest: int, highest: int) -> None:
     # answer
     assert row.answer == solved.expected_answer
     # lengths: the whole string as one text
-    assert row.context_len == count_tokens(row.queries)
+    assert row.context_len == count_tokens(row.queries, tokenizer)
     assert lowest <= row.context_len <= highest
-    assert row.answer_token_count == count_tokens(solved.writings[solved.ordinal - 1])
+    assert row.answer_token_count == count_tokens(solved.writings[solved.ordinal - 1], tokenizer)
     # positions: turn indices, and token spans of whole turns counted on prefixes of the text
     assert list(row.index_positions_of_seeds) == solved.needle_turns
     spans = []
     for i in solved.needle_turns:
         start_char = solved.turns[i][2]
         end_char = solved.turns[i + 1][2] if i + 1 < len(solved.turns) else len(transcript)
-        spans.append((count_tokens(row.queries[:start_char]), count_tokens(row.queries[:end_char])))
+        spans.append((count_tokens(row.queries[:start_char], tokenizer), count_tokens(row.queries[:end_char], tokenizer)))
     assert list(row.relevant_context_positions) == spans
     assert row.answer_context_position == spans[solved.ordinal - 1]
 
