@@ -16,7 +16,9 @@ from pathlib import Path
 from urllib.parse import unquote
 
 HF_PREFIX = "hf://datasets/"
-_CACHED_FILE = re.compile(r"(?:^|/)datasets--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})/(?P<path>.+)$")
+_CACHED_FILE = re.compile(
+    r"(?:^|/)datasets--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<commit>[0-9a-f]{40})/(?P<path>.+)$"
+)
 
 
 class HubPathError(ValueError):
@@ -109,4 +111,3 @@ def _expand(text: str, csv_filter: Callable[[Path], bool] | None = None) -> tupl
         found = sorted(Path(p) for p in glob.glob(text, recursive=True) if os.path.isfile(p))
         return found, None if found else "glob matches no file"
     return [], "no such file or directory"
-

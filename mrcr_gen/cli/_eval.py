@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, cast
 
 import typer
 from pydantic import ValidationError
@@ -14,7 +14,16 @@ from rich.console import Console
 from .._bins import bin_by_upper
 from ..eval._report import print_report, write_report
 from ..eval._runner import EvalConfig, EvalError, EvalFatal, preflight, run_eval_async
-from ._common import EXIT_FINDINGS, TOKENIZER_HELP, CommandError, checked_tokenizer, one_line, parquet_inputs, run_app, stderr
+from ._common import (
+    EXIT_FINDINGS,
+    TOKENIZER_HELP,
+    CommandError,
+    checked_tokenizer,
+    one_line,
+    parquet_inputs,
+    run_app,
+    stderr,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -40,35 +49,86 @@ def _json_object(text: str | None, option: str) -> dict | None:
     except ValueError as exc:
         raise CommandError(f"{option}: not valid JSON ({exc})") from None
     if not isinstance(value, dict):
-        raise CommandError(f"{option}: expected a JSON object, e.g. '{{\"chat_template_kwargs\": {{\"enable_thinking\": false}}}}'")
+        raise CommandError(
+            f'{option}: expected a JSON object, e.g. \'{{"chat_template_kwargs": {{"enable_thinking": false}}}}\''
+        )
     return value
 
 
 @app.command()
 def evaluate(
-    data: list[str] = typer.Argument(..., help="MRCR parquet files (openai/mrcr schema), MRCR v2 CSV / parquet files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB."),
+    data: list[str] = typer.Argument(
+        ...,
+        help="MRCR parquet files (openai/mrcr schema), MRCR v2 CSV / parquet files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.",
+    ),
     model: str = typer.Option(..., "--model", "-m", help="Model name sent to the server."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (results.jsonl, summary.json, plot.png)."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL or OpenAI)."),
+    base_url: str | None = typer.Option(
+        None,
+        "--base-url",
+        help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL or OpenAI).",
+    ),
     concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Requests in flight at most."),
-    max_context_window: Optional[int] = typer.Option(None, "--max-context-window", min=1, help="Skip (and count) rows whose prompt has more tokens (counted with --tokenizer, the chat template or the server)."),
-    tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts prompts for --max-context-window and bins the rows."),
-    chat_template: bool = typer.Option(False, "--chat-template", help="Count the prompt as the model's chat template (from the hf: tokenizer's tokenizer_config.json) renders it."),
-    count_with_server: bool = typer.Option(False, "--count-with-server", help="Count each prompt with the server's vLLM-style /tokenize endpoint."),
+    max_context_window: int | None = typer.Option(
+        None,
+        "--max-context-window",
+        min=1,
+        help="Skip (and count) rows whose prompt has more tokens (counted with --tokenizer, the chat template or the server).",
+    ),
+    tokenizer: str = typer.Option(
+        "o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts prompts for --max-context-window and bins the rows."
+    ),
+    chat_template: bool = typer.Option(
+        False,
+        "--chat-template",
+        help="Count the prompt as the model's chat template (from the hf: tokenizer's tokenizer_config.json) renders it.",
+    ),
+    count_with_server: bool = typer.Option(
+        False, "--count-with-server", help="Count each prompt with the server's vLLM-style /tokenize endpoint."
+    ),
     needles: list[int] = typer.Option([], "--needles", "-n", help="Only rows with this needle count (repeatable)."),
-    bins: list[int] = typer.Option([], "--bin", "-b", help="Only rows of the bin with this upper edge, e.g. 65536 (repeatable)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=0, help="At most this many rows (after the filters)."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default: not sent)."),
-    max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", min=1, help="Output token limit (default: not sent)."),
-    max_tokens_field: str = typer.Option("max_completion_tokens", "--max-tokens-field", help="Request field for --max-output-tokens: max_completion_tokens or max_tokens (older servers)."),
-    reasoning_effort: Optional[str] = typer.Option(None, "--reasoning-effort", help="Sent as reasoning_effort (e.g. low, medium, high) for reasoning models."),
-    extra_body: Optional[str] = typer.Option(None, "--extra-body", help='JSON object merged into every request, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\' for vLLM.'),
-    strip_think: bool = typer.Option(False, "--strip-think", help="Grade replies with <think>...</think> removed. NOT the official score: summary.json says so."),
-    max_retries: int = typer.Option(8, "--max-retries", min=0, help="Retries per request on transport failures (429, 5xx, timeouts, connection errors, bodies that are not a chat completion)."),
+    bins: list[int] = typer.Option(
+        [], "--bin", "-b", help="Only rows of the bin with this upper edge, e.g. 65536 (repeatable)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=0, help="At most this many rows (after the filters)."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default: not sent)."),
+    max_output_tokens: int | None = typer.Option(
+        None, "--max-output-tokens", min=1, help="Output token limit (default: not sent)."
+    ),
+    max_tokens_field: str = typer.Option(
+        "max_completion_tokens",
+        "--max-tokens-field",
+        help="Request field for --max-output-tokens: max_completion_tokens or max_tokens (older servers).",
+    ),
+    reasoning_effort: str | None = typer.Option(
+        None, "--reasoning-effort", help="Sent as reasoning_effort (e.g. low, medium, high) for reasoning models."
+    ),
+    extra_body: str | None = typer.Option(
+        None,
+        "--extra-body",
+        help='JSON object merged into every request, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\' for vLLM.',
+    ),
+    strip_think: bool = typer.Option(
+        False,
+        "--strip-think",
+        help="Grade replies with <think>...</think> removed. NOT the official score: summary.json says so.",
+    ),
+    max_retries: int = typer.Option(
+        8,
+        "--max-retries",
+        min=0,
+        help="Retries per request on transport failures (429, 5xx, timeouts, connection errors, bodies that are not a chat completion).",
+    ),
     timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="Seconds per request attempt."),
-    retry_errors: bool = typer.Option(True, "--retry-errors/--no-retry-errors", help="On resume, retry rows that failed before."),
-    price_in: Optional[float] = typer.Option(None, "--price-in", min=0, help="USD per 1M prompt tokens, for the cost (default: the known price table)."),
-    price_out: Optional[float] = typer.Option(None, "--price-out", min=0, help="USD per 1M completion tokens, for the cost."),
+    retry_errors: bool = typer.Option(
+        True, "--retry-errors/--no-retry-errors", help="On resume, retry rows that failed before."
+    ),
+    price_in: float | None = typer.Option(
+        None, "--price-in", min=0, help="USD per 1M prompt tokens, for the cost (default: the known price table)."
+    ),
+    price_out: float | None = typer.Option(
+        None, "--price-out", min=0, help="USD per 1M completion tokens, for the cost."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress line and no table."),
 ) -> None:
     for upper in bins:
@@ -92,7 +152,7 @@ def evaluate(
             limit=limit,
             temperature=temperature,
             max_output_tokens=max_output_tokens,
-            max_tokens_field=max_tokens_field,
+            max_tokens_field=cast(Any, max_tokens_field),  # a str here; EvalConfig checks it is a known field
             reasoning_effort=reasoning_effort,
             extra_body=_json_object(extra_body, "--extra-body"),
             strip_think=strip_think,
@@ -113,11 +173,18 @@ def evaluate(
             too_long = preflight(config)
         except EvalError as exc:
             raise CommandError(str(exc)) from None
-        how = "the server's /tokenize" if count_with_server else f"{tokenizer}{' chat template' if chat_template else ''}"
+        how = (
+            "the server's /tokenize" if count_with_server else f"{tokenizer}{' chat template' if chat_template else ''}"
+        )
         if not quiet:
-            stderr.print(f"{len(too_long)} row(s) over --max-context-window {max_context_window} ({how}), skipped:", highlight=False)
+            stderr.print(
+                f"{len(too_long)} row(s) over --max-context-window {max_context_window} ({how}), skipped:",
+                highlight=False,
+            )
             for item in too_long:
-                stderr.print(f"  {item.file} row {item.row}: {item.prompt_tokens} tokens", highlight=False, soft_wrap=True)
+                stderr.print(
+                    f"  {item.file} row {item.row}: {item.prompt_tokens} tokens", highlight=False, soft_wrap=True
+                )
 
     counts = {"ok": 0, "error": 0, "skipped": 0}
 
@@ -181,7 +248,9 @@ def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory."
 def compare(
     run_dirs: list[Path] = typer.Argument(..., help="mrcr-eval run directories."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON (a list, one object per run)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."
+    ),
 ) -> None:
     from ..eval._compare import compare_runs, compare_table, plot_compare
 

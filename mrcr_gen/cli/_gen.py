@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -42,7 +42,9 @@ def parse_bins(values: list[str]) -> tuple:
     try:
         return tuple(bin_by_upper(int(v)) for v in dict.fromkeys(values))
     except ValueError as exc:
-        raise CommandError(f"--bin: {exc}" if "no bin" in str(exc) else f"--bin takes an upper edge or 'all', got {values}") from None
+        raise CommandError(
+            f"--bin: {exc}" if "no bin" in str(exc) else f"--bin takes an upper edge or 'all', got {values}"
+        ) from None
 
 
 def _option_error(error: ValidationError) -> str:
@@ -62,7 +64,7 @@ def parse_shard(value: str) -> tuple[int, int]:
     return index, count
 
 
-def make_writer(kind: str, seed: int, **options: object):
+def make_writer(kind: str, seed: int, **options: Any):
     """The writer for `--writer`; for pool writers, checked against the request first.
 
     options: pool, model, base_url, per_pair, concurrency, cache_dir, temperature, max_tokens,
@@ -98,14 +100,23 @@ def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, o
         raise CommandError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
     try:
         return build_pool_for_request(
-            model=options["model"], seed=seed, needles=needles, max_tokens=max_tokens, where=where,
+            model=options["model"],
+            seed=seed,
+            needles=needles,
+            max_tokens=max_tokens,
+            where=where,
             rows=int(options.get("rows") or 1),  # of the whole dataset (every shard), so shards plan alike
-            cache_dir=options.get("cache_dir"), pool_path=options.get("pool"),
-            per_pair=int(options.get("per_pair") or 1), concurrency=int(options.get("concurrency") or 16),
-            base_url=options.get("base_url"), temperature=options.get("temperature"),
+            cache_dir=options.get("cache_dir"),
+            pool_path=options.get("pool"),
+            per_pair=int(options.get("per_pair") or 1),
+            concurrency=int(options.get("concurrency") or 16),
+            base_url=options.get("base_url"),
+            temperature=options.get("temperature"),
             max_tokens_per_writing=options.get("max_tokens"),
-            price_in=options.get("price_in"), price_out=options.get("price_out"),
-            console=stderr, on_report=print_report,
+            price_in=options.get("price_in"),
+            price_out=options.get("price_out"),
+            console=stderr,
+            on_report=print_report,
         )
     except WritingsFailed as exc:
         raise CommandError(str(exc), 1) from None
@@ -116,32 +127,89 @@ def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, o
 @app.callback(invoke_without_command=True)
 def generate(
     ctx: typer.Context,
-    recipe: str = typer.Option("openai-mrcr", "--recipe", help="openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text per row, CSV or parquet)."),
-    needles: list[int] = typer.Option([], "--needles", "-n", help="Needle count (repeatable); 2, 4 and 8 are the standard ones. (default 4; mrcr-v2: 8)", show_default=False),
-    bins: Optional[list[str]] = typer.Option(None, "--bin", "-b", show_default=False, help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up to 1048576, 'all' goes on to 8388608)."),
+    recipe: str = typer.Option(
+        "openai-mrcr",
+        "--recipe",
+        help="openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text per row, CSV or parquet).",
+    ),
+    needles: list[int] = typer.Option(
+        [],
+        "--needles",
+        "-n",
+        help="Needle count (repeatable); 2, 4 and 8 are the standard ones. (default 4; mrcr-v2: 8)",
+        show_default=False,
+    ),
+    bins: list[str] | None = typer.Option(
+        None,
+        "--bin",
+        "-b",
+        show_default=False,
+        help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up to 1048576, 'all' goes on to 8388608).",
+    ),
     samples: int = typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default mrcr-data; mrcr-v2: mrcr-v2-data).", show_default=False),
-    file_format: str = typer.Option("csv", "--format", help="mrcr-v2 only: csv (the upstream layout) or parquet (the same columns)."),
-    rows_per_transcript: int = typer.Option(8, "--rows-per-transcript", min=1, help="mrcr-v2 only: rows drawn from one transcript at most (its (key, ordinal) pairs)."),
-    writer: str = typer.Option("offline", "--writer", help="Source of writings: offline, pool (--pool PATH) or openai (--model M)."),
-    pool: Optional[Path] = typer.Option(None, "--pool", help="Pool parquet file: read by --writer pool, written by --writer openai."),
-    model: Optional[str] = typer.Option(None, "--model", help="--writer openai: model name (e.g. gpt-4o)."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="--writer openai: API base URL (default $OPENAI_BASE_URL, else OpenAI)."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Output directory (default mrcr-data; mrcr-v2: mrcr-v2-data).", show_default=False
+    ),
+    file_format: str = typer.Option(
+        "csv", "--format", help="mrcr-v2 only: csv (the upstream layout) or parquet (the same columns)."
+    ),
+    rows_per_transcript: int = typer.Option(
+        8,
+        "--rows-per-transcript",
+        min=1,
+        help="mrcr-v2 only: rows drawn from one transcript at most (its (key, ordinal) pairs).",
+    ),
+    writer: str = typer.Option(
+        "offline", "--writer", help="Source of writings: offline, pool (--pool PATH) or openai (--model M)."
+    ),
+    pool: Path | None = typer.Option(
+        None, "--pool", help="Pool parquet file: read by --writer pool, written by --writer openai."
+    ),
+    model: str | None = typer.Option(None, "--model", help="--writer openai: model name (e.g. gpt-4o)."),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="--writer openai: API base URL (default $OPENAI_BASE_URL, else OpenAI)."
+    ),
     per_pair: int = typer.Option(1, "--per-pair", min=1, help="--writer openai: writings per distractor ask."),
     concurrency: int = typer.Option(16, "--concurrency", min=1, help="--writer openai: requests in flight at most."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="--writer openai: writing cache (default ~/.cache/mrcr-gen)."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="--writer openai: sampling temperature."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="--writer openai: max_tokens per writing."),
-    price_in: Optional[float] = typer.Option(None, "--price-in", help="--writer openai: USD per 1M prompt tokens (cost estimate)."),
-    price_out: Optional[float] = typer.Option(None, "--price-out", help="--writer openai: USD per 1M completion tokens."),
-    tokens: Optional[int] = typer.Option(None, "--tokens", help="Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every row lies in a bin). Not with --bin."),
-    shard: str = typer.Option("1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."),
-    rows_per_file: int = typer.Option(400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="--writer openai: writing cache (default ~/.cache/mrcr-gen)."
+    ),
+    temperature: float | None = typer.Option(None, "--temperature", help="--writer openai: sampling temperature."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="--writer openai: max_tokens per writing."),
+    price_in: float | None = typer.Option(
+        None, "--price-in", help="--writer openai: USD per 1M prompt tokens (cost estimate)."
+    ),
+    price_out: float | None = typer.Option(None, "--price-out", help="--writer openai: USD per 1M completion tokens."),
+    tokens: int | None = typer.Option(
+        None,
+        "--tokens",
+        help="Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every row lies in a bin). Not with --bin.",
+    ),
+    shard: str = typer.Option(
+        "1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."
+    ),
+    rows_per_file: int = typer.Option(
+        400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."
+    ),
     date_added: str = typer.Option(DEFAULT_DATE_ADDED, "--date-added", help="date_added column (MM-DD-YYYY)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every value."),
-    engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip install 'mrcr-gen[ray]'); --out must then be on a filesystem every node sees."),
-    address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        "-w",
+        min=1,
+        help="Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every value.",
+    ),
+    engine: str = typer.Option(
+        "local",
+        "--engine",
+        help="local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip install 'mrcr-gen[ray]'); --out must then be on a filesystem every node sees.",
+    ),
+    address: str | None = typer.Option(
+        None,
+        "--address",
+        help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores).",
+    ),
     tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Rows are binned by its count."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
@@ -152,9 +220,22 @@ def generate(
         from ._gen_v2 import generate_v2_command
 
         return generate_v2_command(
-            needles=needles, bins=bins or [], tokens=tokens, samples=samples, seed=seed, out=out, file_format=file_format,
-            rows_per_transcript=rows_per_transcript, shard=parse_shard(shard), writer=writer, model=model,
-            base_url=base_url, concurrency=concurrency, cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens,
+            needles=needles,
+            bins=bins or [],
+            tokens=tokens,
+            samples=samples,
+            seed=seed,
+            out=out,
+            file_format=file_format,
+            rows_per_transcript=rows_per_transcript,
+            shard=parse_shard(shard),
+            writer=writer,
+            model=model,
+            base_url=base_url,
+            concurrency=concurrency,
+            cache_dir=cache_dir,
+            temperature=temperature,
+            max_tokens=max_tokens,
             tokenizer=checked_tokenizer(tokenizer),
         )
     if recipe != "openai-mrcr":
@@ -177,17 +258,38 @@ def generate(
         raise CommandError(_option_error(exc)) from None
     total = sum(len(f.rows) for f in config.shard_plan())
     chosen_writer = make_writer(
-        writer, seed, pool=pool, model=model, base_url=base_url, per_pair=per_pair, concurrency=concurrency,
-        cache_dir=cache_dir, temperature=temperature, max_tokens=max_tokens, price_in=price_in, price_out=price_out,
-        needles=config.needles, bins=config.bins, tokens=config.tokens, rows=sum(len(f.rows) for f in config.plan()),
+        writer,
+        seed,
+        pool=pool,
+        model=model,
+        base_url=base_url,
+        per_pair=per_pair,
+        concurrency=concurrency,
+        cache_dir=cache_dir,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        price_in=price_in,
+        price_out=price_out,
+        needles=config.needles,
+        bins=config.bins,
+        tokens=config.tokens,
+        rows=sum(len(f.rows) for f in config.plan()),
         tokenizer=config.tokenizer,
     )
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
     runner = open_engine(engine, workers, address, preload=WORKER_PRELOAD)
-    with runner, Progress(
-        TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-        console=stderr, transient=False,
-    ) as progress:
+    with (
+        runner,
+        Progress(
+            TextColumn("[bold]generating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=stderr,
+            transient=False,
+        ) as progress,
+    ):
         task = progress.add_task("rows", total=total)
         try:
             result = generate_dataset(

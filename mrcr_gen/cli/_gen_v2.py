@@ -32,7 +32,9 @@ def _buckets(values: list[str]):
     try:
         return tuple(v2_bucket(int(v)) for v in dict.fromkeys(values))
     except ValueError as exc:
-        raise CommandError(f"--bin: {exc}" if "no MRCR v2 bucket" in str(exc) else f"--bin takes an upper edge or 'all', got {values}") from None
+        raise CommandError(
+            f"--bin: {exc}" if "no MRCR v2 bucket" in str(exc) else f"--bin takes an upper edge or 'all', got {values}"
+        ) from None
 
 
 def _writer(kind: str, seed: int, tokenizer: str, **options):
@@ -48,9 +50,13 @@ def _writer(kind: str, seed: int, tokenizer: str, **options):
     from ..v2._llm import V2OpenAIWriter, WritingsFailed
 
     writer = V2OpenAIWriter(
-        options["model"], base_url=options.get("base_url"), cache_dir=options.get("cache_dir"),
-        concurrency=options.get("concurrency") or 16, temperature=options.get("temperature"),
-        max_tokens=options.get("max_tokens"), tokenizer=tokenizer,
+        options["model"],
+        base_url=options.get("base_url"),
+        cache_dir=options.get("cache_dir"),
+        concurrency=options.get("concurrency") or 16,
+        temperature=options.get("temperature"),
+        max_tokens=options.get("max_tokens"),
+        tokenizer=tokenizer,
     )
     keys = writer.catalog_keys()
     stderr.print(f"requesting the catalog's {len(keys)} writings from {options['model']} (cached ones are reused)")
@@ -64,14 +70,33 @@ def _writer(kind: str, seed: int, tokenizer: str, **options):
 
 
 def generate_v2_command(
-    *, needles, bins, tokens, samples, seed, out, file_format, rows_per_transcript, shard, writer, tokenizer="o200k_base", **options
+    *,
+    needles,
+    bins,
+    tokens,
+    samples,
+    seed,
+    out,
+    file_format,
+    rows_per_transcript,
+    shard,
+    writer,
+    tokenizer="o200k_base",
+    **options,
 ) -> None:
     from ..v2._generate import V2Config, generate_v2
 
     try:
         config = V2Config(
-            needles=tuple(needles or [8]), buckets=_buckets(bins), tokens=tokens, samples=samples, seed=seed,
-            out=out or Path("mrcr-v2-data"), format=file_format, rows_per_transcript=rows_per_transcript, shard=shard,
+            needles=tuple(needles or [8]),
+            buckets=_buckets(bins),
+            tokens=tokens,
+            samples=samples,
+            seed=seed,
+            out=out or Path("mrcr-v2-data"),
+            format=file_format,
+            rows_per_transcript=rows_per_transcript,
+            shard=shard,
             tokenizer_spec=tokenizer,
         )
     except ValidationError as exc:
@@ -82,14 +107,21 @@ def generate_v2_command(
     total = samples * len(config.shard_files())
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
     with Progress(
-        TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+        TextColumn("[bold]generating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=stderr,
     ) as progress:
         task = progress.add_task("rows", total=total)
         try:
             summaries = generate_v2(
-                config, chosen, command=command,
-                on_row=lambda _: progress.advance(task), on_reused=lambda rows: progress.advance(task, rows),
+                config,
+                chosen,
+                command=command,
+                on_row=lambda _: progress.advance(task),
+                on_reused=lambda rows: progress.advance(task, rows),
             )
         except AssemblyError as exc:
             raise CommandError(str(exc)) from None

@@ -39,7 +39,10 @@ def _table(result: dict) -> Table:
 
 @app.command()
 def grade(
-    data: str = typer.Argument(..., help="MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or a folder, glob or hf://datasets/ORG/NAME[@REV]/PATH naming one such file."),
+    data: str = typer.Argument(
+        ...,
+        help="MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or a folder, glob or hf://datasets/ORG/NAME[@REV]/PATH naming one such file.",
+    ),
     responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
@@ -53,7 +56,7 @@ def grade(
         if not path.is_file():
             raise CommandError(f"file not found: {path}")
     if is_v2_file(data):
-        return _grade_v2(data, responses, as_json, allow_missing)
+        return _grade_v2(Path(data), responses, as_json, allow_missing)
     try:
         result = grade_responses(data, responses, allow_missing=allow_missing)
     except (ResponsesError, FileError) as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,7 +20,9 @@ pool_app = typer.Typer(
 
 @pool_app.command("harvest")
 def harvest_command(
-    inputs: list[str] = typer.Argument(..., help="MRCR parquet files (generated or the official openai/mrcr ones), directories or globs."),
+    inputs: list[str] = typer.Argument(
+        ..., help="MRCR parquet files (generated or the official openai/mrcr ones), directories or globs."
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write (the catalog goes beside it)."),
     tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts every writing."),
 ) -> None:
@@ -30,7 +31,9 @@ def harvest_command(
 
     checked_tokenizer(tokenizer)
     files = parquet_inputs(inputs)
-    with Progress(TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn(), console=stderr) as bar:
+    with Progress(
+        TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn(), console=stderr
+    ) as bar:
         task = bar.add_task("rows", total=None)
         try:
             report = harvest(files, out, on_row=lambda: bar.advance(task), tokenizer=tokenizer)
@@ -52,21 +55,45 @@ def build_command(
     writer: str = typer.Option("openai", "--writer", help="Who writes: openai (any OpenAI-compatible endpoint)."),
     model: str = typer.Option(..., "--model", "-m", help="Model name, e.g. gpt-4o or the name vLLM serves."),
     out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="API base URL (default: $OPENAI_BASE_URL, else OpenAI)."),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="API base URL (default: $OPENAI_BASE_URL, else OpenAI)."
+    ),
     per_pair: int = typer.Option(1, "--per-pair", "-k", min=1, help="Writings per (format, entity) ask."),
-    needle_asks: int = typer.Option(32, "--needle-asks", min=0, help="Asks that get --needle-variants writings, so they can be needles."),
-    needle_variants: int = typer.Option(8, "--needle-variants", min=1, help="Writings for each needle ask (the largest needle count you need)."),
+    needle_asks: int = typer.Option(
+        32, "--needle-asks", min=0, help="Asks that get --needle-variants writings, so they can be needles."
+    ),
+    needle_variants: int = typer.Option(
+        8, "--needle-variants", min=1, help="Writings for each needle ask (the largest needle count you need)."
+    ),
     concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Requests in flight at most."),
-    entities: Optional[int] = typer.Option(None, "--entities", min=1, help="Use a seeded sample of N catalog entities (default: all)."),
-    formats: list[str] = typer.Option([], "--formats", "--format", help="Formats to use (repeatable or comma-separated; default: all)."),
+    entities: int | None = typer.Option(
+        None, "--entities", min=1, help="Use a seeded sample of N catalog entities (default: all)."
+    ),
+    formats: list[str] = typer.Option(
+        [], "--formats", "--format", help="Formats to use (repeatable or comma-separated; default: all)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the entity sample and of which asks become needle asks."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default: the server's)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per writing (default: the server's)."),
-    max_tokens_field: str = typer.Option("max_tokens", "--max-tokens-field", help="Request field for --max-tokens: max_tokens (default, what older caches were keyed with) or max_completion_tokens (OpenAI reasoning models)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Writing cache (default: $MRCR_GEN_CACHE or ~/.cache/mrcr-gen)."),
-    price_in: Optional[float] = typer.Option(None, "--price-in", help="USD per 1M prompt tokens, for the cost estimate."),
-    price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens, for the cost estimate."),
-    timeout: float = typer.Option(600.0, "--timeout", min=0.1, help="Seconds before one request times out (then it is retried)."),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="Sampling temperature (default: the server's)."
+    ),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="max_tokens per writing (default: the server's)."
+    ),
+    max_tokens_field: str = typer.Option(
+        "max_tokens",
+        "--max-tokens-field",
+        help="Request field for --max-tokens: max_tokens (default, what older caches were keyed with) or max_completion_tokens (OpenAI reasoning models).",
+    ),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="Writing cache (default: $MRCR_GEN_CACHE or ~/.cache/mrcr-gen)."
+    ),
+    price_in: float | None = typer.Option(None, "--price-in", help="USD per 1M prompt tokens, for the cost estimate."),
+    price_out: float | None = typer.Option(
+        None, "--price-out", help="USD per 1M completion tokens, for the cost estimate."
+    ),
+    timeout: float = typer.Option(
+        600.0, "--timeout", min=0.1, help="Seconds before one request times out (then it is retried)."
+    ),
 ) -> None:
     """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`."""
     if writer != "openai":
@@ -106,8 +133,21 @@ def build_command(
         raise CommandError(f"{len(report.failed)} writings failed (see above); the pool has the others", EXIT_FINDINGS)
 
 
-def run_build(*, model, plan, concurrency, base_url, out, cache_dir, temperature, max_tokens, price_in, price_out, timeout=600.0,
-              max_tokens_field="max_tokens"):
+def run_build(
+    *,
+    model,
+    plan,
+    concurrency,
+    base_url,
+    out,
+    cache_dir,
+    temperature,
+    max_tokens,
+    price_in,
+    price_out,
+    timeout=600.0,
+    max_tokens_field="max_tokens",
+):
     """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
     from ..pool._llm import BuildError, _params, build_pool_openai, price_for
     from ..pool._pool import PoolError

@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -78,7 +78,9 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
             checks.add_row(name, str(errors.get(name, 0)), str(warnings.get(name, 0)))
         console.print(checks)
     if s.by_bin:
-        needles = sorted({n for counts in s.by_bin.values() for n in counts}, key=lambda n: (not n.isdigit(), n.zfill(6)))
+        needles = sorted(
+            {n for counts in s.by_bin.values() for n in counts}, key=lambda n: (not n.isdigit(), n.zfill(6))
+        )
         bins = Table(title="rows per token bin x needles")
         bins.add_column("bin")
         for n in needles:
@@ -105,7 +107,14 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
     if not result.files:
         return
     table = Table(title=f"{verb}: rows per file")
-    for column, justify in (("input", "left"), ("output", "left"), ("kept", "right"), ("fixed", "right"), ("dropped", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("input", "left"),
+        ("output", "left"),
+        ("kept", "right"),
+        ("fixed", "right"),
+        ("dropped", "right"),
+    )
+    for column, justify in columns:
         table.add_column(column, justify=justify, overflow="fold")
     for f in result.files:
         table.add_row(f.input, f.output or "[red]not written", str(f.kept), str(f.fixed), str(f.dropped))
@@ -118,18 +127,57 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
 
 @app.command()
 def validate(
-    paths: list[str] = typer.Argument(..., help="Parquet files, MRCR v2 CSV files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.", show_default=False),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. Findings are identical for every value."),
-    engine: str = typer.Option("local", "--engine", help="local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install 'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees."),
-    address: Optional[str] = typer.Option(None, "--address", help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores)."),
+    paths: list[str] = typer.Argument(
+        ...,
+        help="Parquet files, MRCR v2 CSV files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.",
+        show_default=False,
+    ),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        "-w",
+        min=1,
+        help="Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. Findings are identical for every value.",
+    ),
+    engine: str = typer.Option(
+        "local",
+        "--engine",
+        help="local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install 'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees.",
+    ),
+    address: str | None = typer.Option(
+        None,
+        "--address",
+        help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores).",
+    ),
     tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount tokens to check the bins (the slow part)."),
-    json_out: Optional[str] = typer.Option(None, "--json", metavar="FILE", help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone)."),
-    clean: Optional[Path] = typer.Option(None, "--clean", metavar="OUT", help="Write the rows with no error to OUT: a file for one input file, else a folder with one file per input (its own columns, its path below the inputs' common folder). Atomic; every dropped row is listed."),
-    fix: Optional[Path] = typer.Option(None, "--fix", metavar="OUT", help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten."),
-    strict: bool = typer.Option(False, "--strict", help="Count warnings as errors: exit code 1, and --clean/--fix drop their rows."),
-    max_findings: int = typer.Option(50, "--max-findings", min=0, help="Findings shown in the table (all of them go to --json)."),
+    json_out: str | None = typer.Option(
+        None,
+        "--json",
+        metavar="FILE",
+        help="Write the report as JSON to FILE ('-' for stdout: stdout then holds the JSON alone).",
+    ),
+    clean: Path | None = typer.Option(
+        None,
+        "--clean",
+        metavar="OUT",
+        help="Write the rows with no error to OUT: a file for one input file, else a folder with one file per input (its own columns, its path below the inputs' common folder). Atomic; every dropped row is listed.",
+    ),
+    fix: Path | None = typer.Option(
+        None,
+        "--fix",
+        metavar="OUT",
+        help="Like --clean, plus rows whose ground truth is recoverable from the prompt, rewritten.",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Count warnings as errors: exit code 1, and --clean/--fix drop their rows."
+    ),
+    max_findings: int = typer.Option(
+        50, "--max-findings", min=0, help="Findings shown in the table (all of them go to --json)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables, only the exit code, error lines and --json."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"
+    ),
 ) -> int:
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output")
@@ -142,9 +190,9 @@ def validate(
     out = clean or fix
 
     with runner if runner is not None else nullcontext(), _progress(errors) as progress:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
-        def advance(file: str, done: int, total: int) -> None:
+        def advance(file: str, done: int, total: int | None) -> None:
             if file not in tasks:
                 tasks[file] = progress.add_task(Path(file).name, total=total)
             progress.advance(tasks[file], done)
@@ -177,12 +225,23 @@ def validate(
             report = result.report
         else:
             report = validate_paths(
-                paths, tokens=tokens, workers=workers, engine=runner, progress=advance, strict=strict, tokenizer=tokenizer
+                paths,
+                tokens=tokens,
+                workers=workers,
+                engine=runner,
+                progress=advance,
+                strict=strict,
+                tokenizer=tokenizer,
             )
         if v2_files:
             try:
                 v2_result = validate_v2_paths(
-                    v2_files, tokens=tokens, threads=workers or default_workers(), strict=strict, progress=advance, clean=clean,
+                    v2_files,
+                    tokens=tokens,
+                    threads=workers or default_workers(),
+                    strict=strict,
+                    progress=advance,
+                    clean=clean,
                     tokenizer=tokenizer,
                     on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
                 )

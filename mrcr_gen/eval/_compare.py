@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from .._bins import bin_sort_key
 from ._report import _fmt, _short_bin, finish_bin_plot, summarize
 
 
-def compare_runs(run_dirs: list[str | os.PathLike]) -> list[dict[str, Any]]:
+def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
     """One entry per run: model, rows, mean, AUCs, per-bin means, errors, cost, completeness."""
     entries = []
     for run_dir in run_dirs:

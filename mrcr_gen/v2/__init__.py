@@ -14,8 +14,23 @@ _NAMES = {
     "_offline": ["V2OfflineWriter", "compose_v2_writing"],
     "_assembler": ["Transcript", "V2Assembler", "counts_add_up"],
     "_rows": ["V2_COLUMNS", "V2_SCHEMA", "V2FileWriter", "V2Row", "is_v2_file", "iter_records", "iter_v2_rows"],
-    "_generate": ["DEFAULT_V2_BUCKETS", "V2_BUCKETS", "V2Config", "bucket_rows", "generate_v2", "v2_bucket", "v2_bucket_for"],
-    "_checks": ["check_v2_record", "expand_inputs", "merge_reports", "transcript_id", "validate_v2_file", "validate_v2_paths"],
+    "_generate": [
+        "DEFAULT_V2_BUCKETS",
+        "V2_BUCKETS",
+        "V2Config",
+        "bucket_rows",
+        "generate_v2",
+        "v2_bucket",
+        "v2_bucket_for",
+    ],
+    "_checks": [
+        "check_v2_record",
+        "expand_inputs",
+        "merge_reports",
+        "transcript_id",
+        "validate_v2_file",
+        "validate_v2_paths",
+    ],
     "_grade": ["grade_v2", "grade_v2_lenient"],
     "_eval": ["grade_v2_responses", "read_v2_items", "row_floors", "v2_report"],
     "_llm": ["V2OpenAIWriter"],
@@ -31,4 +46,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = [name for name in sorted(_LAZY)]
+__all__ = sorted(_LAZY)

@@ -22,6 +22,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol
 
 from .._assembler import AssemblyError
 from .._models import Writing
@@ -159,11 +160,19 @@ class Transcript:
         )
 
 
+class V2Writer(Protocol):
+    """What the assembler needs of a v2 writer (offline or LLM)."""
+
+    variants_per_key: int
+
+    def writings(self, keys: Sequence[tuple[V2Key, int]]) -> list[Writing]: ...
+
+
 @dataclass
 class V2Assembler:
     """Builds transcripts from a v2 writer; reuse one instance so token counts are shared."""
 
-    writer: object
+    writer: V2Writer
     catalog: V2Catalog
     tokenizer: str = DEFAULT_TOKENIZER
     _turns: dict[tuple[V2Key, int], Turn] = field(default_factory=dict)
@@ -176,8 +185,10 @@ class V2Assembler:
         missing = list(dict.fromkeys(k for k in keys if k not in self._turns))
         if missing:
             writings = self.writer.writings(missing)
-            texts = [turn_text(key.ask, w.text) for (key, _), w in zip(missing, writings)]
-            for (key, variant), writing, text, n in zip(missing, writings, texts, count_tokens_batch(texts, tokenizer=self.tokenizer)):
+            texts = [turn_text(key.ask, w.text) for (key, _), w in zip(missing, writings, strict=True)]
+            for (key, variant), writing, text, n in zip(
+                missing, writings, texts, count_tokens_batch(texts, tokenizer=self.tokenizer), strict=True
+            ):
                 self._turns[(key, variant)] = Turn(key, variant, text, n, writing)
         return [self._turns[k] for k in keys]
 
@@ -195,8 +206,15 @@ class V2Assembler:
             turns = "".join(turn_text(key.ask, w.text) for key, w in pairs)
             examples.append(turns + query_text(secret, ordinal, *target_key) + " " + secret + target.text)
         return (
-            HEADER + "\n" + example_open(1) + examples[0] + example_close(1)
-            + example_open(2) + examples[1] + example_close(2) + TRANSCRIPT_OPEN
+            HEADER
+            + "\n"
+            + example_open(1)
+            + examples[0]
+            + example_close(1)
+            + example_open(2)
+            + examples[1]
+            + example_close(2)
+            + TRANSCRIPT_OPEN
         )
 
     def build(self, *, n_needles: int, target: int, lowest: int, seed: int) -> Transcript:
@@ -238,7 +256,9 @@ class V2Assembler:
             secret = random_hash(rng)
             while secret in hashes.values():
                 secret = random_hash(rng)
-            counts = count_tokens_batch([query_text(secret, k, *key) for k in range(1, n_needles + 1)], tokenizer=self.tokenizer)
+            counts = count_tokens_batch(
+                [query_text(secret, k, *key) for k in range(1, n_needles + 1)], tokenizer=self.tokenizer
+            )
             cost = sum(t.tokens for t in turns)
             need = used + cost + max(longest_query, *counts)
             if need > budget:
@@ -268,8 +288,14 @@ class V2Assembler:
         turns = [next(needle_iter) if i in slots else next(filler_iter) for i in range(total)]
 
         transcript = Transcript(
-            fewshot=fewshot, fewshot_tokens=fewshot_tokens, turns=turns, n_needles=n_needles,
-            hashes=hashes, query_tokens=query_tokens, target=target, tokenizer=self.tokenizer,
+            fewshot=fewshot,
+            fewshot_tokens=fewshot_tokens,
+            turns=turns,
+            n_needles=n_needles,
+            hashes=hashes,
+            query_tokens=query_tokens,
+            target=target,
+            tokenizer=self.tokenizer,
         )
         if any(secret in transcript.text for secret in hashes.values()):
             return None  # vanishingly rare: a hash that occurs in the text; draw again
@@ -300,4 +326,6 @@ def counts_add_up(transcript: Transcript) -> bool:
     """Whether one row counted whole equals the added counts of the few-shot block, every turn and
     its query: the tokenizer splits at each of those seams for this transcript."""
     key, ordinal = transcript.pairs()[0]
-    return count_tokens(transcript.text + transcript.query(key, ordinal), transcript.tokenizer) == transcript.parts_len(key, ordinal)
+    return count_tokens(transcript.text + transcript.query(key, ordinal), transcript.tokenizer) == transcript.parts_len(
+        key, ordinal
+    )

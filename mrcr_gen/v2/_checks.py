@@ -42,6 +42,7 @@ from ..validate._findings import (
     Finding,
     ReportBuilder,
     RowResult,
+    Severity,
     ValidationReport,
 )
 from ..validate._provenance import dataset_tokenizer
@@ -58,7 +59,7 @@ from ._rows import (
 )
 from ._text import HASH_PATTERN, parse_query, split_transcript
 
-ProgressCallback = Callable[[str, int, int], None]
+ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)
 
 
 def transcript_id(transcript: str) -> str:
@@ -115,7 +116,9 @@ class V2FileState:
             return self._current
         split = split_transcript(text)
         if split is None:
-            state = _Transcript(tid, None, "the few-shot block's closing marker '======== EXAMPLE 3 ========' is missing")
+            state = _Transcript(
+                tid, None, "the few-shot block's closing marker '======== EXAMPLE 3 ========' is missing"
+            )
         else:
             body_start, turns = split
             problem = None
@@ -126,7 +129,11 @@ class V2FileState:
             state = _Transcript(tid, turns, problem, text)
             if self.count and problem is None:
                 parts = [text[t.start : t.end] for t in turns]
-                counts = count_tokens_batch(parts, self.threads, self.tokenizer) if self.threads > 1 else list(map(self.counter, parts))
+                counts = (
+                    count_tokens_batch(parts, self.threads, self.tokenizer)
+                    if self.threads > 1
+                    else list(map(self.counter, parts))
+                )
                 at = self.count_whole(text[:body_start])
                 state.starts = [at]
                 for n in counts:
@@ -136,7 +143,7 @@ class V2FileState:
         return state
 
 
-def _finding(file: str, row: int, check: str, message: str, severity: str = "error") -> Finding:
+def _finding(file: str, row: int, check: str, message: str, severity: Severity = "error") -> Finding:
     return Finding(file=file, row=row, check=check, severity=severity, message=message)
 
 
@@ -145,7 +152,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     file = state.file
     findings: list[Finding] = []
 
-    def add(check: str, message: str, severity: str = "error") -> None:
+    def add(check: str, message: str, severity: Severity = "error") -> None:
         findings.append(_finding(file, row, check, message, severity))
 
     try:
@@ -202,7 +209,10 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
 
     # --- positions -----------------------------------------------------------------------------
     if list(rec.get("index_positions_of_seeds", ())) != indices:
-        add("positions", f"index_positions_of_seeds is {list(rec.get('index_positions_of_seeds', ()))[:12]}, the key's turns are {indices[:12]}")
+        add(
+            "positions",
+            f"index_positions_of_seeds is {list(rec.get('index_positions_of_seeds', ()))[:12]}, the key's turns are {indices[:12]}",
+        )
 
     # --- token counts --------------------------------------------------------------------------
     n_tokens = None
@@ -221,20 +231,33 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
             if rec.get("context_len") != n_tokens:
                 add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
             if target is not None and rec.get("answer_token_count") != (expected := state.count_whole(target)):
-                add("answer_token_count", f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens")
+                add(
+                    "answer_token_count",
+                    f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens",
+                )
             spans = [(state.offset(transcript, i), state.offset(transcript, i + 1)) for i in indices]
             if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
                 add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
-            if target is not None and len(spans) >= query.ordinal and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]:
-                add("positions", f"answer_context_position is {rec.get('answer_context_position')}, expected {spans[query.ordinal - 1]}")
+            if (
+                target is not None
+                and len(spans) >= query.ordinal
+                and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]
+            ):
+                add(
+                    "positions",
+                    f"answer_context_position is {rec.get('answer_context_position')}, expected {spans[query.ordinal - 1]}",
+                )
         found = v2_bucket_for(n_tokens)
         bucket = found.label if found is not None else OUT_OF_RANGE
         if found is None:
             add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
         elif state.generated is not None and n_tokens not in state.generated[0]:
             _, label, counted_by = state.generated
-            add("token_bin", f"generated for {label} ({counted_by} tokens, says its .build.json), but queries recounts "
-                f"to {n_tokens} {state.tokenizer} tokens (bucket {bucket})")
+            add(
+                "token_bin",
+                f"generated for {label} ({counted_by} tokens, says its .build.json), but queries recounts "
+                f"to {n_tokens} {state.tokenizer} tokens (bucket {bucket})",
+            )
     return RowResult(row=row, findings=tuple(findings), n_tokens=n_tokens, bin=bucket, n_needles=n_needles)
 
 
@@ -261,16 +284,28 @@ def _file_tokenizer(path: str | os.PathLike, option: str | None, builder: Report
     try:
         load_tokenizer(spec)
     except TokenizerError as exc:
-        builder.add_finding(Finding(file=file, row=None, check="token_bin", severity="error",
-                                    message=f"tokens not recounted: the tokenizer cannot be loaded ({exc}); pass --tokenizer"))
+        builder.add_finding(
+            Finding(
+                file=file,
+                row=None,
+                check="token_bin",
+                severity="error",
+                message=f"tokens not recounted: the tokenizer cannot be loaded ({exc}); pass --tokenizer",
+            )
+        )
         return {"count": False}
     builder.add_source(file, spec, hub_source(path))
     compare = recorded is None or spec == recorded
     if not compare:
-        builder.add_finding(Finding(
-            file=file, row=None, check="context_len", severity="warning",
-            message=f"the file's counts are {recorded} tokens; recounted with {spec}, only the buckets are checked",
-        ))
+        builder.add_finding(
+            Finding(
+                file=file,
+                row=None,
+                check="context_len",
+                severity="warning",
+                message=f"the file's counts are {recorded} tokens; recounted with {spec}, only the buckets are checked",
+            )
+        )
     return {"tokenizer": spec, "compare_counts": compare, "generated": generated}
 
 
@@ -305,7 +340,9 @@ def validate_v2_file(
     builder.add_file(file)
     columns = file_columns(path)
     if columns is None:
-        builder.add_finding(Finding(file=file, row=None, check="file", severity="error", message="cannot read as CSV or parquet"))
+        builder.add_finding(
+            Finding(file=file, row=None, check="file", severity="error", message="cannot read as CSV or parquet")
+        )
         return
     schema = _schema_findings(file, columns)
     for finding in schema:
@@ -326,11 +363,16 @@ def validate_v2_file(
                 drop(row, result)
             if progress is not None:
                 progress(file, 1, None)
-    except Exception as exc:  # noqa: BLE001 - a torn file: reported, never a traceback
+    except Exception as exc:
         lines = str(exc).strip().splitlines()
         builder.add_finding(
-            Finding(file=file, row=None, check="file", severity="error",
-                    message=f"reading stopped at row {row + 1}: {type(exc).__name__}: {lines[0] if lines else ''}")
+            Finding(
+                file=file,
+                row=None,
+                check="file",
+                severity="error",
+                message=f"reading stopped at row {row + 1}: {type(exc).__name__}: {lines[0] if lines else ''}",
+            )
         )
 
 
@@ -364,9 +406,9 @@ def validate_v2_paths(
     builder = ReportBuilder(strict=strict)
     paths = [Path(f) for f in files]
     targets = output_paths(paths, Path(clean)) if clean is not None else {}
-    for path, target in targets.items():
-        if target.resolve() == path.resolve():
-            raise ValueError(f"output {target} is one of the inputs; the input is never modified")
+    for path, output in targets.items():
+        if output.resolve() == path.resolve():
+            raise ValueError(f"output {output} is one of the inputs; the input is never modified")
     repairs = []
     for path in paths:
         target = targets.get(path)
@@ -382,8 +424,16 @@ def validate_v2_paths(
                 on_change(f"{path}: row {row}: dropped ({', '.join(sorted({f.check for f in result.findings}))})")
 
         with V2FileWriter(target, "csv" if suffix == ".csv" else "parquet") as writer:
-            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress, tokenizer=tokenizer,
-                             keep=writer.write, drop=drop)
+            validate_v2_file(
+                path,
+                builder,
+                tokens=tokens,
+                threads=threads,
+                progress=progress,
+                tokenizer=tokenizer,
+                keep=writer.write,
+                drop=drop,
+            )
         repair.kept = writer.rows
         repairs.append(repair)
     return RepairResult(report=builder.build(), output=str(clean or ""), files=repairs)

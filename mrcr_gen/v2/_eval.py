@@ -32,6 +32,7 @@ UP_TO_128K = 131072
 AT_1M = (524288, 1048576)
 DEFAULT_WRITING_SAMPLES = 16
 
+
 def row_digest(queries: Any, answer: Any) -> str:
     """sha256 over what the grade depends on: the text sent and the answer."""
     digest = hashlib.sha256()
@@ -76,7 +77,12 @@ def read_v2_items(
 
 
 def make_v2_item(
-    source: str, index: int, record: dict, digest: str, transcript_tokens: dict[str, int], tokenizer_spec: str = "o200k_base"
+    source: str,
+    index: int,
+    record: dict,
+    digest: str,
+    transcript_tokens: dict[str, int],
+    tokenizer_spec: str = "o200k_base",
 ) -> EvalItem:
     """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check).
     With another tokenizer than o200k, whose splits at turn seams are not known, each row is
@@ -87,7 +93,9 @@ def make_v2_item(
     except ValueError as exc:
         return EvalItem(**base, error=ItemError(check="v2_row", message=str(exc)))
     queries, answer, view_ops = rec.get("queries"), rec.get("answer"), rec.get("view_ops")
-    if not (isinstance(queries, str) and isinstance(answer, str) and isinstance(view_ops, str)) or not queries.endswith(view_ops):
+    if not (isinstance(queries, str) and isinstance(answer, str) and isinstance(view_ops, str)) or not queries.endswith(
+        view_ops
+    ):
         return EvalItem(**base, error=ItemError(check="view_ops", message="view_ops is not the tail of queries"))
     query = parse_query(view_ops)
     if query is None or not HASH_PATTERN.fullmatch(query.hash):
@@ -174,15 +182,21 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
         buckets: dict[int, list[dict]] = defaultdict(list)
         for tokens, record in rows:
             buckets[bucket_upper(tokens)].append(record)
-        cells = [
+        cells: list[dict[str, Any]] = [
             {
                 "bucket": f"({upper // 2}, {upper}]",
                 "bucket_upper": upper,
                 "count": len(members),
                 "mean_score": _mean([m["score"] for m in members]),
-                "mean_score_lenient": _mean([m["score_lenient"] for m in members if m.get("score_lenient") is not None]),
-                "floor_random_needle": _mean([m["floor_random_needle"] for m in members if m.get("floor_random_needle") is not None]),
-                "floor_random_writing": _mean([m["floor_random_writing"] for m in members if m.get("floor_random_writing") is not None]),
+                "mean_score_lenient": _mean(
+                    [m["score_lenient"] for m in members if m.get("score_lenient") is not None]
+                ),
+                "floor_random_needle": _mean(
+                    [m["floor_random_needle"] for m in members if m.get("floor_random_needle") is not None]
+                ),
+                "floor_random_writing": _mean(
+                    [m["floor_random_writing"] for m in members if m.get("floor_random_writing") is not None]
+                ),
             }
             for upper, members in sorted(buckets.items())
         ]
@@ -197,10 +211,19 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
                 "up_to_128k_count": len(up_to),
                 "at_1m": _mean(at_1m),
                 "at_1m_count": len(at_1m),
-                **{k: v for k, v in auc_fields({c["bucket_upper"]: c["mean_score"] for c in cells}, max_context_window).items()
-                   if k.startswith("auc")},
-                "floor_random_needle": _mean([r["floor_random_needle"] for _, r in rows if r.get("floor_random_needle") is not None]),
-                "floor_random_writing": _mean([r["floor_random_writing"] for _, r in rows if r.get("floor_random_writing") is not None]),
+                **{
+                    k: v
+                    for k, v in auc_fields(
+                        {c["bucket_upper"]: c["mean_score"] for c in cells}, max_context_window
+                    ).items()
+                    if k.startswith("auc")
+                },
+                "floor_random_needle": _mean(
+                    [r["floor_random_needle"] for _, r in rows if r.get("floor_random_needle") is not None]
+                ),
+                "floor_random_writing": _mean(
+                    [r["floor_random_writing"] for _, r in rows if r.get("floor_random_writing") is not None]
+                ),
                 "buckets": cells,
             }
         )
@@ -215,7 +238,9 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
     }
 
 
-def grade_v2_responses(data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False) -> dict[str, Any]:
+def grade_v2_responses(
+    data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False
+) -> dict[str, Any]:
     """`mrcr-grade` for a v2 file: every row needs one response unless `allow_missing`;
     ValueError naming the rows otherwise."""
     items = list(read_v2_items(data))
@@ -224,19 +249,27 @@ def grade_v2_responses(data: str | os.PathLike, responses: dict[int, str], *, al
         raise ValueError(f"responses name rows the data file lacks: {extra[:5]}")
     missing = [item.row for item in items if item.row not in responses]
     if missing and not allow_missing:
-        raise ValueError(f"{len(missing)} rows have no response (first: {missing[:5]}); use --allow-missing to grade a subset")
-    rows = []
+        raise ValueError(
+            f"{len(missing)} rows have no response (first: {missing[:5]}); use --allow-missing to grade a subset"
+        )
+    rows: list[dict[str, Any]] = []
     for item in items:
         if item.row not in responses:
             continue
         if item.error is not None:
             raise ValueError(f"{data}: row {item.row}: {item.error.message}")
         response = responses[item.row]
-        rows.append({
-            "row": item.row, "score": grade_v2(response, item.answer), "score_lenient": grade_v2_lenient(response, item.answer),
-            "bin": f"({item.bin_upper // 2}, {item.bin_upper}]", "n_needles": item.n_needles, "context_len": item.prompt_tokens,
-            **row_floors(item.messages[0]["content"], item.answer),
-        })
+        rows.append(
+            {
+                "row": item.row,
+                "score": grade_v2(response, item.answer),
+                "score_lenient": grade_v2_lenient(response, item.answer),
+                "bin": f"({item.bin_upper // 2}, {item.bin_upper}]",
+                "n_needles": item.n_needles,
+                "context_len": item.prompt_tokens,
+                **row_floors(item.messages[0]["content"], item.answer),
+            }
+        )
     cells: dict[tuple[str, int], list[float]] = defaultdict(list)
     for r in rows:
         cells[(r["bin"], r["n_needles"])].append(r["score"])
@@ -246,7 +279,10 @@ def grade_v2_responses(data: str | os.PathLike, responses: dict[int, str], *, al
         "n_rows": len(rows),
         "missing": missing,
         "rows": rows,
-        "cells": [{"bin": b, "n_needles": n, "count": len(v), "mean": _mean(v)} for (b, n), v in sorted(cells.items(), key=lambda kv: (int(kv[0][0].split(", ")[1][:-1]), kv[0][1]))],
+        "cells": [
+            {"bin": b, "n_needles": n, "count": len(v), "mean": _mean(v)}
+            for (b, n), v in sorted(cells.items(), key=lambda kv: (int(kv[0][0].split(", ")[1][:-1]), kv[0][1]))
+        ],
         "report": v2_report(rows),
     }
 
@@ -259,13 +295,27 @@ def render_v2_table(report: dict[str, Any]):
         return "-" if value is None else f"{value:.3f}"
 
     table = Table(title="MRCR v2 summary (compare with Google's reports)")
-    for column in ("needles", "rows", "up to 128K", "at 1M", "AUC@128k", "AUC@1M", "random needle floor", "random writing floor"):
+    for column in (
+        "needles",
+        "rows",
+        "up to 128K",
+        "at 1M",
+        "AUC@128k",
+        "AUC@1M",
+        "random needle floor",
+        "random writing floor",
+    ):
         table.add_column(column, justify="right")
     for entry in report["by_needles"]:
         table.add_row(
-            str(entry["n_needles"]), str(entry["count"]), f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
-            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})", fmt(entry["auc_128k"]), fmt(entry["auc_1m"]),
-            fmt(entry["floor_random_needle"]), fmt(entry["floor_random_writing"]),
+            str(entry["n_needles"]),
+            str(entry["count"]),
+            f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
+            f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})",
+            fmt(entry["auc_128k"]),
+            fmt(entry["auc_1m"]),
+            fmt(entry["floor_random_needle"]),
+            fmt(entry["floor_random_writing"]),
         )
     return table
 

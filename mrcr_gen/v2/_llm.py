@@ -67,7 +67,9 @@ class V2OpenAIWriter:
         self.base_url = base_url
         self.api_key = api_key
         self.concurrency = concurrency
-        self.params: dict[str, Any] = {k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items() if v is not None}
+        self.params: dict[str, Any] = {
+            k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items() if v is not None
+        }
         self.catalog = catalog or load_v2_catalog()
         self.cache = WritingCache(Path(cache_dir) if cache_dir else default_cache_dir())
         self._memory: dict[tuple[V2Key, int], Writing] = {}
@@ -86,7 +88,7 @@ class V2OpenAIWriter:
         if to_send:
             texts.update(asyncio.run(self._request_all(to_send, requests, cache_keys)))
         cleaned = [clean_writing(texts[k]) for k in missing]
-        for key, text, n in zip(missing, cleaned, count_tokens_batch(cleaned, tokenizer=self.tokenizer)):
+        for key, text, n in zip(missing, cleaned, count_tokens_batch(cleaned, tokenizer=self.tokenizer), strict=True):
             self._memory[key] = Writing(text=text, n_tokens=n)
 
     async def _request_all(self, keys, requests, cache_keys) -> dict:
@@ -100,7 +102,9 @@ class V2OpenAIWriter:
         async def one(key: tuple[V2Key, int]) -> None:
             request = requests[key]
             try:
-                result = await chat_completion(client, self.model, [{"role": "user", "content": request.text}], **self.params)
+                result = await chat_completion(
+                    client, self.model, [{"role": "user", "content": request.text}], **self.params
+                )
             except ChatError as exc:
                 failures.append(f"{key[0].ask} (variant {key[1]}): {exc}")
                 return
@@ -124,8 +128,13 @@ class V2OpenAIWriter:
         return [self._memory[k] for k in keys]
 
     def describe(self) -> dict:
-        return {"name": self.name, "model": self.model, "base_url": self.base_url, "params": self.params,
-                "variants_per_key": self.variants_per_key}
+        return {
+            "name": self.name,
+            "model": self.model,
+            "base_url": self.base_url,
+            "params": self.params,
+            "variants_per_key": self.variants_per_key,
+        }
 
     def catalog_keys(self) -> list[tuple[V2Key, int]]:
         """Every writing a dataset may use: each needle, filler and few-shot key, every variant."""

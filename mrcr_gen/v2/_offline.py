@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 
 from .._seeding import derived_rng
 from .._tokens import DEFAULT_TOKENIZER
@@ -65,7 +66,7 @@ class _Composer:
     def angle_line(self) -> str:
         return f"{self.rng.choice(self.register.openers)} I set this down {self.angle}."
 
-    def fill(self, head: list[str], make, chars: int, tail: list[str] = (), sep: str = "\n\n") -> str:
+    def fill(self, head: list[str], make, chars: int, tail: Sequence[str] = (), sep: str = "\n\n") -> str:
         parts = list(head)
         size = sum(map(len, parts)) + sum(map(len, tail))
         while size < chars or len(parts) == len(head):
@@ -93,12 +94,15 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         return c.fill(head, c.paragraph, chars, [reg.exclaim])
     if key.format == "blog post":
         head = [f"# {c.title()}", f"{c.angle_line()} {c.sentence()}"]
-        return c.fill(head, lambda: f"## {c.pick('adj').title()} {c.pick('noun')}s\n\n{c.paragraph(2, 5)}", chars, [reg.exclaim])
+        return c.fill(
+            head, lambda: f"## {c.pick('adj').title()} {c.pick('noun')}s\n\n{c.paragraph(2, 5)}", chars, [reg.exclaim]
+        )
     if key.format == "tweet":
         tags = [rng.choice(reg.hashtags), "#" + "".join(w.title() for w in key.topic.split())]
         body = " ".join(c.sentence() for _ in range(max(1, round(chars / 110))))
         return f"{body} {' '.join(tags)}"
     if key.format == "poem":
+
         def stanza() -> str:
             lines = []
             for _ in range(4):
@@ -112,6 +116,7 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         head = [c.title(), f"{c.angle_line()} {c.paragraph()}"]
         return c.fill(head, lambda: c.paragraph(4, 7), chars, [f"In conclusion, {c.sentence(opener=False)}"])
     if key.format == "riddle":
+
         def clue() -> str:
             return f"I am {c.pick('adj')} as a {c.pick('noun')} that {c.pick('verb')}."
 
@@ -136,4 +141,3 @@ class V2OfflineWriter(MemoizedWriter):
 
     def describe(self) -> dict:
         return {"name": self.name, "seed": self.seed, "variants_per_key": VARIANTS_PER_KEY}
-

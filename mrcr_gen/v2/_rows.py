@@ -72,7 +72,10 @@ class V2Row(_Frozen):
     def _consistent(self) -> V2Row:
         if not self.queries.endswith(self.view_ops):
             raise ValueError("view_ops must be the tail of queries")
-        if len(self.index_positions_of_seeds) != self.num_relevant or len(self.relevant_context_positions) != self.num_relevant:
+        if (
+            len(self.index_positions_of_seeds) != self.num_relevant
+            or len(self.relevant_context_positions) != self.num_relevant
+        ):
             raise ValueError("one position per relevant turn")
         if self.answer_context_position not in self.relevant_context_positions:
             raise ValueError("answer_context_position must be one of relevant_context_positions")
@@ -103,7 +106,7 @@ def file_columns(path: str | os.PathLike) -> list[str] | None:
             with open(path, newline="", encoding="utf-8") as handle:
                 return next(csv.reader(handle), [])
         return list(pq.read_schema(path).names)
-    except Exception:  # noqa: BLE001 - unreadable: the caller's validator reports it
+    except Exception:
         return None
 
 
@@ -251,7 +254,7 @@ class V2FileWriter:
             else:
                 self._atomic.__exit__(type(error), error, error.__traceback__)
 
-    def __enter__(self) -> V2FileWriter:  # noqa: PYI034
+    def __enter__(self) -> V2FileWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
