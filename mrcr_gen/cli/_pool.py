@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -52,20 +51,25 @@ def build_command(
     writer: str = typer.Option("openai", "--writer", help="Who writes: openai (any OpenAI-compatible endpoint)."),
     model: str = typer.Option(..., "--model", "-m", help="Model name, e.g. gpt-4o or the name vLLM serves."),
     out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="API base URL (default: $OPENAI_BASE_URL, else OpenAI)."),
+    base_url: str | None = typer.Option(None, "--base-url", help="API base URL (default: $OPENAI_BASE_URL, else OpenAI)."),
     per_pair: int = typer.Option(1, "--per-pair", "-k", min=1, help="Writings per (format, entity) ask."),
     needle_asks: int = typer.Option(32, "--needle-asks", min=0, help="Asks that get --needle-variants writings, so they can be needles."),
     needle_variants: int = typer.Option(8, "--needle-variants", min=1, help="Writings for each needle ask (the largest needle count you need)."),
     concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Requests in flight at most."),
-    entities: Optional[int] = typer.Option(None, "--entities", min=1, help="Use a seeded sample of N catalog entities (default: all)."),
+    entities: int | None = typer.Option(None, "--entities", min=1, help="Use a seeded sample of N catalog entities (default: all)."),
     formats: list[str] = typer.Option([], "--formats", "--format", help="Formats to use (repeatable or comma-separated; default: all)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the entity sample and of which asks become needle asks."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default: the server's)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens per writing (default: the server's)."),
-    max_tokens_field: str = typer.Option("max_tokens", "--max-tokens-field", help="Request field for --max-tokens: max_tokens (default, what older caches were keyed with) or max_completion_tokens (OpenAI reasoning models)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Writing cache (default: $MRCR_GEN_CACHE or ~/.cache/mrcr-gen)."),
-    price_in: Optional[float] = typer.Option(None, "--price-in", help="USD per 1M prompt tokens, for the cost estimate."),
-    price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens, for the cost estimate."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default: the server's)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="max_tokens per writing (default: the server's)."),
+    max_tokens_field: str = typer.Option(
+        "max_tokens",
+        "--max-tokens-field",
+        help="Request field for --max-tokens: max_tokens (default, what older caches were keyed with) "
+        "or max_completion_tokens (OpenAI reasoning models).",
+    ),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Writing cache (default: $MRCR_GEN_CACHE or ~/.cache/mrcr-gen)."),
+    price_in: float | None = typer.Option(None, "--price-in", help="USD per 1M prompt tokens, for the cost estimate."),
+    price_out: float | None = typer.Option(None, "--price-out", help="USD per 1M completion tokens, for the cost estimate."),
     timeout: float = typer.Option(600.0, "--timeout", min=0.1, help="Seconds before one request times out (then it is retried)."),
 ) -> None:
     """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`."""
