@@ -131,10 +131,11 @@ class Assembler:
         asks = self._asks
         writings = self.writer.writings([(asks[i], v) for i, v in keys])
         counts = self._ask_token_counts
-        return [_Pair(asks[i], w, counts[i]) for (i, _), w in zip(keys, writings)]
+        return [_Pair(asks[i], w, counts[i]) for (i, _), w in zip(keys, writings, strict=True)]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
-        keys, n_asks, ask_keys, spaces = [], len(self._asks), self._keys, self._spaces
+        keys: list[tuple[int, int]] = []
+        n_asks, ask_keys, spaces = len(self._asks), self._keys, self._spaces
         while len(keys) < count:
             i = rng.randrange(n_asks)
             if ask_keys[i] != needle_key:
@@ -160,10 +161,10 @@ class Assembler:
         for pairs, target_ordinal in ((examples[0], rng.randint(1, 2)), (examples[1], 1)):
             writings = self.writer.writings(pairs)
             lines = []
-            for (ask, _), writing in zip(pairs, writings):
+            for (ask, _), writing in zip(pairs, writings, strict=True):
                 lines += [f"User: {ask.text}", f"Assistant: {writing.text}"]
             target_ask = pairs[0][0]
-            target = [w for (a, _), w in zip(pairs, writings) if a == target_ask][target_ordinal - 1]
+            target = [w for (a, _), w in zip(pairs, writings, strict=True) if a == target_ask][target_ordinal - 1]
             example_string = random_string(rng)
             query = QUERY_TEMPLATE.format(
                 random_string=example_string,
@@ -199,20 +200,21 @@ class Assembler:
         tokens: int | None = None,
     ) -> Sample:
         """One sample whose token total lies in `token_bin`, or is just below `tokens`."""
-        if (token_bin is None) == (tokens is None):
+        if token_bin is not None and tokens is None:
+            lowest, highest = token_bin.smallest, token_bin.upper
+        elif tokens is not None and token_bin is None:
+            lowest, highest = tokens_window(tokens)
+        else:
             raise ValueError("give exactly one of token_bin or tokens")
         if n_needles < 1:
             raise AssemblyError("n_needles must be at least 1")
         candidates = self._needle_candidates(n_needles)
         rng = derived_rng("sample", seed)
-        if token_bin is not None:
-            lowest, highest = token_bin.smallest, token_bin.upper
-        else:
-            lowest, highest = tokens_window(tokens)
         # Uniform over the bin; every attempt re-draws the target so small bins stay uniform too.
-        fixed_costs, short_totals = [], []
+        fixed_costs: list[int] = []
+        short_totals: list[int] = []
         for _ in range(MAX_ATTEMPTS):
-            target = rng.randint(lowest, highest) if token_bin is not None else tokens
+            target = rng.randint(lowest, highest) if token_bin is not None else highest  # tokens=N: N itself
             outcome = self._attempt(rng, candidates, n_needles, target, lowest, seed, token_bin)
             if isinstance(outcome, Sample):
                 return outcome

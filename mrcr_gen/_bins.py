@@ -29,8 +29,9 @@ class Bin(_Frozen):
         return self.label
 
 
-BINS: tuple[Bin, ...] = (Bin(lower=4096, upper=8192, lower_inclusive=True),) + tuple(
-    Bin(lower=2**k, upper=2 ** (k + 1)) for k in range(13, 20)
+BINS: tuple[Bin, ...] = (
+    Bin(lower=4096, upper=8192, lower_inclusive=True),
+    *(Bin(lower=2**k, upper=2 ** (k + 1)) for k in range(13, 20)),
 )
 BIN_UPPER_EDGES: tuple[int, ...] = tuple(b.upper for b in BINS)
 

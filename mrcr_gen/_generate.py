@@ -26,7 +26,7 @@ from ._seeding import derive_seed
 from ._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ._version import __version__
 from .engines import Engine, TaskFailed
-from .writers._base import Writer
+from .writers._base import SharingWriter, Writer
 
 # Fixed so that the same command and seed give byte-identical files on any day.
 DEFAULT_DATE_ADDED = "12-02-2026"
@@ -214,8 +214,8 @@ def generate_dataset(
     failures: list[tuple[str, str]] = []
     try:
         store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out, config.tokenizer)
-        chunk_units = [(*unit, store, config.tokenizer) for unit in chunk_units]
-        for unit, outcome in zip(chunk_units, runner.map(write_chunk, chunk_units)):
+        chunk_work = [(*unit, store, config.tokenizer) for unit in chunk_units]
+        for unit, outcome in zip(chunk_work, runner.map(write_chunk, chunk_work), strict=True):
             if isinstance(outcome, TaskFailed):
                 failures.append((str(unit[5]), outcome.message))
             elif on_rows is not None:
@@ -225,9 +225,9 @@ def generate_dataset(
             for _, path, build, chunks in files
             if len(chunks) > 1 and str(path) not in {f for f, _ in failures}
         ]
-        for unit, outcome in zip(joins, runner.map(join_parts, joins)):
+        for join, outcome in zip(joins, runner.map(join_parts, joins), strict=True):
             if isinstance(outcome, TaskFailed):
-                failures.append((str(unit[0]), outcome.message))
+                failures.append((str(join[0]), outcome.message))
     finally:
         _ASSEMBLERS.clear()
         if own_engine:
@@ -297,7 +297,7 @@ def _share_writings(
     """When the job draws so many distractor pairs that every worker would compose most of the
     writer's shared writings, compose them once instead, spread over the workers, into parts under
     `out` that every worker reads. None when not worth it (or the writer cannot)."""
-    if engine.workers < 2 or not hasattr(writer, "shared_keys"):
+    if engine.workers < 2 or not isinstance(writer, SharingWriter):
         return None
     tokens = sum(_row_tokens(spec) for rows in chunks for spec in rows)
     n_keys, workers = len(writer.shared_keys()), engine.workers
@@ -318,7 +318,7 @@ def _share_writings(
     return store
 
 
-def compose_shared(writer: Writer, start: int, stop: int, store: Path) -> None:
+def compose_shared(writer: SharingWriter, start: int, stop: int, store: Path) -> None:
     """Work unit: compose and count shared writings `start:stop` into a part under `store`."""
     writer.compose_part(start, stop, store)
 
@@ -351,7 +351,7 @@ def write_chunk(
     the file has several chunks, as part `index` under `parts` (see `join_parts`). Writings
     composed ahead (`store`, see `_share_writings`) are read rather than composed again."""
     assembler = _assembler(writer, run_key, date_added, tokenizer)
-    if store is not None:
+    if store is not None and isinstance(assembler.writer, SharingWriter):
         assembler.writer.attach(store)
     samples = [sample_for(spec, assembler) for spec in rows]
     table = rows_to_table(s.row for s in samples)
@@ -544,9 +544,11 @@ def generate_sample(
     from ._bins import bin_by_upper
     from .writers import OfflineWriter
 
+    if tokens is None and bin_upper is None:
+        raise ValueError("give bin_upper or tokens")
     spec = RowSpec(
         n_needles=n_needles,
-        bin=None if tokens is not None else bin_by_upper(bin_upper),
+        bin=bin_by_upper(bin_upper) if bin_upper is not None and tokens is None else None,
         tokens=tokens,
         index=seed,
         seed=seed,

@@ -161,7 +161,11 @@ class Sample(_Frozen):
     row: MrcrRow
     needle_indices: tuple[int, ...] = Field(description="0-based message indices of the needle user asks, ascending")
     target_ordinal: int = Field(ge=1)
-    n_tokens: int = Field(ge=0, description="tokens of prompt contents + answer, by the dataset's tokenizer (o200k_base unless its card names another)")
+    n_tokens: int = Field(
+        ge=0,
+        description="tokens of prompt contents + answer, by the dataset's tokenizer "
+        "(o200k_base unless its card names another)",
+    )
     bin: str = Field(description="token bin label, e.g. '(32768, 65536]'")
     format: str
     entity: str

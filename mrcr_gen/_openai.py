@@ -21,6 +21,7 @@ passes through `redact`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -284,14 +285,15 @@ async def chat_completion(
         attempts += 1
         started = time.perf_counter()
         try:
-            completion = await client.chat.completions.create(model=model, messages=list(messages), **kwargs)
+            # Messages are the data files' JSON dicts; the server, not openai's TypedDicts, checks their shape.
+            completion = await client.chat.completions.create(model=model, messages=list(messages), **kwargs)  # type: ignore[arg-type]
             fields = _parse(completion, retry_empty=retry_empty)
             return ChatResult(**fields, latency_s=time.perf_counter() - started, attempts=attempts)
         except asyncio.CancelledError:
             raise
         except _Retryable as exc:
             last = exc
-        except Exception as exc:  # noqa: BLE001 - classified below
+        except Exception as exc:  # classified below
             outcome = _classify(exc)
             if isinstance(outcome, ChatError):
                 raise ChatError(
@@ -334,4 +336,4 @@ class BoundedRunner:
 
     async def map(self, func: Callable[[Any], Awaitable[T]], items: Iterable[Any]) -> list[T]:
         """`func(item)` for every item, bounded, results in input order (exceptions propagate)."""
-        return list(await asyncio.gather(*(self.run(lambda item=item: func(item)) for item in items)))
+        return list(await asyncio.gather(*(self.run(functools.partial(func, item)) for item in items)))

@@ -58,7 +58,7 @@ ROW_GROUP_BYTES = 64 << 20
 def row_bytes(table: pa.Table) -> list[int]:
     """Decoded bytes of each row: string data plus offsets, 8 bytes per integer."""
     sizes = None
-    for column, field in zip(table.columns, table.schema):
+    for column, field in zip(table.columns, table.schema, strict=True):
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_binary(field.type):
             part = pc.add(pc.fill_null(pc.binary_length(column), 0), 4)
         else:

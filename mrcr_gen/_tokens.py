@@ -14,6 +14,7 @@ ordinary path.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import importlib.util
@@ -263,10 +264,8 @@ def _hf_tokenizer(spec: str) -> HFTokenizer:
         raise TokenizerError(f"{spec}: no such file or folder, and not a Hub model name ORG/NAME[@REVISION]")
     repo_id, _, revision = target.partition("@")
     file, commit = hub_model_file(repo_id, "tokenizer.json", revision or None)
-    try:
-        hub_model_file(repo_id, "tokenizer_config.json", commit)  # for --chat-template; optional
-    except TokenizerError:
-        pass
+    with contextlib.suppress(TokenizerError):  # for --chat-template; optional
+        hub_model_file(repo_id, "tokenizer_config.json", commit)
     return HFTokenizer(spec, file, commit)
 
 
@@ -281,7 +280,8 @@ def hub_model_file(repo_id: str, filename: str, revision: str | None) -> tuple[P
     except Exception as exc:  # offline and not cached, no such repo or file, gated, ...
         first = str(exc).strip().splitlines()
         raise TokenizerError(
-            f"hf:{repo_id}: cannot get {filename} from the Hub or its cache: {type(exc).__name__}: {first[0] if first else ''}"
+            f"hf:{repo_id}: cannot get {filename} from the Hub or its cache: "
+            f"{type(exc).__name__}: {first[0] if first else ''}"
         ) from None
     return local, local.parent.name
 

@@ -82,7 +82,8 @@ def build_command(
     max_tokens_field: str = typer.Option(
         "max_tokens",
         "--max-tokens-field",
-        help="Request field for --max-tokens: max_tokens (default, what older caches were keyed with) or max_completion_tokens (OpenAI reasoning models).",
+        help="Request field for --max-tokens: max_tokens (default, what older caches were keyed with) "
+        "or max_completion_tokens (OpenAI reasoning models).",
     ),
     cache_dir: Path | None = typer.Option(
         None, "--cache-dir", help="Writing cache (default: $MRCR_GEN_CACHE or ~/.cache/mrcr-gen)."

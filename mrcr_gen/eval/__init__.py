@@ -3,6 +3,7 @@
 from .._bins import bin_label
 from ._auc import auc, trapezoid_auc
 from ._compare import compare_runs, compare_table, plot_compare
+from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
 from ._floors import Floors, row_floors
 from ._grade import grade, grade_lenient
 from ._items import EvalItem, FileError, ItemError, Recipe, read_items, register_recipe
@@ -15,9 +16,7 @@ from ._report import (
     write_report,
 )
 from ._responses import ResponsesError, grade_responses, read_responses
-from ._runner import EvalConfig, EvalError, EvalFatal, RunStats, run_eval, run_eval_async
-from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
-from ._runner import preflight
+from ._runner import EvalConfig, EvalError, EvalFatal, RunStats, preflight, run_eval, run_eval_async
 
 __all__ = [
     "EvalConfig",
@@ -36,23 +35,23 @@ __all__ = [
     "chat_template_counter",
     "compare_runs",
     "compare_table",
-    "preflight",
-    "prompt_counter",
-    "rows_over_window",
-    "server_counter",
     "grade",
     "grade_lenient",
     "grade_responses",
     "plot_compare",
     "plot_summary",
+    "preflight",
     "print_report",
+    "prompt_counter",
     "read_items",
     "read_responses",
     "register_recipe",
     "render_table",
     "row_floors",
+    "rows_over_window",
     "run_eval",
     "run_eval_async",
+    "server_counter",
     "summarize",
     "summarize_records",
     "trapezoid_auc",

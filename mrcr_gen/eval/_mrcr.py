@@ -48,22 +48,20 @@ def prompt_messages(prompt: str) -> list[dict]:
     return messages
 
 
-def _schema_problem(record: dict) -> str | None:
-    for column in REQUIRED_COLUMNS:
-        value = record.get(column)
-        if not isinstance(value, str):
-            found = "null" if value is None else type(value).__name__
-            return f"column {column!r} is {found}, expected a string"
-    return None
+def _schema_problem(record: dict) -> str:
+    """What is wrong with the first required column that does not hold a string."""
+    column = next(c for c in REQUIRED_COLUMNS if not isinstance(record.get(c), str))
+    value = record.get(column)
+    found = "null" if value is None else type(value).__name__
+    return f"column {column!r} is {found}, expected a string"
 
 
 def make_item(source: str, index: int, record: dict, *, tokenizer_spec: str = "o200k_base") -> EvalItem:
     """The item of one raw row (a dict of its columns); a row that cannot be sent gets `error`."""
     prompt, answer, prefix = (record.get(c) for c in REQUIRED_COLUMNS)
     base: dict[str, Any] = {"source": source, "row": index, "digest": row_digest(prompt, answer, prefix), "recipe": RECIPE}
-    problem = _schema_problem(record)
-    if problem is not None:
-        return EvalItem(**base, error=ItemError(check="schema", message=problem))
+    if not (isinstance(prompt, str) and isinstance(answer, str) and isinstance(prefix, str)):
+        return EvalItem(**base, error=ItemError(check="schema", message=_schema_problem(record)))
     try:
         messages = prompt_messages(prompt)
     except ValueError as exc:

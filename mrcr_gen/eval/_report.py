@@ -268,7 +268,7 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
             xs = [position[c["bin"]] for c in cells]
             color = colors[i % len(colors)]
             axes.plot(xs, [c["mean_score"] for c in cells], marker="o", color=color, label=f"{n_needles} needles")
-            floors = [(x, c["floor_random_needle"]) for x, c in zip(xs, cells) if c.get("floor_random_needle") is not None]
+            floors = [(x, c["floor_random_needle"]) for x, c in zip(xs, cells, strict=True) if c.get("floor_random_needle") is not None]
             if floors:
                 axes.plot(
                     [x for x, _ in floors],

@@ -6,7 +6,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .._bins import bin_sort_key
 from ._items import FileError, grade_item, read_items
@@ -14,6 +14,13 @@ from ._items import FileError, grade_item, read_items
 
 class ResponsesError(ValueError):
     """RESPONSES.jsonl does not match DATA (bad line, missing or extra row)."""
+
+
+class GradedRow(TypedDict):
+    row: int
+    score: float
+    bin: str
+    n_needles: int
 
 
 def _preview(indices: list[int], limit: int = 5) -> str:
@@ -31,8 +38,9 @@ def read_responses(path: str | os.PathLike) -> dict[int, str]:
                 continue
             try:
                 obj = json.loads(line)
-            except ValueError as exc:
-                raise ResponsesError(f"{name}:{number}: not valid JSON ({exc.msg})") from None
+            except ValueError as exc:  # a JSONDecodeError, or e.g. an integer too long to convert
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise ResponsesError(f"{name}:{number}: not valid JSON ({reason})") from None
             if not isinstance(obj, dict) or "row" not in obj or "response" not in obj:
                 raise ResponsesError(f'{name}:{number}: expected an object with "row" and "response"')
             row, response = obj["row"], obj["response"]
@@ -61,8 +69,8 @@ def grade_responses(
     it and the validator's check.
     """
     given = responses if isinstance(responses, dict) else read_responses(responses)
-    rows_out = []
-    missing = []
+    rows_out: list[GradedRow] = []
+    missing: list[int] = []
     n_data = 0
     for item in read_items(data, skip=lambda row, digest: row not in given):
         n_data += 1
@@ -78,7 +86,10 @@ def grade_responses(
     if extra:
         raise ResponsesError(f"responses for rows that DATA lacks (it has {n_data} rows, 0-{n_data - 1}): {_preview(extra)}")
     if missing and not allow_missing:
-        raise ResponsesError(f"no response for {len(missing)} of {n_data} rows: {_preview(missing)} (use --allow-missing to grade the rest)")
+        raise ResponsesError(
+            f"no response for {len(missing)} of {n_data} rows: {_preview(missing)} "
+            "(use --allow-missing to grade the rest)"
+        )
     cells: dict[tuple[str, int], list[float]] = defaultdict(list)
     for record in rows_out:
         cells[(record["bin"], record["n_needles"])].append(record["score"])

@@ -15,6 +15,7 @@ rows without a result for the same digest; different settings are refused (`Eval
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -27,8 +28,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._files import file_sha256
-from .._paths import hub_source
-from .._tokens import TokenizerError
 from .._openai import (
     DEFAULT_TIMEOUT,
     ChatError,
@@ -38,6 +37,8 @@ from .._openai import (
     make_client,
     redact,
 )
+from .._paths import hub_source
+from .._tokens import TokenizerError
 from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, FileError, grade_item, grade_item_lenient, item_extras, read_items
 from ._results import (
@@ -218,10 +219,10 @@ class _Planner:
             return previous
         return None
 
-    def _over_window(self, item: EvalItem) -> bool:
+    def _over_window(self, item: EvalItem, window: int) -> bool:
         if self.too_long is not None:
             return (item.source, item.row) in self.too_long
-        return item.prompt_tokens > self.config.max_context_window
+        return item.prompt_tokens > window
 
     def _wanted(self, n_needles: int, bin_upper: int) -> bool:
         config = self.config
@@ -238,7 +239,7 @@ class _Planner:
             group: list[EvalItem] = []
             done_now: dict[int, dict] = {}
 
-            def skip(row: int, digest: str, path: str = path) -> bool:
+            def skip(row: int, digest: str, path: str = path, done_now: dict[int, dict] = done_now) -> bool:
                 previous = self._done((path, row), digest)
                 if previous is not None:
                     done_now[row] = previous
@@ -267,7 +268,7 @@ class _Planner:
                             "error": item.error.message,
                             "attempts": 0,
                         }
-                    elif config.max_context_window is not None and self._over_window(item):
+                    elif config.max_context_window is not None and self._over_window(item, config.max_context_window):
                         yield _RECORD, record | {
                             "status": STATUS_SKIPPED,
                             "reason": "context",
@@ -466,7 +467,7 @@ async def run_eval_async(
                 emit(record | {"status": STATUS_ERROR, "check": check, "error": str(exc), "http_status": exc.status,
                                "attempts": exc.attempts})
                 return
-            except Exception as exc:  # noqa: BLE001 - recorded, never fatal
+            except Exception as exc:  # recorded, never fatal
                 stats.sent += 1
                 stats.errors += 1
                 emit(record | {"status": STATUS_ERROR, "check": "request",
@@ -487,16 +488,20 @@ async def run_eval_async(
 
         planner = _Planner(config, files, shas, final, base, over_window)
         plan = iter(planner)
-        done = object()
         finished = False
+
+        def job_done(task: asyncio.Task) -> None:
+            tasks.discard(task)
+            semaphore.release()
+
         try:
             while not stopping():
                 await semaphore.acquire()
                 if stopping():
                     semaphore.release()
                     break
-                step = await asyncio.to_thread(next, plan, done)
-                if step is done:
+                step = await asyncio.to_thread(next, plan, None)
+                if step is None:
                     semaphore.release()
                     finished = True
                     break
@@ -513,7 +518,7 @@ async def run_eval_async(
                     continue
                 task = asyncio.create_task(run_job(payload, shas[payload[0].source]))
                 tasks.add(task)
-                task.add_done_callback(lambda t: (tasks.discard(t), semaphore.release()))
+                task.add_done_callback(job_done)
             # Requests in flight are awaited and recorded, also after a fatal answer.
             if tasks:
                 await asyncio.gather(*tasks)
@@ -524,10 +529,8 @@ async def run_eval_async(
             await asyncio.gather(*tasks, return_exceptions=True)
             close = getattr(client, "close", None)
             if close is not None:
-                try:
+                with contextlib.suppress(Exception):
                     await close()
-                except Exception:  # noqa: BLE001
-                    pass
     stats.resumed = planner.resumed
     if fatal:
         raise EvalFatal(f"the server refused the run: {fatal[0]} (nothing more was sent)")

@@ -85,15 +85,16 @@ def harvest(
     """Write every distinct (ask, writing) pair of MRCR files to a pool, and the catalog found;
     each writing counted with `tokenizer`."""
     load_tokenizer(tokenizer)
-    paths = [Path(p) for p in paths]
-    for path in paths:
+    files = [Path(p) for p in paths]
+    for path in files:
         if not path.is_file():
             raise PoolError(f"{path} does not exist")
     writings: list[PoolWriting] = []
     seen: set[tuple[str, str]] = set()
-    pair_formats, pair_entities = Counter(), Counter()
+    pair_formats: Counter[str] = Counter()
+    pair_entities: Counter[str] = Counter()
     rows = pairs = duplicates = unparsed = 0
-    for path in paths:
+    for path in files:
         source = source_label(path)
         try:
             row_iter = iter_rows(path)
@@ -118,7 +119,7 @@ def harvest(
                     seen.add((ask_text, text))
                     fresh.append((ask, text))
                 counts = count_tokens_batch([text for _, text in fresh], tokenizer=tokenizer)
-                writings += [PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(fresh, counts)]
+                writings += [PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(fresh, counts, strict=True)]
                 if on_row is not None:
                     on_row()
         except (OSError, ValueError, KeyError) as exc:
@@ -127,15 +128,15 @@ def harvest(
     duplicates += dropped
     write_pool(writings, out, tokenizer)
     catalog = catalog_summary(writings, (pair_formats, pair_entities))
-    catalog = {"files": [str(p) for p in paths], "rows": rows, "pairs": pairs, "duplicates": duplicates, **catalog}
+    catalog = {"files": [str(p) for p in files], "rows": rows, "pairs": pairs, "duplicates": duplicates, **catalog}
     if tokenizer != DEFAULT_TOKENIZER:
         catalog["tokenizer"] = load_tokenizer(tokenizer).describe()
-    hub = {str(p): url for p in paths if (url := hub_source(p)) is not None}
+    hub = {str(p): url for p in files if (url := hub_source(p)) is not None}
     if hub:
         catalog["hub_sources"] = hub
     write_text_atomic(catalog_path(out), dumps_json(catalog))
     return HarvestReport(
-        files=tuple(str(p) for p in paths),
+        files=tuple(str(p) for p in files),
         rows=rows,
         pairs=pairs,
         duplicates=duplicates,

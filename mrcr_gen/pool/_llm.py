@@ -136,7 +136,8 @@ class BuildReport(_Frozen):
             + (f" ({self.duplicates} identical writings merged)" if self.duplicates else ""),
             f"model {self.model}: {self.written:,} written now, {self.cached:,} from cache, {len(self.failed)} failed; "
             f"{self.http_requests:,} HTTP requests in {self.elapsed_s:.1f}s",
-            f"usage this run: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens, estimated cost {cost}",
+            f"usage this run: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens, "
+            f"estimated cost {cost}",
         ]
         if self.truncated:
             lines.append(f"{self.truncated} writings hit the max_tokens limit (kept; finish_reason 'length')")
@@ -222,7 +223,7 @@ def build_pool_openai(
 
     if concurrency < 1:
         raise PoolError("--concurrency must be at least 1")
-    variants = dict(asks) if isinstance(asks, Mapping) else {ask: per_pair for ask in asks}
+    variants = dict(asks) if isinstance(asks, Mapping) else dict.fromkeys(asks, per_pair)
     if not variants or min(variants.values()) < 1:
         raise PoolError("nothing to write: no asks, or fewer than 1 writing per ask")
     params = dict(sorted((params or {}).items()))
@@ -313,7 +314,7 @@ def build_pool_openai(
     finished = [(ask, done[key]) for ask, _, key in jobs if key in done]
     counts = count_tokens_batch([text for _, (text, _) in finished])
     writings, duplicates = dedupe(
-        PoolWriting.make(ask, text, n, model) for (ask, (text, _)), n in zip(finished, counts)
+        PoolWriting.make(ask, text, n, model) for (ask, (text, _)), n in zip(finished, counts, strict=True)
     )
     write_pool(writings, out)
     return BuildReport(

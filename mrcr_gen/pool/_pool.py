@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError, model_validator
 
 from .._assembler import AssemblyError
+from .._bins import Bin
 from .._files import atomic_path, file_sha256
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
@@ -52,7 +53,7 @@ class PoolTooSmall(AssemblyError):
 
 def writing_id(ask: str, text: str) -> str:
     """Stable id of a writing: sha256 of the ask and the text (first 16 hex digits)."""
-    return hashlib.sha256(f"{ask}\n\x00\n{text}".encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(f"{ask}\n\x00\n{text}".encode()).hexdigest()[:16]
 
 
 def parse_ask(text: str) -> Ask | None:
@@ -194,7 +195,7 @@ class PoolWriter:
         writings = read_pool(path)
         if pool_tokenizer(path) != tokenizer:
             counts = count_tokens_batch([w.text for w in writings], tokenizer=tokenizer)
-            writings = [w.model_copy(update={"n_tokens": n}) for w, n in zip(writings, counts)]
+            writings = [w.model_copy(update={"n_tokens": n}) for w, n in zip(writings, counts, strict=True)]
         return cls(writings, path=path, sha256=file_sha256(path), tokenizer=tokenizer)
 
     # -- Writer protocol ---------------------------------------------------------------------
@@ -261,10 +262,12 @@ class PoolWriter:
             )
 
 
-def pool_requirements(needles: Iterable[int], bins: Sequence | None, tokens: int | None) -> tuple[int, str]:
+def pool_requirements(needles: Iterable[int], bins: Sequence[Bin] | None, tokens: int | None) -> tuple[int, str]:
     """(largest token total a request can target, a label for it) for `PoolWriter.check`."""
     if tokens is not None:
         return tokens, f"--tokens {tokens}"
+    if bins is None:
+        raise ValueError("give bins or tokens")
     largest = max(bins, key=lambda b: b.upper)
     return largest.upper, f"bin {largest}"
 

@@ -24,7 +24,7 @@ from .._models import (
     ordinal,
 )
 from .._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
-from ._findings import OUT_OF_RANGE, Finding, RowResult, as_errors
+from ._findings import OUT_OF_RANGE, Finding, RowResult, Severity, as_errors
 
 STRING_COLUMNS = ("prompt", "answer", "random_string_to_prepend", "date_added")
 INT_COLUMNS = ("n_needles", "desired_msg_index", "total_messages", "n_chars")
@@ -71,7 +71,7 @@ class _Checker:
         self.usable: dict[str, Any] = {}
         self.skip_columns = frozenset(skip_columns)
 
-    def add(self, check: str, message: str, severity: str = "error") -> None:
+    def add(self, check: str, message: str, severity: Severity = "error") -> None:
         self.ctx.findings.append(
             Finding(file=self.file, row=self.row, check=check, severity=severity, message=message)
         )
@@ -237,7 +237,8 @@ class _Checker:
         if elsewhere:
             self.add(
                 "random_string",
-                f"random string {rs!r} must appear only in the final query, also found in messages {_indices(elsewhere[:10])}",
+                f"random string {rs!r} must appear only in the final query, "
+                f"also found in messages {_indices(elsewhere[:10])}",
             )
 
     # --- needle_count, near_duplicate_ask -----------------------------------------------------
@@ -315,7 +316,10 @@ class _Checker:
             return "the final query"
         m = messages[i]
         if m["role"] == "assistant" and i - 1 in needles:
-            return f"messages[{i}], the response to needle {needles.index(i - 1) + 1} of {len(needles)} (ask at messages[{i - 1}])"
+            return (
+                f"messages[{i}], the response to needle {needles.index(i - 1) + 1} of {len(needles)} "
+                f"(ask at messages[{i - 1}])"
+            )
         if m["role"] == "assistant" and i >= 1:
             return f"messages[{i}], a distractor writing (for {_short(messages[i - 1]['content'], 60)})"
         return f"messages[{i}] ({m['role']}: {_short(m['content'], 40)})"
@@ -336,7 +340,8 @@ class _Checker:
             expected = f"{ask!r}" + (f" (the {ordinal(k)} is messages[{needles[k - 1]}])" if k and k <= len(needles) else "")
             self.add(
                 "desired_index",
-                f"messages[{d}] is not the needle ask: expected {expected}, found {m['role']} {_short(m['content'], 60)}",
+                f"messages[{d}] is not the needle ask: expected {expected}, "
+                f"found {m['role']} {_short(m['content'], 60)}",
             )
             return
         if ask is None and m["role"] != "user":

@@ -17,7 +17,7 @@ from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
 from ._checks import INT_COLUMNS, check_row
-from ._findings import Finding, ReportBuilder, RowResult, ValidationReport
+from ._findings import Finding, ReportBuilder, RowResult, Severity, ValidationReport
 from ._provenance import SidecarBins, dataset_tokenizer
 
 #: Target decoded size of one record batch. Rows hold up to ~4 MB of prompt each, so this is
@@ -70,7 +70,7 @@ def check_schema(schema: pa.Schema, file: str) -> tuple[list[Finding], set[str]]
             acceptable = pa.types.is_integer(actual)
         else:
             acceptable = pa.types.is_string(actual) or pa.types.is_large_string(actual)
-        severity = "warning" if acceptable else "error"
+        severity: Severity = "warning" if acceptable else "error"
         if not acceptable:
             unusable.add(expected.name)
         findings.append(
@@ -268,20 +268,21 @@ def iter_validate(
     for path, scan in scans:
         scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
     here: set[str] = set()  # files checked in this process
+    local_workers = 1
     if engine is None:
         for _, scan in scans:
             if scan.metadata is not None and _largest_group(scan.metadata) > HUGE_ROW_GROUP_BYTES:
                 here.add(scan.file)
         shared = sum(decoded_bytes(s.metadata) for _, s in scans if s.metadata is not None and s.file not in here)
-        workers = choose_workers(shared, tokens) if workers is None else max(1, workers)
+        local_workers = choose_workers(shared, tokens) if workers is None else max(1, workers)
         if not shared or shared < POOL_MIN_BYTES:
-            workers = 1
+            local_workers = 1
     with ExitStack() as stack:
-        if engine is None and workers > 1:
-            engine = stack.enter_context(LocalEngine(workers, preload=("mrcr_gen.validate._worker",)))
+        if engine is None and local_workers > 1:
+            engine = stack.enter_context(LocalEngine(local_workers, preload=("mrcr_gen.validate._worker",)))
         units: list[tuple] = []
         for path, scan in scans:
-            if scan.metadata is not None and scan.num_rows:
+            if scan.metadata is not None and scan.schema is not None and scan.num_rows:
                 if engine is None or scan.file in here:
                     scan.units = [(0, scan.num_rows)]
                     here.add(scan.file)
@@ -294,7 +295,7 @@ def iter_validate(
                     (str(path.absolute()), scan.file, first, n, count, skip, columns, scan.tokenizer)
                     for first, n in scan.units
                 ]
-        outcomes = iter(engine.map(check_rows, units)) if units else iter(())
+        outcomes = iter(engine.map(check_rows, units)) if engine is not None and units else iter(())
         for path, scan in scans:
             builder.add_file(scan.file)
             if on_file_start:
@@ -375,7 +376,7 @@ def _collect(
     rows = read_range(path) if with_batches else None
     leftover: list[pa.RecordBatch] = []
     stopped = False
-    for first, count in scan.units:
+    for first, _count in scan.units:
         outcome = next(outcomes)  # always consumed, so the next file starts at its own units
         if stopped:
             continue

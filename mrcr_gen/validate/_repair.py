@@ -101,9 +101,9 @@ def output_paths(files: Sequence[Path], output: Path) -> dict[Path, Path]:
         raise ValueError(f"{output} is a file, but with {len(files)} input files the output is a folder")
     resolved = [f.resolve() for f in files]
     root = Path(os.path.commonpath([f.parent for f in resolved])) if resolved else output
-    targets = {f: output / r.relative_to(root) for f, r in zip(files, resolved)}
+    targets = {f: output / r.relative_to(root) for f, r in zip(files, resolved, strict=True)}
     if len(set(targets.values())) < len(targets):
-        twice = next(f for f, r in zip(files, resolved) if resolved.count(r) > 1)
+        twice = next(f for f, r in zip(files, resolved, strict=True) if resolved.count(r) > 1)
         raise ValueError(f"{twice} is named twice among the inputs (through a link?); give it once")
     return targets
 
@@ -153,10 +153,12 @@ def repair(
             finish()
             current = _FileOutput(scan, targets[Path(scan.file)], strict)
 
-        for scan, batch, results in iter_validate(
+        for _scan, batch, results in iter_validate(
             paths, tokens=tokens, workers=workers, engine=engine, progress=progress, on_file_start=start, builder=builder,
             tokenizer=tokenizer,
         ):
+            if current is None:  # iter_validate starts every file (on_file_start) before its rows
+                raise RuntimeError("rows arrived before their file started")
             current.write(every_output, batch, results, mode, tokens, note)
         finish()
     result.report = builder.build()
@@ -173,21 +175,22 @@ class _FileOutput:
         self.summary = FileRepair(input=scan.file)
         self.rows_seen = 0
         self.blocked: list[Finding] | None = None  # file-level findings that drop every row
-        self._committed: ExitStack | None = None
-        self._writer: pq.ParquetWriter | None = None
+        # The writer, and the stack whose closing commits the file: opened at the first writable batch.
+        self._output: tuple[pq.ParquetWriter, ExitStack] | None = None
 
     def _blocking(self) -> list[Finding]:
         return [f for f in self.scan.file_findings if f.is_error or self.strict]
 
-    def _open(self, every_output: ExitStack) -> pq.ParquetWriter:
-        if self._writer is None:
+    def _open(self, every_output: ExitStack) -> tuple[pq.ParquetWriter, ExitStack]:
+        if self._output is None:
             # Closing this stack commits the file; an exception unwinding `every_output` first
             # removes the partial file instead.
-            self._committed = every_output.enter_context(ExitStack())
-            tmp = self._committed.enter_context(atomic_path(self.target))
-            self._writer = pq.ParquetWriter(tmp, self.scan.schema, compression="zstd")
-            self._committed.callback(self._writer.close)
-        return self._writer
+            committed = every_output.enter_context(ExitStack())
+            tmp = committed.enter_context(atomic_path(self.target))
+            writer = pq.ParquetWriter(tmp, self.scan.schema, compression="zstd")
+            committed.callback(writer.close)
+            self._output = (writer, committed)
+        return self._output
 
     def write(
         self,
@@ -204,14 +207,14 @@ class _FileOutput:
         if self.blocked:
             return
         schema = self.scan.schema
-        writer = self._open(every_output)
+        writer, _ = self._open(every_output)
         results = [as_errors(r) for r in results] if self.strict else results
         if all(not r.has_error for r in results):
             self.summary.kept += batch.num_rows
             writer.write_batch(batch.cast(schema) if batch.schema != schema else batch)
             return
         out_records = []
-        for record, row_result in zip(batch.to_pylist(), results):
+        for record, row_result in zip(batch.to_pylist(), results, strict=True):
             where = f"{self.scan.file}:{row_result.row}"
             if not row_result.has_error:
                 out_records.append(record)
@@ -247,8 +250,8 @@ class _FileOutput:
             else:
                 note(f"{scan.file}: not written ({_reason(blocked)})")
             return
-        self._open(every_output)
-        self._committed.close()
+        _, committed = self._open(every_output)
+        committed.close()
         self.summary.output = str(self.target)
         unread = scan.num_rows - self.rows_seen
         if unread > 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .._models import Ask, Writing
@@ -35,4 +36,22 @@ class Writer(Protocol):
 
     def describe(self) -> dict:
         """What the dataset card records about this writer."""
+        ...
+
+
+@runtime_checkable
+class SharingWriter(Writer, Protocol):
+    """A writer whose distractor writings a large job can compose once, spread over the workers,
+    into parts that every worker then reads (see `MemoizedWriter`)."""
+
+    def shared_keys(self) -> list[tuple[Ask, int]]:
+        """The keys every large job draws from."""
+        ...
+
+    def compose_part(self, start: int, stop: int, store: Path) -> None:
+        """Compose and count `shared_keys()[start:stop]` into a part file under `store`."""
+        ...
+
+    def attach(self, store: Path) -> None:
+        """Take the shared keys' writings from the parts under `store`."""
         ...

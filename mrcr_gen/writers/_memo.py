@@ -44,6 +44,9 @@ class MemoizedWriter:
         self.tokenizer = tokenizer
         load_tokenizer(tokenizer)  # a bad spec fails here, not in a background thread
 
+    def asks(self) -> Sequence[Ask]:
+        raise NotImplementedError
+
     def compose(self, ask: Ask, variant: int) -> str:
         raise NotImplementedError
 
@@ -101,7 +104,7 @@ class MemoizedWriter:
             texts = [self.compose(ask, variant) for ask, variant in chunk]
             pending.append((chunk, texts, tokenizer_threads().submit(count_tokens_batch, texts, 1, self.tokenizer)))
         for chunk, texts, counts in pending:
-            for key, text, n_tokens in zip(chunk, texts, counts.result()):
+            for key, text, n_tokens in zip(chunk, texts, counts.result(), strict=True):
                 self._cache[key] = Writing(text=text, n_tokens=n_tokens)
         return [self._cache[key] for key in keys]
 

@@ -221,7 +221,7 @@ def _build_pools() -> list[list[str]]:
 
     fake = Faker("en_US")
     fake.seed_instance(0x4D524352)  # fixed: pools depend only on the Faker version
-    pos = fake.provider("faker.providers.lorem").parts_of_speech  # type: ignore[union-attr]
+    pos = fake.provider("faker.providers.lorem").parts_of_speech
     adj = _clean(pos["adjective"], _BAD_ADJ)
     noun = _clean(pos["noun"], _BAD_NOUN)
     fverbs = set(_clean(pos["verb"], _BAD_VERB))
@@ -328,7 +328,7 @@ _STEPS: dict[int, tuple[int, ...]] = {}
 
 
 class _Ctx:
-    __slots__ = ("r", "pools", "entity", "Entity")
+    __slots__ = ("Entity", "entity", "pools", "r")
 
     def __init__(self, rng: random.Random, entity: str) -> None:
         self.r = rng.random
@@ -484,7 +484,7 @@ def _essay(ctx: _Ctx, target: float) -> str:
     closing = ctx.fill(_ESSAY_CLOSE)
     budget = target - len(title) - len(opening) - len(closing) - 8
     body = _fill_sentences(ctx, _ESSAY_BODY, budget, min_count=3)
-    paras = _paragraphs(ctx, [opening] + body, 3, 5)
+    paras = _paragraphs(ctx, [opening, *body], 3, 5)
     paras[-1] = paras[-1] + " " + closing if ctx.r() < 0.4 else paras[-1]
     if not paras[-1].endswith(closing):
         paras.append(closing)
@@ -523,7 +523,7 @@ def _email(ctx: _Ctx, target: float) -> str:
     sign = f"{ctx.pick(_EMAIL_CLOSE)}\n{sender}\n{ctx.word('j')}\n{ctx.word('C')}"
     budget = target - len(subject) - len(greeting) - len(opening) - len(sign) - 8
     body = _fill_sentences(ctx, _EMAIL_BODY, budget, min_count=2)
-    paras = _paragraphs(ctx, [opening] + body, 2, 4)
+    paras = _paragraphs(ctx, [opening, *body], 2, 4)
     return f"{subject}\n\n{greeting}\n\n" + "\n\n".join(paras) + f"\n\n{sign}"
 
 

@@ -72,10 +72,12 @@ def test_grade_cli_scores_match_grader(gen_data, tmp_path, capsys):
         (lambda items: items + [{"row": 12, "response": "x"}], "rows that DATA lacks"),
         (lambda items: items + [{"row": 3, "response": "x"}], "row 3 has a second response"),
         (lambda items: items[:2] + ["not json"] + items[2:], "r.jsonl:3: not valid JSON"),
+        # json.loads raises a plain ValueError (no .msg) for an integer past Python's digit limit.
+        (lambda items: items[:2] + ['{"row": ' + "9" * 5000 + "}"] + items[2:], "r.jsonl:3: not valid JSON"),
         (lambda items: items[:2] + [{"row": "2", "response": "x"}] + items[3:], 'r.jsonl:3: "row" must be'),
         (lambda items: [{"row": 0}] + items[1:], 'r.jsonl:1: expected an object with "row" and "response"'),
     ],
-    ids=["missing", "extra", "duplicate", "bad-json", "bad-row", "no-response"],
+    ids=["missing", "extra", "duplicate", "bad-json", "huge-integer", "bad-row", "no-response"],
 )
 def test_grade_cli_bad_input_is_one_line_exit_2(small_data, tmp_path, capsys, mutate, message):
     items = mutate(oracle_responses(small_data))
