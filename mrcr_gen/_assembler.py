@@ -76,7 +76,9 @@ class Assembler:
         # Writings arrive counted by the writer; every other text is counted here, so both must agree.
         writer_tokenizer = getattr(writer, "tokenizer", DEFAULT_TOKENIZER)
         if writer_tokenizer != tokenizer:
-            raise AssemblyError(f"writer {writer.name!r} counts with {writer_tokenizer}, the assembler with {tokenizer}")
+            raise AssemblyError(
+                f"writer {writer.name!r} counts with {writer_tokenizer}, the assembler with {tokenizer}"
+            )
         self.tokenizer = tokenizer
         self._asks = list(writer.asks())
         if not self._asks:
@@ -258,7 +260,9 @@ class Assembler:
             entity=needle_ask.entity,
         )
         answer = secret + needles[target_ordinal - 1].writing.text
-        preamble_tokens, query_tokens, answer_tokens = count_tokens_batch([preamble, query, answer], tokenizer=self.tokenizer)
+        preamble_tokens, query_tokens, answer_tokens = count_tokens_batch(
+            [preamble, query, answer], tokenizer=self.tokenizer
+        )
         fixed = preamble_tokens + query_tokens + answer_tokens + sum(p.tokens for p in needles)
         if fixed > target:
             return _Shortfall(fixed=fixed)

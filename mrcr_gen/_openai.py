@@ -164,7 +164,9 @@ def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE_S, cap: float = BA
 
 
 FATAL_STATUSES = frozenset({401, 403, 404})
-_UNKNOWN_MODEL = re.compile(r"model_not_found|unknown model|model\b.{0,200}\b(does not exist|not found|not exist)", re.I | re.S)
+_UNKNOWN_MODEL = re.compile(
+    r"model_not_found|unknown model|model\b.{0,200}\b(does not exist|not found|not exist)", re.I | re.S
+)
 _PROMPT_TOO_LONG = re.compile(
     r"context_length_exceeded|maximum context length|context length|context window|too many tokens|"
     r"prompt is too long|too long|exceeds the model",

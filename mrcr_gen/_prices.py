@@ -27,7 +27,10 @@ def price_for(model: str, price_in: float | None = None, price_out: float | None
         known = PRICES.get(base)
     if price_in is None and price_out is None:
         return known
-    return (price_in if price_in is not None else (known or (0.0, 0.0))[0], price_out if price_out is not None else (known or (0.0, 0.0))[1])
+    return (
+        price_in if price_in is not None else (known or (0.0, 0.0))[0],
+        price_out if price_out is not None else (known or (0.0, 0.0))[1],
+    )
 
 
 def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:

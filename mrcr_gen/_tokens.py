@@ -222,7 +222,9 @@ class HFTokenizer(Tokenizer):
         try:
             self.tokenizer = RustTokenizer.from_str(data.decode("utf-8"))
         except Exception as exc:
-            raise TokenizerError(f"{file} is not a tokenizer.json the tokenizers library reads: {str(exc).splitlines()[0]}") from None
+            raise TokenizerError(
+                f"{file} is not a tokenizer.json the tokenizers library reads: {str(exc).splitlines()[0]}"
+            ) from None
 
     def describe(self) -> dict:
         described = super().describe() | {"sha256": self.sha256}
@@ -322,7 +324,9 @@ class RepeatedTextCounter:
     mostly meets texts it has counted already; hashing a text costs a few percent of tokenizing it.
     """
 
-    def __init__(self, max_entries: int = 1 << 20, min_chars: int = 256, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> None:
+    def __init__(
+        self, max_entries: int = 1 << 20, min_chars: int = 256, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER
+    ) -> None:
         self._counts: dict[bytes, int] = {}
         self._max_entries = max_entries
         self._min_chars = min_chars
@@ -346,12 +350,16 @@ def tokenizer_threads() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="mrcr-tokens")
 
 
-def count_tokens_batch(texts: Sequence[str], num_threads: int = 2, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> list[int]:
+def count_tokens_batch(
+    texts: Sequence[str], num_threads: int = 2, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER
+) -> list[int]:
     """Token counts of many texts; tiktoken releases the GIL, so `num_threads` > 1 runs in parallel."""
     return load_tokenizer(tokenizer).count_batch(texts, num_threads)
 
 
-def row_token_count(messages: Iterable[Message | dict], answer: str, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER) -> int:
+def row_token_count(
+    messages: Iterable[Message | dict], answer: str, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER
+) -> int:
     """Tokens of a row as openai/mrcr bins it: each message content, summed, plus the answer."""
     contents = [m.content if isinstance(m, Message) else m["content"] for m in messages]
     return sum(count_tokens_batch([*contents, answer], tokenizer=tokenizer))

@@ -18,7 +18,9 @@ MAX_RETRIES = 3
 class RayEngine:
     name = "ray"
 
-    def __init__(self, address: str | None = None, *, num_cpus: int | None = None, max_retries: int = MAX_RETRIES) -> None:
+    def __init__(
+        self, address: str | None = None, *, num_cpus: int | None = None, max_retries: int = MAX_RETRIES
+    ) -> None:
         try:
             import ray
         except ImportError:

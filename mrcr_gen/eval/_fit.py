@@ -55,7 +55,9 @@ def chat_template_counter(tokenizer: str) -> PromptCounter:
         try:
             text = render(messages=messages, add_generation_prompt=True, **special)
         except Exception as exc:  # jinja2's TemplateError, or whatever the template raises on these messages
-            raise TokenizerError(f"{tokenizer}: the chat template failed on a row: {type(exc).__name__}: {exc}") from None
+            raise TokenizerError(
+                f"{tokenizer}: the chat template failed on a row: {type(exc).__name__}: {exc}"
+            ) from None
         return len(loaded.tokenizer.encode(text, add_special_tokens=False).ids)
 
     return count
@@ -96,7 +98,9 @@ def compile_chat_template(template: str) -> Callable[..., str]:
     def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    environment = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
     environment.filters["tojson"] = tojson
     environment.globals["raise_exception"] = raise_exception
     environment.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)

@@ -38,7 +38,11 @@ def needle_indices(messages: Sequence[dict]) -> list[int]:
     if match is None:
         return []
     ask = "write a " + match["rest"]
-    return [i for i, m in enumerate(messages[:-1]) if m["role"] == "user" and m["content"] == ask and i + 1 < len(messages) - 1]
+    return [
+        i
+        for i, m in enumerate(messages[:-1])
+        if m["role"] == "user" and m["content"] == ask and i + 1 < len(messages) - 1
+    ]
 
 
 def writing_indices(messages: Sequence[dict]) -> list[int]:

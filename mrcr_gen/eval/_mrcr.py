@@ -59,7 +59,12 @@ def _schema_problem(record: dict) -> str:
 def make_item(source: str, index: int, record: dict, *, tokenizer_spec: str = "o200k_base") -> EvalItem:
     """The item of one raw row (a dict of its columns); a row that cannot be sent gets `error`."""
     prompt, answer, prefix = (record.get(c) for c in REQUIRED_COLUMNS)
-    base: dict[str, Any] = {"source": source, "row": index, "digest": row_digest(prompt, answer, prefix), "recipe": RECIPE}
+    base: dict[str, Any] = {
+        "source": source,
+        "row": index,
+        "digest": row_digest(prompt, answer, prefix),
+        "recipe": RECIPE,
+    }
     if not (isinstance(prompt, str) and isinstance(answer, str) and isinstance(prefix, str)):
         return EvalItem(**base, error=ItemError(check="schema", message=_schema_problem(record)))
     try:

@@ -107,7 +107,9 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
                 "errors": len(members) - len(answered),
                 "mean_score": _mean([_score(m) for m in members]),
                 "mean_score_answered": _mean([m["score"] for m in answered]),
-                "mean_score_lenient": _mean([m["score_lenient"] for m in answered if m.get("score_lenient") is not None]),
+                "mean_score_lenient": _mean(
+                    [m["score_lenient"] for m in answered if m.get("score_lenient") is not None]
+                ),
                 "floor_random_needle": _mean(
                     [m["floor_random_needle"] for m in members if m.get("floor_random_needle") is not None]
                 ),
@@ -121,12 +123,16 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
     def usage_total(name: str) -> int:
         return sum(v for v in (r.get("usage", {}).get(name) for r in scored) if isinstance(v, int))
 
-    usage = {name: usage_total(name) for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")}
+    usage = {
+        name: usage_total(name) for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+    }
     price = run.get("price_per_1m")
     settings = run.get("settings") or {}
     strip_think = bool(settings.get("strip_think"))
     overall = _group_stats(counted, window)
-    v2_rows = [r if r.get("status") == STATUS_OK else r | {"score": 0.0} for r in counted if r.get("recipe") == "mrcr-v2"]
+    v2_rows = [
+        r if r.get("status") == STATUS_OK else r | {"score": 0.0} for r in counted if r.get("recipe") == "mrcr-v2"
+    ]
     extra: dict[str, Any] = {}
     if v2_rows:
         from ..v2._eval import v2_report
@@ -153,12 +159,15 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
         "n_scored": len(scored),
         "cells": cell_rows,
         "bins": [
-            {"bin": label, "bin_upper": bin_upper(label), "count": len(members), "mean_score": _mean([_score(m) for m in members])}
+            {
+                "bin": label,
+                "bin_upper": bin_upper(label),
+                "count": len(members),
+                "mean_score": _mean([_score(m) for m in members]),
+            }
             for label, members in sorted(by_bin.items(), key=lambda kv: bin_sort_key(kv[0]))
         ],
-        "by_needles": [
-            {"n_needles": n, **_group_stats(members, window)} for n, members in sorted(by_needles.items())
-        ],
+        "by_needles": [{"n_needles": n, **_group_stats(members, window)} for n, members in sorted(by_needles.items())],
         "replies": {
             "finish_reasons": dict(Counter(str(r.get("finish_reason")) for r in scored)),
             "empty": sum(1 for r in scored if not r.get("response")),
@@ -169,12 +178,18 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
         "skipped": {
             "count": len(skipped),
             "max_context_window": window,
-            "rows": [{"file": r["file"], "row": r["row"], "o200k_prompt_tokens": r.get("o200k_prompt_tokens")} for r in skipped],
+            "rows": [
+                {"file": r["file"], "row": r["row"], "o200k_prompt_tokens": r.get("o200k_prompt_tokens")}
+                for r in skipped
+            ],
         },
         "errors": {
             "count": len(errors),
             "by_check": dict(Counter(str(r.get("check", "request")) for r in errors)),
-            "rows": [{"file": r["file"], "row": r["row"], "check": r.get("check", "request"), "error": r.get("error")} for r in errors],
+            "rows": [
+                {"file": r["file"], "row": r["row"], "check": r.get("check", "request"), "error": r.get("error")}
+                for r in errors
+            ],
         },
         "file_errors": [{"file": r["file"], "error": r.get("error")} for r in file_errors],
         "usage": usage,
@@ -268,7 +283,11 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
             xs = [position[c["bin"]] for c in cells]
             color = colors[i % len(colors)]
             axes.plot(xs, [c["mean_score"] for c in cells], marker="o", color=color, label=f"{n_needles} needles")
-            floors = [(x, c["floor_random_needle"]) for x, c in zip(xs, cells, strict=True) if c.get("floor_random_needle") is not None]
+            floors = [
+                (x, c["floor_random_needle"])
+                for x, c in zip(xs, cells, strict=True)
+                if c.get("floor_random_needle") is not None
+            ]
             if floors:
                 axes.plot(
                     [x for x, _ in floors],

@@ -84,7 +84,9 @@ def grade_responses(
         )
     extra = sorted(i for i in given if i >= n_data)
     if extra:
-        raise ResponsesError(f"responses for rows that DATA lacks (it has {n_data} rows, 0-{n_data - 1}): {_preview(extra)}")
+        raise ResponsesError(
+            f"responses for rows that DATA lacks (it has {n_data} rows, 0-{n_data - 1}): {_preview(extra)}"
+        )
     if missing and not allow_missing:
         raise ResponsesError(
             f"no response for {len(missing)} of {n_data} rows: {_preview(missing)} "

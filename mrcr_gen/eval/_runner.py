@@ -262,18 +262,31 @@ class _Planner:
                     self.taken += 1
                     record = self.base | base_record(item, sha)
                     if item.error is not None:
-                        yield _RECORD, record | {
-                            "status": STATUS_ERROR,
-                            "check": item.error.check,
-                            "error": item.error.message,
-                            "attempts": 0,
-                        }
+                        yield (
+                            _RECORD,
+                            record
+                            | {
+                                "status": STATUS_ERROR,
+                                "check": item.error.check,
+                                "error": item.error.message,
+                                "attempts": 0,
+                            },
+                        )
                     elif config.max_context_window is not None and self._over_window(item, config.max_context_window):
-                        yield _RECORD, record | {
-                            "status": STATUS_SKIPPED,
-                            "reason": "context",
-                            "max_context_window": config.max_context_window,
-                        } | ({} if self.too_long is None else {"context_tokens": self.too_long[(item.source, item.row)]})
+                        yield (
+                            _RECORD,
+                            record
+                            | {
+                                "status": STATUS_SKIPPED,
+                                "reason": "context",
+                                "max_context_window": config.max_context_window,
+                            }
+                            | (
+                                {}
+                                if self.too_long is None
+                                else {"context_tokens": self.too_long[(item.source, item.row)]}
+                            ),
+                        )
                     elif group and item.group is not None and item.group == group[-1].group:
                         group.append(item)
                     else:
@@ -285,8 +298,18 @@ class _Planner:
             except FileError as exc:
                 if group:
                     yield _JOB, group
-                yield _FILE_ERROR, {"file": path, "row": None, "status": STATUS_ERROR, "check": "file",
-                                    "error": str(exc), "data_sha256": sha} | self.base
+                yield (
+                    _FILE_ERROR,
+                    {
+                        "file": path,
+                        "row": None,
+                        "status": STATUS_ERROR,
+                        "check": "file",
+                        "error": str(exc),
+                        "data_sha256": sha,
+                    }
+                    | self.base,
+                )
 
 
 def base_record(item: EvalItem, data_sha256: str) -> dict[str, Any]:
@@ -366,8 +389,20 @@ def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], 
         "data": [{"path": path, "sha256": sha} for path, sha in data.items()],
         "max_context_window": config.max_context_window,
         "price_per_1m": None if price is None else {"input": price[0], "output": price[1]},
-        "options": config.model_dump(include={"concurrency", "needles", "bins", "limit", "max_retries", "timeout",
-                                             "retry_errors", "tokenizer_spec", "chat_template", "count_with_server"}),
+        "options": config.model_dump(
+            include={
+                "concurrency",
+                "needles",
+                "bins",
+                "limit",
+                "max_retries",
+                "timeout",
+                "retry_errors",
+                "tokenizer_spec",
+                "chat_template",
+                "count_with_server",
+            }
+        ),
         "finished": finished,
     } | _hub_sources(config)
 
@@ -456,22 +491,46 @@ async def run_eval_async(
                 if exc.attempts:  # sent before, then stopped while waiting to retry
                     stats.sent += 1
                     stats.errors += 1
-                    emit(record | {"status": STATUS_ERROR, "check": "stopped", "error": str(exc), "attempts": exc.attempts})
+                    emit(
+                        record
+                        | {"status": STATUS_ERROR, "check": "stopped", "error": str(exc), "attempts": exc.attempts}
+                    )
                 return
             except ChatError as exc:
                 stats.sent += 1
                 stats.errors += 1
                 if exc.fatal:
                     fatal.append(exc)
-                check = "fatal" if exc.fatal else "prompt_too_long" if is_prompt_too_long(exc.status, str(exc)) else "request"
-                emit(record | {"status": STATUS_ERROR, "check": check, "error": str(exc), "http_status": exc.status,
-                               "attempts": exc.attempts})
+                check = (
+                    "fatal"
+                    if exc.fatal
+                    else "prompt_too_long"
+                    if is_prompt_too_long(exc.status, str(exc))
+                    else "request"
+                )
+                emit(
+                    record
+                    | {
+                        "status": STATUS_ERROR,
+                        "check": check,
+                        "error": str(exc),
+                        "http_status": exc.status,
+                        "attempts": exc.attempts,
+                    }
+                )
                 return
             except Exception as exc:  # recorded, never fatal
                 stats.sent += 1
                 stats.errors += 1
-                emit(record | {"status": STATUS_ERROR, "check": "request",
-                               "error": redact(f"{type(exc).__name__}: {exc}"), "attempts": 1})
+                emit(
+                    record
+                    | {
+                        "status": STATUS_ERROR,
+                        "check": "request",
+                        "error": redact(f"{type(exc).__name__}: {exc}"),
+                        "attempts": 1,
+                    }
+                )
                 return
             finally:
                 in_flight -= 1
@@ -539,7 +598,9 @@ async def run_eval_async(
     return stats
 
 
-def preflight(config: EvalConfig, api_key: str | None = None, on_row: Callable[[], None] | None = None) -> list[TooLong]:
+def preflight(
+    config: EvalConfig, api_key: str | None = None, on_row: Callable[[], None] | None = None
+) -> list[TooLong]:
     """The rows whose prompt exceeds `max_context_window` as `config` counts them (its tokenizer,
     chat template or the server's /tokenize), found before any request is sent."""
     if config.max_context_window is None:

@@ -119,7 +119,9 @@ def harvest(
                     seen.add((ask_text, text))
                     fresh.append((ask, text))
                 counts = count_tokens_batch([text for _, text in fresh], tokenizer=tokenizer)
-                writings += [PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(fresh, counts, strict=True)]
+                writings += [
+                    PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(fresh, counts, strict=True)
+                ]
                 if on_row is not None:
                     on_row()
         except (OSError, ValueError, KeyError) as exc:

@@ -53,8 +53,8 @@ def default_cache_dir() -> Path:
     return Path(base) / "mrcr-gen"
 
 
-def cache_key(model: str, params: Mapping[str, Any], ask: Ask, variant: int) -> str:
-    payload = json.dumps({"model": model, "params": dict(params), "ask": ask.text, "variant": variant}, sort_keys=True)
+def cache_key(model: str, params: Mapping[str, Any], ask_text: str, variant: int) -> str:
+    payload = json.dumps({"model": model, "params": dict(params), "ask": ask_text, "variant": variant}, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -91,8 +91,17 @@ class WritingCache:
         self._db.execute(
             "INSERT OR REPLACE INTO writings VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
-                key, model, json.dumps(dict(params), sort_keys=True), ask.text, variant, result.text,
-                result.prompt_tokens, result.completion_tokens, result.finish_reason, result.model, time.time(),
+                key,
+                model,
+                json.dumps(dict(params), sort_keys=True),
+                ask.text,
+                variant,
+                result.text,
+                result.prompt_tokens,
+                result.completion_tokens,
+                result.finish_reason,
+                result.model,
+                time.time(),
             ),
         )
 
@@ -231,7 +240,7 @@ def build_pool_openai(
         price = price_for(model)
     started = time.perf_counter()
     cache = WritingCache(cache_dir or default_cache_dir())
-    jobs = [(ask, v, cache_key(model, params, ask, v)) for ask, count in variants.items() for v in range(count)]
+    jobs = [(ask, v, cache_key(model, params, ask.text, v)) for ask, count in variants.items() for v in range(count)]
     done = cache.get_many([key for _, _, key in jobs])
     cached = len(done)
     todo = [job for job in jobs if job[2] not in done]

@@ -119,7 +119,9 @@ def build_pool_for_request(
     needles = tuple(needles) or (4,)
     where = where or f"{max_tokens:,} tokens"
     cache_dir = Path(cache_dir or default_cache_dir())
-    plan, count, needle_asks = request_plan(seed=seed, needles=needles, max_tokens=max_tokens, rows=rows, per_pair=per_pair)
+    plan, count, needle_asks = request_plan(
+        seed=seed, needles=needles, max_tokens=max_tokens, rows=rows, per_pair=per_pair
+    )
     settings = (model, seed, needles, per_pair, temperature, max_tokens_per_writing, max_tokens, needle_asks)
     path = Path(pool_path) if pool_path is not None else default_pool_path(cache_dir, model, settings)
     params = _params(temperature, max_tokens_per_writing, None)
@@ -127,8 +129,18 @@ def build_pool_for_request(
     for _ in range(MAX_ROUNDS):
         chosen = dict(plan[:count])
         report = build_pool_openai(
-            model, chosen, concurrency=concurrency, base_url=base_url, out=path, cache_dir=cache_dir, params=params,
-            api_key=api_key, price=price, timeout=timeout, console=console, progress=progress,
+            model,
+            chosen,
+            concurrency=concurrency,
+            base_url=base_url,
+            out=path,
+            cache_dir=cache_dir,
+            params=params,
+            api_key=api_key,
+            price=price,
+            timeout=timeout,
+            console=console,
+            progress=progress,
         )
         if on_report is not None:
             on_report(report)

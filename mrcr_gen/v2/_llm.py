@@ -81,7 +81,7 @@ class V2OpenAIWriter:
 
         missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
         requests = {k: _Request(request_text(self.catalog, *k)) for k in missing}
-        cache_keys = {k: cache_key(self.model, self.params, requests[k], k[1]) for k in missing}
+        cache_keys = {k: cache_key(self.model, self.params, requests[k].text, k[1]) for k in missing}
         cached = self.cache.get_many(list(cache_keys.values()))
         texts = {k: cached[cache_keys[k]][0] for k in missing if cache_keys[k] in cached}
         to_send = [k for k in missing if k not in texts]

@@ -72,9 +72,7 @@ class _Checker:
         self.skip_columns = frozenset(skip_columns)
 
     def add(self, check: str, message: str, severity: Severity = "error") -> None:
-        self.ctx.findings.append(
-            Finding(file=self.file, row=self.row, check=check, severity=severity, message=message)
-        )
+        self.ctx.findings.append(Finding(file=self.file, row=self.row, check=check, severity=severity, message=message))
 
     # --- schema -----------------------------------------------------------------------------
     def schema(self) -> None:
@@ -157,7 +155,11 @@ class _Checker:
         misplaced = [i for i in range(1, last) if messages[i]["role"] != ("user" if i % 2 else "assistant")]
         if misplaced:
             first = misplaced[0]
-            listed = _indices(misplaced) if len(misplaced) <= 8 else f"{_indices(misplaced[:8])[:-1]}, …] ({len(misplaced)} in all)"
+            listed = (
+                _indices(misplaced)
+                if len(misplaced) <= 8
+                else f"{_indices(misplaced[:8])[:-1]}, …] ({len(misplaced)} in all)"
+            )
             problems.append(
                 f"from messages[1] to messages[{last - 1}] user asks and assistant writings must alternate: "
                 f"messages[{first}] is {_short(str(messages[first]['role']), 20)}, expected "
@@ -200,9 +202,7 @@ class _Checker:
         self.ctx.entity = entity
         self.ctx.ask = ASK_TEMPLATE.format(format=fmt, entity=entity)
         self.ctx.needles = [
-            i
-            for i, m in enumerate(messages[:-1])
-            if m["role"] == "user" and m["content"] == self.ctx.ask
+            i for i, m in enumerate(messages[:-1]) if m["role"] == "user" and m["content"] == self.ctx.ask
         ]
 
     # --- random_string ----------------------------------------------------------------------
@@ -226,7 +226,9 @@ class _Checker:
                 f"the query prepends {query_rs!r} but random_string_to_prepend is {column!r}",
             )
         elif query_rs is not None and column is None and not _RANDOM_STRING.match(query_rs):
-            self.add("random_string", f"the query's random string {_short(query_rs, 30)} is not 10 characters of [A-Za-z0-9]")
+            self.add(
+                "random_string", f"the query's random string {_short(query_rs, 30)} is not 10 characters of [A-Za-z0-9]"
+            )
         messages = self.ctx.messages
         rs = self.rs
         if messages is None or not rs or not _RANDOM_STRING.match(rs):
@@ -262,14 +264,21 @@ class _Checker:
     def _near_needle_ask(self, text: str) -> bool:
         """`text` equals the needle ask only up to case, whitespace or punctuation."""
         ask = self.ctx.ask
-        return ask is not None and text != ask and len(text) < 4 * len(ask) + 40 and normalize_ask(text) == normalize_ask(ask)
+        return (
+            ask is not None
+            and text != ask
+            and len(text) < 4 * len(ask) + 40
+            and normalize_ask(text) == normalize_ask(ask)
+        )
 
     def near_duplicate_ask(self) -> None:
         messages, ask = self.ctx.messages, self.ctx.ask
         if messages is None or ask is None:
             return
         near = [
-            i for i, m in enumerate(messages[1:-1], start=1) if m["role"] == "user" and self._near_needle_ask(m["content"])
+            i
+            for i, m in enumerate(messages[1:-1], start=1)
+            if m["role"] == "user" and self._near_needle_ask(m["content"])
         ]
         if near:
             shown = ", ".join(f"{i}: {_short(messages[i]['content'], 60)}" for i in near[:5])
@@ -337,7 +346,9 @@ class _Checker:
         ask, needles, k = self.ctx.ask, self.ctx.needles, self.ctx.k
         m = messages[d]
         if ask is not None and (m["role"] != "user" or m["content"] != ask):
-            expected = f"{ask!r}" + (f" (the {ordinal(k)} is messages[{needles[k - 1]}])" if k and k <= len(needles) else "")
+            expected = f"{ask!r}" + (
+                f" (the {ordinal(k)} is messages[{needles[k - 1]}])" if k and k <= len(needles) else ""
+            )
             self.add(
                 "desired_index",
                 f"messages[{d}] is not the needle ask: expected {expected}, "
@@ -382,7 +393,9 @@ class _Checker:
             return
         target = needles[k - 1]
         if target + 1 >= len(messages) - 1 or messages[target + 1]["role"] != "assistant":
-            self.add("ground_truth", f"the {ordinal(k)} needle ask (messages[{target}]) has no assistant writing after it")
+            self.add(
+                "ground_truth", f"the {ordinal(k)} needle ask (messages[{target}]) has no assistant writing after it"
+            )
             return
         expected = messages[target + 1]["content"]
         body = answer[len(rs) :] if prefixed else answer
@@ -393,7 +406,9 @@ class _Checker:
         if assistant_equal:
             found = "the answer is the random string + " + " = ".join(self._describe(i) for i in assistant_equal[:3])
         else:
-            found = f"the answer matches no message ({len(body)} characters after the random string: {_short(body, 50)})"
+            found = (
+                f"the answer matches no message ({len(body)} characters after the random string: {_short(body, 50)})"
+            )
         self.add(
             "ground_truth",
             f"expected the random string + messages[{target + 1}], the response to the {ordinal(k)} needle "
@@ -552,7 +567,13 @@ def check_row(
 ) -> RowResult:
     """The findings of one row plus its token count and bin (counted by `tokenizer`)."""
     return analyze_row(
-        record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, strict=strict, tokenizer=tokenizer
+        record,
+        file=file,
+        row=row,
+        count_tokens=count_tokens,
+        skip_columns=skip_columns,
+        strict=strict,
+        tokenizer=tokenizer,
     )[0]
 
 
@@ -572,5 +593,10 @@ def _check_row_task(args: tuple) -> RowResult:
     """Process-pool entry point."""
     record, file, row, count_tokens, skip_columns, *tokenizer = args
     return check_row(
-        record, file=file, row=row, count_tokens=count_tokens, skip_columns=skip_columns, tokenizer=tokenizer[0] if tokenizer else DEFAULT_TOKENIZER
+        record,
+        file=file,
+        row=row,
+        count_tokens=count_tokens,
+        skip_columns=skip_columns,
+        tokenizer=tokenizer[0] if tokenizer else DEFAULT_TOKENIZER,
     )

@@ -59,7 +59,13 @@ def check_schema(schema: pa.Schema, file: str) -> tuple[list[Finding], set[str]]
     for expected in MRCR_SCHEMA:
         if expected.name not in names:
             findings.append(
-                Finding(file=file, row=None, check="schema", severity="error", message=f"column {expected.name!r} is missing")
+                Finding(
+                    file=file,
+                    row=None,
+                    check="schema",
+                    severity="error",
+                    message=f"column {expected.name!r} is missing",
+                )
             )
             unusable.add(expected.name)
             continue
@@ -357,7 +363,12 @@ def _check_here(
         for batch in read_range(path):
             results = [
                 check_row(
-                    record, file=scan.file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=scan.tokenizer
+                    record,
+                    file=scan.file,
+                    row=row + i,
+                    count_tokens=tokens,
+                    skip_columns=skip,
+                    tokenizer=scan.tokenizer,
                 )
                 for i, record in enumerate(batch.to_pylist())
             ]
@@ -429,8 +440,14 @@ def validate_paths(
         paths = [paths]
     builder = ReportBuilder(strict=strict)
     for _ in iter_validate(
-        paths, tokens=tokens, workers=workers, engine=engine, progress=progress, builder=builder,
-        with_batches=False, tokenizer=tokenizer,
+        paths,
+        tokens=tokens,
+        workers=workers,
+        engine=engine,
+        progress=progress,
+        builder=builder,
+        with_batches=False,
+        tokenizer=tokenizer,
     ):
         pass
     return builder.build()

@@ -85,9 +85,7 @@ class Summary(BaseModel):
     rows: int = 0
     rows_with_errors: int = 0
     by_check: dict[str, int] = Field(default_factory=dict)
-    by_bin: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="bin label -> n_needles -> rows"
-    )
+    by_bin: dict[str, dict[str, int]] = Field(default_factory=dict, description="bin label -> n_needles -> rows")
     tokenizers: dict[str, str] = Field(
         default_factory=dict, description="file -> spec of the tokenizer that recounted it (and binned `by_bin`)"
     )
@@ -166,7 +164,9 @@ class ReportBuilder:
         order = {name: i for i, name in enumerate(CHECKS)}
         by_check = dict(sorted(self._by_check.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
         by_bin = {
-            key: dict(sorted(counts.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)))
+            key: dict(
+                sorted(counts.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
+            )
             for key, counts in sorted(self._by_bin.items(), key=lambda kv: _bin_sort_key(kv[0]))
         }
         summary = Summary(

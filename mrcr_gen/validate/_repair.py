@@ -30,7 +30,9 @@ class FileRepair(BaseModel):
     """What `--clean`/`--fix` did with one input file."""
 
     input: str
-    output: str | None = Field(default=None, description="None when nothing could be written (unreadable file, file-level error)")
+    output: str | None = Field(
+        default=None, description="None when nothing could be written (unreadable file, file-level error)"
+    )
     kept: int = 0
     fixed: int = 0
     dropped: int = 0
@@ -88,7 +90,9 @@ def fix_record(record: dict[str, Any], *, file: str = "<row>", row: int = 0) -> 
     if fixed["answer"] != record.get("answer"):
         was = next((f.message.split("; ", 1)[-1] for f in result.findings if f.check == "ground_truth"), None)
         reason = was or next((f.message for f in result.findings if f.check == "answer_prefix"), "differed")
-        notes.append(f"answer <- random string + messages[{target + 1}] (response to the {ordinal(k)} needle); before: {reason}")
+        notes.append(
+            f"answer <- random string + messages[{target + 1}] (response to the {ordinal(k)} needle); before: {reason}"
+        )
     return fixed, notes
 
 
@@ -154,7 +158,13 @@ def repair(
             current = _FileOutput(scan, targets[Path(scan.file)], strict)
 
         for _scan, batch, results in iter_validate(
-            paths, tokens=tokens, workers=workers, engine=engine, progress=progress, on_file_start=start, builder=builder,
+            paths,
+            tokens=tokens,
+            workers=workers,
+            engine=engine,
+            progress=progress,
+            on_file_start=start,
+            builder=builder,
             tokenizer=tokenizer,
         ):
             if current is None:  # iter_validate starts every file (on_file_start) before its rows
@@ -224,7 +234,11 @@ class _FileOutput:
             if fixed is not None:
                 new_record, notes = fixed
                 again = check_row(
-                    new_record, file=self.scan.file, row=row_result.row, count_tokens=tokens, strict=self.strict,
+                    new_record,
+                    file=self.scan.file,
+                    row=row_result.row,
+                    count_tokens=tokens,
+                    strict=self.strict,
                     tokenizer=self.scan.tokenizer,
                 )
                 if not again.has_error:

@@ -62,8 +62,10 @@ class MemoizedWriter:
         """Compose and count `shared_keys()[start:stop]` into the part file `store/{start}.arrow`."""
         writings = self.writings(self.shared_keys()[start:stop])
         table = pa.table(
-            {"text": pa.array([w.text for w in writings], pa.large_string()),
-             "n_tokens": pa.array([w.n_tokens for w in writings], pa.int64())}
+            {
+                "text": pa.array([w.text for w in writings], pa.large_string()),
+                "n_tokens": pa.array([w.n_tokens for w in writings], pa.int64()),
+            }
         )
         write_arrow_atomic(table, store / f"{start}.arrow")
 
