@@ -59,7 +59,11 @@ def _json_object(text: str | None, option: str) -> dict | None:
 def evaluate(
     data: list[str] = typer.Argument(
         ...,
-        help="MRCR parquet files (openai/mrcr schema), MRCR v2 CSV / parquet files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.",
+        help=(
+            "MRCR parquet files (openai/mrcr schema), MRCR v2 CSV / parquet files, directories (every *.parquet below, "
+            "and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or "
+            "hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB."
+        ),
     ),
     model: str = typer.Option(..., "--model", "-m", help="Model name sent to the server."),
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (results.jsonl, summary.json, plot.png)."),
@@ -73,7 +77,10 @@ def evaluate(
         None,
         "--max-context-window",
         min=1,
-        help="Skip (and count) rows whose prompt has more tokens (counted with --tokenizer, the chat template or the server).",
+        help=(
+            "Skip (and count) rows whose prompt has more tokens (counted with --tokenizer, the chat template or the "
+            "server)."
+        ),
     ),
     tokenizer: str = typer.Option(
         "o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts prompts for --max-context-window and bins the rows."
@@ -81,7 +88,9 @@ def evaluate(
     chat_template: bool = typer.Option(
         False,
         "--chat-template",
-        help="Count the prompt as the model's chat template (from the hf: tokenizer's tokenizer_config.json) renders it.",
+        help=(
+            "Count the prompt as the model's chat template (from the hf: tokenizer's tokenizer_config.json) renders it."
+        ),
     ),
     count_with_server: bool = typer.Option(
         False, "--count-with-server", help="Count each prompt with the server's vLLM-style /tokenize endpoint."
@@ -106,7 +115,10 @@ def evaluate(
     extra_body: str | None = typer.Option(
         None,
         "--extra-body",
-        help='JSON object merged into every request, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\' for vLLM.',
+        help=(
+            'JSON object merged into every request, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\' for '
+            "vLLM."
+        ),
     ),
     strip_think: bool = typer.Option(
         False,
@@ -117,7 +129,10 @@ def evaluate(
         8,
         "--max-retries",
         min=0,
-        help="Retries per request on transport failures (429, 5xx, timeouts, connection errors, bodies that are not a chat completion).",
+        help=(
+            "Retries per request on transport failures (429, 5xx, timeouts, connection errors, bodies that are not a "
+            "chat completion)."
+        ),
     ),
     timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="Seconds per request attempt."),
     retry_errors: bool = typer.Option(

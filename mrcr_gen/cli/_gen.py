@@ -130,7 +130,10 @@ def generate(
     recipe: str = typer.Option(
         "openai-mrcr",
         "--recipe",
-        help="openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text per row, CSV or parquet).",
+        help=(
+            "openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text per "
+            "row, CSV or parquet)."
+        ),
     ),
     needles: list[int] = typer.Option(
         [],
@@ -144,7 +147,10 @@ def generate(
         "--bin",
         "-b",
         show_default=False,
-        help="Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up to 1048576, 'all' goes on to 8388608).",
+        help=(
+            "Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up to "
+            "1048576, 'all' goes on to 8388608)."
+        ),
     ),
     samples: int = typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files."),
@@ -184,7 +190,10 @@ def generate(
     tokens: int | None = typer.Option(
         None,
         "--tokens",
-        help="Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every row lies in a bin). Not with --bin.",
+        help=(
+            "Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every row "
+            "lies in a bin). Not with --bin."
+        ),
     ),
     shard: str = typer.Option(
         "1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."
@@ -198,17 +207,25 @@ def generate(
         "--workers",
         "-w",
         min=1,
-        help="Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every value.",
+        help=(
+            "Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every value."
+        ),
     ),
     engine: str = typer.Option(
         "local",
         "--engine",
-        help="local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip install 'mrcr-gen[ray]'); --out must then be on a filesystem every node sees.",
+        help=(
+            "local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip install "
+            "'mrcr-gen[ray]'); --out must then be on a filesystem every node sees."
+        ),
     ),
     address: str | None = typer.Option(
         None,
         "--address",
-        help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores).",
+        help=(
+            "--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's "
+            "cores)."
+        ),
     ),
     tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Rows are binned by its count."),
 ) -> None:

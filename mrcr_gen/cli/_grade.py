@@ -41,7 +41,10 @@ def _table(result: dict) -> Table:
 def grade(
     data: str = typer.Argument(
         ...,
-        help="MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or a folder, glob or hf://datasets/ORG/NAME[@REV]/PATH naming one such file.",
+        help=(
+            "MRCR parquet file (openai/mrcr schema), an MRCR v2 CSV / parquet file, or a folder, glob or "
+            "hf://datasets/ORG/NAME[@REV]/PATH naming one such file."
+        ),
     ),
     responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),

@@ -34,9 +34,11 @@ PROG = "mrcr-validate"
 
 app = typer.Typer(
     add_completion=False,
-    help="Re-check MRCR files row by row: openai/mrcr parquet, and MRCR v2 CSV or parquet (column 'queries'). Exit code 0: no row has an "
-    "error (warnings allowed); 1: some row or file has an error; 2: an input could not be read or "
-    "the usage is wrong. The input files are never modified.",
+    help=(
+        "Re-check MRCR files row by row: openai/mrcr parquet, and MRCR v2 CSV or parquet (column 'queries'). "
+        "Exit code 0: no row has an error (warnings allowed); 1: some row or file has an error; 2: an input "
+        "could not be read or the usage is wrong. The input files are never modified."
+    ),
 )
 
 
@@ -129,7 +131,10 @@ def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
 def validate(
     paths: list[str] = typer.Argument(
         ...,
-        help="Parquet files, MRCR v2 CSV files, directories (every *.parquet below, and every MRCR v2 *.csv: a header with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.",
+        help=(
+            "Parquet files, MRCR v2 CSV files, directories (every *.parquet below, and every MRCR v2 *.csv: a header "
+            "with 'queries' and 'answer'), globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB."
+        ),
         show_default=False,
     ),
     workers: int | None = typer.Option(
@@ -137,17 +142,26 @@ def validate(
         "--workers",
         "-w",
         min=1,
-        help="Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. Findings are identical for every value.",
+        help=(
+            "Processes for the checks and token recount [default: chosen from the data's size, at most all cores]. "
+            "Findings are identical for every value."
+        ),
     ),
     engine: str = typer.Option(
         "local",
         "--engine",
-        help="local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install 'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees.",
+        help=(
+            "local: a process pool on this machine; ray: Ray tasks, each reading its own rows (pip install "
+            "'mrcr-gen[ray]'); inputs must then be on a filesystem every node sees."
+        ),
     ),
     address: str | None = typer.Option(
         None,
         "--address",
-        help="--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's cores).",
+        help=(
+            "--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's "
+            "cores)."
+        ),
     ),
     tokens: bool = typer.Option(True, "--tokens/--no-tokens", help="Recount tokens to check the bins (the slow part)."),
     json_out: str | None = typer.Option(
@@ -160,7 +174,10 @@ def validate(
         None,
         "--clean",
         metavar="OUT",
-        help="Write the rows with no error to OUT: a file for one input file, else a folder with one file per input (its own columns, its path below the inputs' common folder). Atomic; every dropped row is listed.",
+        help=(
+            "Write the rows with no error to OUT: a file for one input file, else a folder with one file per input "
+            "(its own columns, its path below the inputs' common folder). Atomic; every dropped row is listed."
+        ),
     ),
     fix: Path | None = typer.Option(
         None,

@@ -211,7 +211,8 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     if list(rec.get("index_positions_of_seeds", ())) != indices:
         add(
             "positions",
-            f"index_positions_of_seeds is {list(rec.get('index_positions_of_seeds', ()))[:12]}, the key's turns are {indices[:12]}",
+            f"index_positions_of_seeds is {list(rec.get('index_positions_of_seeds', ()))[:12]}, "
+            f"the key's turns are {indices[:12]}",
         )
 
     # --- token counts --------------------------------------------------------------------------
@@ -245,7 +246,10 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
             ):
                 add(
                     "positions",
-                    f"answer_context_position is {rec.get('answer_context_position')}, expected {spans[query.ordinal - 1]}",
+                    (
+                        f"answer_context_position is {rec.get('answer_context_position')}, expected "
+                        f"{spans[query.ordinal - 1]}"
+                    ),
                 )
         found = v2_bucket_for(n_tokens)
         bucket = found.label if found is not None else OUT_OF_RANGE

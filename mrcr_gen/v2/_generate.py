@@ -269,11 +269,18 @@ def v2_card_header(config: V2Config, counted_by: dict) -> str:
 def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: str) -> str:
     catalog = load_v2_catalog()
     counted_by = load_tokenizer(config.tokenizer_spec).describe()
+    catalog_line = (
+        f"{len(catalog.formats)} formats x {len(catalog.styles)} styles; {len(catalog.needle_topics)} needle topics, "
+        f"{len(catalog.filler_topics)} filler topics; sha256 `{catalog.sha256}`"
+    )
     tokenizer = f"{counted_by['spec']} ({counted_by['library']})" + "".join(
         f", {key} `{value}`" for key, value in counted_by.items() if key not in ("spec", "library")
     )
     table = "\n".join(
-        f"| {s['n_needles']} | {s['bucket']} | {s['rows']} | {s['transcripts']} | {s['min']} | {s['median']} | {s['max']} | `{s['file']}` |"
+        (
+            f"| {s['n_needles']} | {s['bucket']} | {s['rows']} | {s['transcripts']} | {s['min']} | {s['median']} | "
+            f"{s['max']} | `{s['file']}` |"
+        )
         for s in summaries
     )
     index, count = config.shard
@@ -289,7 +296,7 @@ def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: st
 | seed | {config.seed} |
 | shard | {index}/{count} |
 | rows per transcript | at most {config.rows_per_transcript} |
-| catalog | {len(catalog.formats)} formats x {len(catalog.styles)} styles; {len(catalog.needle_topics)} needle topics, {len(catalog.filler_topics)} filler topics; sha256 `{catalog.sha256}` |
+| catalog | {catalog_line} |
 | tokenizer | {tokenizer}; `context_len` = tokens of the whole `queries` string as one text |
 | writer | `{json.dumps(writer.describe(), sort_keys=True)}` |
 

@@ -61,7 +61,8 @@ class _Composer:
         return " ".join(self.sentence() for _ in range(self.rng.randint(lo, hi)))
 
     def title(self) -> str:
-        return f"The {self.pick('adj').title()} {self.pick('noun').title()} of {self.key.topic[0].upper()}{self.key.topic[1:]}"
+        topic = self.key.topic[0].upper() + self.key.topic[1:]
+        return f"The {self.pick('adj').title()} {self.pick('noun').title()} of {topic}"
 
     def angle_line(self) -> str:
         return f"{self.rng.choice(self.register.openers)} I set this down {self.angle}."
