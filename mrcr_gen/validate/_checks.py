@@ -587,16 +587,3 @@ def validate_row(
 ) -> list[Finding]:
     """Every finding of one row given as its raw column dict (e.g. `MrcrRow.model_dump()`)."""
     return list(check_row(record, file=file, row=row, count_tokens=count_tokens, strict=strict).findings)
-
-
-def _check_row_task(args: tuple) -> RowResult:
-    """Process-pool entry point."""
-    record, file, row, count_tokens, skip_columns, *tokenizer = args
-    return check_row(
-        record,
-        file=file,
-        row=row,
-        count_tokens=count_tokens,
-        skip_columns=skip_columns,
-        tokenizer=tokenizer[0] if tokenizer else DEFAULT_TOKENIZER,
-    )
