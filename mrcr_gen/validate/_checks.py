@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
@@ -415,20 +415,25 @@ class _Checker:
             f"(ask at messages[{target}]); {found}",
         )
 
-    def duplicate_needle_response(self) -> None:
+    def _needle_writing_pairs(self, key: Callable[[str], str]) -> list[tuple[int, int]]:
+        """(first, later) message indices of needle writings whose `key` is equal."""
         messages, needles = self.ctx.messages, self.ctx.needles
         if messages is None or len(needles) < 2:
-            return
-        seen: dict[str, int] = {}
+            return []
+        first: dict[str, int] = {}
         pairs = []
         for i in needles:
             if i + 1 >= len(messages) - 1:
                 continue
-            text = messages[i + 1]["content"]
-            if text in seen:
-                pairs.append((seen[text] + 1, i + 1))
+            k = key(messages[i + 1]["content"])
+            if k in first:
+                pairs.append((first[k], i + 1))
             else:
-                seen[text] = i
+                first[k] = i + 1
+        return pairs
+
+    def duplicate_needle_response(self) -> None:
+        pairs = self._needle_writing_pairs(lambda text: text)
         if pairs:
             shown = ", ".join(f"messages[{a}] = messages[{b}]" for a, b in pairs[:5])
             self.add(
@@ -438,19 +443,12 @@ class _Checker:
 
     def near_duplicate_needle_response(self) -> None:
         """Needle writings that differ only in case or whitespace: the ordinal hardly matters to the score."""
-        messages, needles = self.ctx.messages, self.ctx.needles
-        if messages is None or len(needles) < 2:
-            return
-        seen: dict[str, int] = {}
-        pairs = []
-        for i in needles:
-            if i + 1 >= len(messages) - 1:
-                continue
-            key = normalize_writing(messages[i + 1]["content"])
-            if key not in seen:
-                seen[key] = i + 1
-            elif messages[seen[key]]["content"] != messages[i + 1]["content"]:  # equal ones are an error
-                pairs.append((seen[key], i + 1))
+        messages = self.ctx.messages
+        pairs = [
+            (a, b)
+            for a, b in self._needle_writing_pairs(normalize_writing)
+            if messages is not None and messages[a]["content"] != messages[b]["content"]  # equal ones are an error
+        ]
         if pairs:
             shown = ", ".join(f"messages[{a}] ~ messages[{b}]" for a, b in pairs[:5])
             self.add(
