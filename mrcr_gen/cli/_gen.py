@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +37,25 @@ app = typer.Typer(
 )
 
 
-def parse_bins(values: list[str]) -> tuple:
-    if not values or "all" in values:
-        return BINS
+def parse_bins(
+    values: list[str], by_upper: Callable[[int], Any] = bin_by_upper, default: tuple = BINS, every: tuple = BINS
+) -> tuple:
+    """`--bin` values: upper edges looked up with `by_upper` (which raises ValueError for an unknown
+    edge), `default` when none is given, `every` for 'all'."""
+    if not values:
+        return default
+    if "all" in values:
+        return every
+    uppers = []
+    for value in dict.fromkeys(values):
+        try:
+            uppers.append(int(value))
+        except ValueError:
+            raise CommandError(f"--bin takes an upper edge or 'all', got {values}") from None
     try:
-        return tuple(bin_by_upper(int(v)) for v in dict.fromkeys(values))
+        return tuple(by_upper(upper) for upper in uppers)
     except ValueError as exc:
-        raise CommandError(
-            f"--bin: {exc}" if "no bin" in str(exc) else f"--bin takes an upper edge or 'all', got {values}"
-        ) from None
+        raise CommandError(f"--bin: {exc}") from None
 
 
 def _option_error(error: ValidationError) -> str:

@@ -22,19 +22,11 @@ from .._assembler import AssemblyError
 from ._common import CommandError, stderr
 
 
-def _buckets(values: list[str]):
+def _buckets(values: list[str]) -> tuple:
     from ..v2._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, v2_bucket
+    from ._gen import parse_bins
 
-    if not values:
-        return DEFAULT_V2_BUCKETS
-    if "all" in values:
-        return V2_BUCKETS
-    try:
-        return tuple(v2_bucket(int(v)) for v in dict.fromkeys(values))
-    except ValueError as exc:
-        raise CommandError(
-            f"--bin: {exc}" if "no MRCR v2 bucket" in str(exc) else f"--bin takes an upper edge or 'all', got {values}"
-        ) from None
+    return parse_bins(values, v2_bucket, DEFAULT_V2_BUCKETS, V2_BUCKETS)
 
 
 def _writer(kind: str, seed: int, tokenizer: str, **options):
