@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from ._bins import Bin
 from ._models import (
@@ -31,6 +32,34 @@ from .writers._memo import OFFLINE_VARIANTS_PER_ASK
 RANDOM_STRING_ALPHABET = string.ascii_letters + string.digits
 # Give up filling the last gap after this many distractors in a row that do not fit.
 MAX_FILL_MISSES = 64
+
+
+class _Counted(Protocol):
+    @property
+    def tokens(self) -> int: ...
+
+
+CountedT = TypeVar("CountedT", bound=_Counted)
+
+
+def fill_budget(budget: int, draw: Callable[[int], Iterable[CountedT]]) -> list[CountedT]:
+    """Items from successive `draw(tokens left)` batches, in drawing order, each kept when it fits
+    the tokens left; stops when none are left or MAX_FILL_MISSES draws in a row did not fit."""
+    chosen: list[CountedT] = []
+    misses = 0
+    while budget > 0 and misses < MAX_FILL_MISSES:
+        for item in draw(budget):
+            if item.tokens <= budget:
+                chosen.append(item)
+                budget -= item.tokens
+                misses = 0
+            else:
+                misses += 1
+                if misses >= MAX_FILL_MISSES:
+                    break
+    return chosen
+
+
 MAX_ATTEMPTS = 50
 #: Bumped whenever the same writer and seed start giving different rows, so that a rerun of an
 #: older run's command rewrites its files instead of keeping them (see `_generate`).
@@ -314,19 +343,7 @@ class Assembler:
     def _fill(self, rng: random.Random, needle_key: str, budget: int) -> list[_Pair]:
         """Distractor pairs, uniform over asks, adding up to at most `budget` tokens and close to it,
         in random order."""
-        chosen: list[_Pair] = []
-        misses = 0
-        while budget > 0 and misses < MAX_FILL_MISSES:
-            batch = self._draw_distractors(rng, needle_key, max(8, budget // 360))
-            for pair in batch:
-                if pair.tokens <= budget:
-                    chosen.append(pair)
-                    budget -= pair.tokens
-                    misses = 0
-                else:
-                    misses += 1
-                    if misses >= MAX_FILL_MISSES:
-                        break
+        chosen = fill_budget(budget, lambda left: self._draw_distractors(rng, needle_key, max(8, left // 360)))
         # Only short writings fit the last of the budget: shuffled, no position favours a format.
         rng.shuffle(chosen)
         return chosen

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from .._assembler import AssemblyError
+from .._assembler import AssemblyError, fill_budget
 from .._models import Writing
 from .._seeding import derived_rng
 from .._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
@@ -43,8 +43,6 @@ from ._text import (
 HASH_ALPHABET = string.ascii_letters + string.digits
 # Keys tried for the first one that fits before giving up (short buckets, long formats).
 MAX_KEY_MISSES = 16
-# Filler draws in a row that do not fit before the fill stops.
-MAX_FILL_MISSES = 64
 MAX_ATTEMPTS = 20
 
 
@@ -306,20 +304,12 @@ class V2Assembler:
     def _fill(self, rng: random.Random, budget: int) -> list[Turn]:
         """Filler turns drawn uniformly over (filler key, variant), adding up to at most `budget`."""
         keys = self.catalog.filler_keys
-        chosen: list[Turn] = []
-        misses = 0
-        while budget > 0 and misses < MAX_FILL_MISSES:
-            draws = [(rng.choice(keys), rng.randrange(self.variants)) for _ in range(max(8, budget // 500))]
-            for turn in self.turns(draws):
-                if turn.tokens <= budget:
-                    chosen.append(turn)
-                    budget -= turn.tokens
-                    misses = 0
-                else:
-                    misses += 1
-                    if misses >= MAX_FILL_MISSES:
-                        break
-        return chosen
+        return fill_budget(
+            budget,
+            lambda left: self.turns(
+                [(rng.choice(keys), rng.randrange(self.variants)) for _ in range(max(8, left // 500))]
+            ),
+        )
 
 
 def counts_add_up(transcript: Transcript) -> bool:
