@@ -8,12 +8,32 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from .._paths import find_parquet_files
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 stderr = Console(stderr=True)
+
+
+def generating_progress() -> Progress:
+    """The progress bar of `mrcr-gen` (rows written), on stderr so that stdout stays for results."""
+    return Progress(
+        TextColumn("[bold]generating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+    )
 
 
 class CommandError(Exception):

@@ -11,14 +11,6 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from .._assembler import AssemblyError
@@ -26,7 +18,16 @@ from .._bins import BINS, bin_by_upper
 from .._generate import DEFAULT_DATE_ADDED, WORKER_PRELOAD, FileFailed, GenerateConfig, generate_dataset, summarize
 from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
-from ._common import EXIT_FINDINGS, TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app, stderr
+from ._common import (
+    EXIT_FINDINGS,
+    TOKENIZER_HELP,
+    CommandError,
+    checked_tokenizer,
+    generating_progress,
+    open_engine,
+    run_app,
+    stderr,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -308,15 +309,7 @@ def generate(
     runner = open_engine(engine, workers, address, preload=WORKER_PRELOAD)
     with (
         runner,
-        Progress(
-            TextColumn("[bold]generating"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=stderr,
-            transient=False,
-        ) as progress,
+        generating_progress() as progress,
     ):
         task = progress.add_task("rows", total=total)
         try:

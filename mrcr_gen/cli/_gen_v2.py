@@ -8,18 +8,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from .._assembler import AssemblyError
-from ._common import CommandError, stderr
+from ._common import CommandError, generating_progress, stderr
 
 
 def _buckets(values: list[str]) -> tuple:
@@ -98,14 +90,7 @@ def generate_v2_command(
     chosen = _writer(writer, seed, tokenizer, **options)
     total = samples * len(config.shard_files())
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
-    with Progress(
-        TextColumn("[bold]generating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=stderr,
-    ) as progress:
+    with generating_progress() as progress:
         task = progress.add_task("rows", total=total)
         try:
             summaries = generate_v2(
