@@ -34,6 +34,11 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def mean_of(records: list[dict[str, Any]], key: str) -> float | None:
+    """The mean of `key` over the records where it is set; None where no record has it."""
+    return _mean([r[key] for r in records if r.get(key) is not None])
+
+
 def _score(record: dict[str, Any]) -> float:
     """A row's contribution to `mean_score`: its grade, or 0 for an error (never left out)."""
     return float(record["score"]) if record.get("status") == STATUS_OK else 0.0
@@ -107,15 +112,9 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
                 "errors": len(members) - len(answered),
                 "mean_score": _mean([_score(m) for m in members]),
                 "mean_score_answered": _mean([m["score"] for m in answered]),
-                "mean_score_lenient": _mean(
-                    [m["score_lenient"] for m in answered if m.get("score_lenient") is not None]
-                ),
-                "floor_random_needle": _mean(
-                    [m["floor_random_needle"] for m in members if m.get("floor_random_needle") is not None]
-                ),
-                "floor_random_writing": _mean(
-                    [m["floor_random_writing"] for m in members if m.get("floor_random_writing") is not None]
-                ),
+                "mean_score_lenient": mean_of(answered, "score_lenient"),
+                "floor_random_needle": mean_of(members, "floor_random_needle"),
+                "floor_random_writing": mean_of(members, "floor_random_writing"),
             }
         )
     latencies = [r["latency_s"] for r in scored if r.get("latency_s") is not None]

@@ -21,6 +21,7 @@ import pyarrow as pa
 from .._tokens import count_tokens
 from ..eval._auc import auc_fields
 from ..eval._items import EvalItem, FileError, ItemError, Recipe, register_recipe
+from ..eval._report import _mean, mean_of
 from ._checks import transcript_id
 from ._generate import V2_BUCKETS, v2_bucket_for
 from ._grade import grade_v2, grade_v2_lenient
@@ -160,10 +161,6 @@ def item_extras(item: EvalItem) -> dict:
 # --- report ----------------------------------------------------------------------------------
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def v2_report(records: list[dict[str, Any]], max_context_window: int | None = None) -> dict[str, Any]:
     """The numbers to compare with Google's: per needle count, the mean per bucket, "up to 128K"
     (the mean over every row of at most 131072 tokens), "at 1M" (the (524288, 1048576] bucket),
@@ -188,15 +185,9 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
                 "bucket_upper": upper,
                 "count": len(members),
                 "mean_score": _mean([m["score"] for m in members]),
-                "mean_score_lenient": _mean(
-                    [m["score_lenient"] for m in members if m.get("score_lenient") is not None]
-                ),
-                "floor_random_needle": _mean(
-                    [m["floor_random_needle"] for m in members if m.get("floor_random_needle") is not None]
-                ),
-                "floor_random_writing": _mean(
-                    [m["floor_random_writing"] for m in members if m.get("floor_random_writing") is not None]
-                ),
+                "mean_score_lenient": mean_of(members, "score_lenient"),
+                "floor_random_needle": mean_of(members, "floor_random_needle"),
+                "floor_random_writing": mean_of(members, "floor_random_writing"),
             }
             for upper, members in sorted(buckets.items())
         ]
