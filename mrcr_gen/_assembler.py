@@ -79,15 +79,24 @@ def random_string(rng: random.Random) -> str:
     return "".join(rng.choice(RANDOM_STRING_ALPHABET) for _ in range(10))
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Pair:
+    """A user ask and its writing, with everything a row needs of them worked out once."""
+
     ask: Ask
     writing: Writing
-    ask_tokens: int
+    tokens: int  # of both messages
+    chars: int  # of both messages' contents
+    messages_json: str  # both messages as the prompt's JSON holds them
 
-    @property
-    def tokens(self) -> int:
-        return self.ask_tokens + self.writing.n_tokens
+    @classmethod
+    def of(cls, ask: Ask, writing: Writing, ask_tokens: int) -> _Pair:
+        ask_text = ask.text
+        messages_json = (
+            f'{{"role": "user", "content": {json.dumps(ask_text)}}}, '
+            f'{{"role": "assistant", "content": {json.dumps(writing.text)}}}'
+        )
+        return cls(ask, writing, ask_tokens + writing.n_tokens, len(ask_text) + len(writing.text), messages_json)
 
 
 @dataclass
@@ -118,7 +127,8 @@ class Assembler:
         self._spaces = [self._variant_space(a) for a in self._asks]
         self._index = {a: i for i, a in enumerate(self._asks)}
         self._candidates: dict[int, list[Ask]] = {}
-        self._escaped: dict[str, str] = {}
+        # Rows of a large bin draw thousands of pairs from the same few thousand keys.
+        self._pair_cache: dict[tuple[int, int], _Pair] = {}
 
     # -- drawing -----------------------------------------------------------------------------
     def _variant_space(self, ask: Ask, at_least: int = 1) -> int:
@@ -159,10 +169,14 @@ class Assembler:
 
     def _pairs(self, keys: Sequence[tuple[int, int]]) -> list[_Pair]:
         """Pairs for (ask index, variant) keys."""
-        asks = self._asks
-        writings = self.writer.writings([(asks[i], v) for i, v in keys])
-        counts = self._ask_token_counts
-        return [_Pair(asks[i], w, counts[i]) for (i, _), w in zip(keys, writings, strict=True)]
+        cache = self._pair_cache
+        missing = [key for key in dict.fromkeys(keys) if key not in cache]
+        if missing:
+            asks, counts = self._asks, self._ask_token_counts
+            writings = self.writer.writings([(asks[i], v) for i, v in missing])
+            for (i, v), writing in zip(missing, writings, strict=True):
+                cache[i, v] = _Pair.of(asks[i], writing, counts[i])
+        return [cache[key] for key in keys]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
         keys: list[tuple[int, int]] = []
@@ -207,19 +221,13 @@ class Assembler:
             blocks.append("======EXAMPLE======\n" + "\n".join(lines) + "\n\n======END EXAMPLE======\n")
         return PREAMBLE_HEADER + "\n\n" + "\n".join(blocks)
 
-    def _prompt_json(self, contents: list[str]) -> str:
-        """`json.dumps` of the messages, byte for byte, escaping each reused text only once."""
-        escaped = self._escaped
-        parts = []
-        for i, text in enumerate(contents):
-            piece = escaped.get(text)
-            if piece is None:
-                piece = json.dumps(text)
-                if 0 < i < len(contents) - 1:
-                    escaped[text] = piece
-            role = "assistant" if i % 2 == 0 and 0 < i < len(contents) - 1 else "user"
-            parts.append(f'{{"role": "{role}", "content": {piece}}}')
-        return "[" + ", ".join(parts) + "]"
+    @staticmethod
+    def _prompt_json(preamble: str, body: str, query: str) -> str:
+        """`json.dumps` of the messages, byte for byte, from the pairs' ready JSON (`body`)."""
+        return (
+            f'[{{"role": "user", "content": {json.dumps(preamble)}}}, {body}, '
+            f'{{"role": "user", "content": {json.dumps(query)}}}]'
+        )
 
     # -- assembly ----------------------------------------------------------------------------
     def sample(
@@ -290,7 +298,7 @@ class Assembler:
         )
         answer = secret + needles[target_ordinal - 1].writing.text
         preamble_tokens, query_tokens, answer_tokens = count_tokens_batch(
-            [preamble, query, answer], tokenizer=self.tokenizer
+            [preamble, query, answer], num_threads=1, tokenizer=self.tokenizer
         )
         fixed = preamble_tokens + query_tokens + answer_tokens + sum(p.tokens for p in needles)
         if fixed > target:
@@ -310,23 +318,22 @@ class Assembler:
         slot_set = set(slots)
         pairs = [next(needle_iter) if i in slot_set else next(remaining) for i in range(n_pairs)]
 
-        # Plain dicts in the real key order: a row holds thousands of messages.
-        contents = [preamble]
-        for pair in pairs:
-            contents += [pair.ask.text, pair.writing.text]
-        if any(secret in text for text in contents):
+        body = ", ".join(pair.messages_json for pair in pairs)
+        # The secret is ASCII letters and digits, which JSON keeps as they are: absent from the
+        # JSON, it is in no text; present (rarely, e.g. in an escape), the texts decide.
+        if secret in preamble or (
+            secret in body and any(secret in p.ask.text or secret in p.writing.text for p in pairs)
+        ):
             return None  # vanishingly rare; a new random string means a new attempt
         needle_indices = tuple(1 + 2 * slot for slot in slots)
-        contents.append(query)
-        prompt = self._prompt_json(contents)
         row = MrcrRow(
-            prompt=prompt,
+            prompt=self._prompt_json(preamble, body, query),
             answer=answer,
             random_string_to_prepend=secret,
             n_needles=n_needles,
             desired_msg_index=needle_indices[target_ordinal - 1],
-            total_messages=len(contents),
-            n_chars=sum(map(len, contents)),
+            total_messages=2 + 2 * n_pairs,
+            n_chars=len(preamble) + sum(p.chars for p in pairs) + len(query),
             date_added=self.date_added,
         )
         return Sample(

@@ -21,7 +21,7 @@ from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
 from ._files import write_text_atomic
 from ._models import Sample, _Frozen, is_real_date
-from ._parquet import read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
+from ._parquet import RowGroupWriter, read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
 from ._seeding import derive_seed
 from ._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ._version import __version__
@@ -217,23 +217,38 @@ def generate_dataset(
     if isinstance(engine, LocalEngine) and len(chunk_units) + len([f for f in files if len(f[3]) > 1]) <= 1:
         runner = LocalEngine(1)  # one unit of work: a pool would only add its start-up
     failures: list[tuple[str, str]] = []
+    joins = {
+        path: Join(path, _parts_dir(path, build, chunks), len(chunks))
+        for _, path, build, chunks in files
+        if len(chunks) > 1
+    }
+    # A local engine's parts are on this machine: this process joins each file while its chunks are
+    # still being generated, so no join waits at the end. Elsewhere joins are units of their own.
+    join_here = isinstance(runner, LocalEngine)
     try:
         store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out, config.tokenizer)
         chunk_work = [(*unit, store, config.tokenizer) for unit in chunk_units]
         for unit, outcome in zip(chunk_work, runner.map(write_chunk, chunk_work), strict=True):
             if isinstance(outcome, TaskFailed):
                 failures.append((str(unit[5]), outcome.message))
-            elif on_rows is not None:
+                continue
+            if on_rows is not None:
                 on_rows(len(unit[3]))
-        joins = [
-            (path, _parts_dir(path, build, chunks), len(chunks))
-            for _, path, build, chunks in files
-            if len(chunks) > 1 and str(path) not in {f for f, _ in failures}
-        ]
-        for join, outcome in zip(joins, runner.map(join_parts, joins), strict=True):
-            if isinstance(outcome, TaskFailed):
-                failures.append((str(join[0]), outcome.message))
+            if join_here and unit[5] in joins:
+                joins[unit[5]].advance()
+        failed = {f for f, _ in failures}
+        pending_joins = [join for path, join in joins.items() if str(path) not in failed]
+        if join_here:
+            for join in pending_joins:
+                join.finish()
+        else:
+            join_units = [(join.path, join.parts, join.count) for join in pending_joins]
+            for (path, _, _), outcome in zip(join_units, runner.map(join_parts, join_units), strict=True):
+                if isinstance(outcome, TaskFailed):
+                    failures.append((str(path), outcome.message))
     finally:
+        for join in joins.values():
+            join.abort()
         _ASSEMBLERS.clear()
         if own_engine:
             engine.close()
@@ -374,16 +389,50 @@ def write_chunk(
 
 def join_parts(path: Path, parts: Path, count: int) -> None:
     """Work unit: the file `path` from its finished parts, in order; then the parts go."""
-    tables = (read_arrow(parts / f"{k}.arrow") for k in range(count))
-    records = "".join(_finished_part(parts, k) or "" for k in range(count))
-    _write_file(path, tables, records)
-    shutil.rmtree(parts, ignore_errors=True)
+    Join(path, parts, count).finish()
+
+
+class Join:
+    """A large file written from its finished parts, in order, as they finish (see `advance`)."""
+
+    def __init__(self, path: Path, parts: Path, count: int) -> None:
+        self.path, self.parts, self.count = path, parts, count
+        self._added = 0
+        self._records: list[str] = []
+        self._writer: RowGroupWriter | None = None
+
+    def advance(self) -> None:
+        """Add the parts finished so far that follow the last one added."""
+        while self._added < self.count and (records := _finished_part(self.parts, self._added)) is not None:
+            if self._writer is None:
+                # The sidecar vouches for the parquet beside it: drop the old one before the parquet
+                # is replaced, or a crash in between would leave it vouching for different rows.
+                sidecar_path(self.path).unlink(missing_ok=True)
+                self._writer = RowGroupWriter(self.path)
+            self._writer.add(read_arrow(self.parts / f"{self._added}.arrow"))
+            self._records.append(records)
+            self._added += 1
+
+    def finish(self) -> None:
+        """Put the file and its sidecar in place once every part is added; then the parts go."""
+        self.advance()
+        if self._added < self.count:
+            raise FileNotFoundError(f"part {self._added} of {self.path} is missing from {self.parts}")
+        assert self._writer is not None
+        writer, self._writer = self._writer, None
+        writer.close()
+        write_text_atomic(sidecar_path(self.path), "".join(self._records))
+        shutil.rmtree(self.parts, ignore_errors=True)
+
+    def abort(self) -> None:
+        """Drop the file being written, if any (its parts stay for a rerun)."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.abort()
 
 
 def _write_file(path: Path, tables: Iterable[pa.Table], records: str) -> None:
-    # The sidecar vouches for the parquet beside it: drop the old one before replacing the
-    # parquet, or a crash in between would leave it vouching for different rows.
-    sidecar_path(path).unlink(missing_ok=True)
+    sidecar_path(path).unlink(missing_ok=True)  # see Join.advance
     write_row_groups(tables, path)
     write_text_atomic(sidecar_path(path), records)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import array
-import itertools
 import os
 from collections.abc import Iterable, Iterator
 
@@ -29,24 +27,9 @@ MRCR_SCHEMA = pa.schema(
 MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 
-def _string_array(values: list[str]) -> pa.Array:
-    """A string column built from its UTF-8 buffers: several times faster than `pa.array` for
-    prompts of megabytes (which pyarrow would convert and re-check character by character)."""
-    encoded = [value.encode("utf-8") for value in values]
-    offsets = [0, *itertools.accumulate(map(len, encoded))]
-    if offsets[-1] >= 2**31:
-        return pa.array(values, pa.string())
-    return pa.StringArray.from_buffers(
-        len(values), pa.py_buffer(array.array("i", offsets)), pa.py_buffer(b"".join(encoded))
-    )
-
-
 def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
     rows = list(rows)
-    columns = {}
-    for field in MRCR_SCHEMA:
-        values = [getattr(row, field.name) for row in rows]
-        columns[field.name] = _string_array(values) if field.type == pa.string() else pa.array(values, field.type)
+    columns = {field.name: pa.array([getattr(row, field.name) for row in rows], field.type) for field in MRCR_SCHEMA}
     return pa.table(columns, schema=MRCR_SCHEMA)
 
 
@@ -59,7 +42,7 @@ def row_bytes(table: pa.Table) -> list[int]:
     """Decoded bytes of each row: string data plus offsets, 8 bytes per integer."""
     sizes = None
     for column, field in zip(table.columns, table.schema, strict=True):
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_binary(field.type):
+        if _is_text(field):
             part = pc.add(pc.fill_null(pc.binary_length(column), 0), 4)
         else:
             part = pa.array([8] * table.num_rows, pa.int64())
@@ -67,38 +50,83 @@ def row_bytes(table: pa.Table) -> list[int]:
     return [] if sizes is None else sizes.to_pylist()
 
 
+def _is_text(field: pa.Field) -> bool:
+    return pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_binary(field.type)
+
+
+class RowGroupWriter:
+    """Rows added in order, written as one zstd parquet file that appears atomically on `close`,
+    in row groups of at most ROW_GROUP_BYTES decoded. The groups depend only on the rows, never on
+    how they were split into the tables added, so the same rows give byte-identical files."""
+
+    def __init__(self, path: str | os.PathLike, schema: pa.Schema = MRCR_SCHEMA) -> None:
+        self._atomic = atomic_path(path)
+        tmp = self._atomic.__enter__()
+        # write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than
+        # after 1024 values (one page of gigabytes in the 1M bin), so readers stream a row group page
+        # by page instead of decompressing it whole. No statistics on text columns: min/max of
+        # megabyte prompts cost time and are dropped from the footer anyway.
+        self._writer = pq.ParquetWriter(
+            tmp,
+            schema,
+            compression="zstd",
+            write_batch_size=1,
+            write_statistics=[field.name for field in schema if not _is_text(field)],
+        )
+        self._pending: list[pa.Table] = []
+        self._pending_bytes = 0
+
+    def add(self, table: pa.Table) -> None:
+        start = 0
+        for i, size in enumerate(row_bytes(table)):
+            if self._pending_bytes + size > ROW_GROUP_BYTES and (self._pending or i > start):
+                if i > start:
+                    self._pending.append(table.slice(start, i - start))
+                self._flush()
+                start = i
+            self._pending_bytes += size
+        if table.num_rows > start:
+            self._pending.append(table.slice(start))
+
+    def _flush(self) -> None:
+        if self._pending:
+            # One contiguous table: page breaks must not depend on where the input was split.
+            group = pa.concat_tables(self._pending).combine_chunks()
+            self._writer.write_table(group, row_group_size=group.num_rows)
+            self._pending.clear()
+            self._pending_bytes = 0
+
+    def close(self) -> None:
+        """Write what is pending and put the file in place."""
+        try:
+            self._flush()
+            self._writer.close()
+        except BaseException as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._atomic.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        """Leave no file (nor any partial one)."""
+        self._writer.close()
+        error = RuntimeError("aborted")
+        self._atomic.__exit__(RuntimeError, error, None)
+
+    def __enter__(self) -> RowGroupWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+
 def write_row_groups(tables: Iterable[pa.Table], path: str | os.PathLike, schema: pa.Schema = MRCR_SCHEMA) -> None:
-    """Write the rows of `tables`, in order, as one zstd parquet file, atomically, in row groups of
-    at most ROW_GROUP_BYTES decoded. The groups depend only on the rows, never on how they were
-    split into tables, so the same rows give byte-identical files."""
-    # write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than
-    # after 1024 values (one page of gigabytes in the 1M bin), so readers stream a row group page
-    # by page instead of decompressing it whole.
-    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd", write_batch_size=1) as writer:
-        pending: list[pa.Table] = []
-        pending_bytes = 0
-
-        def flush() -> None:
-            nonlocal pending_bytes
-            if pending:
-                # One contiguous table: page breaks must not depend on where the input was split.
-                group = pa.concat_tables(pending).combine_chunks()
-                writer.write_table(group, row_group_size=group.num_rows)
-                pending.clear()
-                pending_bytes = 0
-
+    """Write the rows of `tables`, in order, as one parquet file, atomically (see RowGroupWriter)."""
+    with RowGroupWriter(path, schema) as writer:
         for table in tables:
-            start = 0
-            for i, size in enumerate(row_bytes(table)):
-                if pending_bytes + size > ROW_GROUP_BYTES and (pending or i > start):
-                    if i > start:
-                        pending.append(table.slice(start, i - start))
-                    flush()
-                    start = i
-                pending_bytes += size
-            if table.num_rows > start:
-                pending.append(table.slice(start))
-        flush()
+            writer.add(table)
 
 
 def write_arrow_atomic(table: pa.Table, path: str | os.PathLike) -> None:

@@ -345,9 +345,14 @@ class RepeatedTextCounter:
 
 
 @lru_cache(maxsize=1)
+@lru_cache(maxsize=1)
 def tokenizer_threads() -> ThreadPoolExecutor:
-    """Threads for tokenizing: tiktoken releases the GIL, so they run on every core."""
+    """This process's threads for tokenizing: tiktoken releases the GIL, so they run on every core."""
     return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="mrcr-tokens")
+
+
+# A forked child has none of its parent's threads: it starts its own pool when it needs one.
+os.register_at_fork(after_in_child=tokenizer_threads.cache_clear)
 
 
 def count_tokens_batch(

@@ -16,7 +16,6 @@ from pydantic import Field, model_validator
 
 from .._files import atomic_path
 from .._models import _Frozen
-from .._parquet import _string_array
 
 V2_COLUMNS: tuple[str, ...] = (
     "queries",
@@ -233,10 +232,7 @@ class V2FileWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        columns = {}
-        for field in V2_SCHEMA:
-            values = [r[field.name] for r in self._buffer]
-            columns[field.name] = _string_array(values) if field.type == pa.string() else pa.array(values, field.type)
+        columns = {field.name: pa.array([r[field.name] for r in self._buffer], field.type) for field in V2_SCHEMA}
         self._parquet.write_table(pa.table(columns, schema=V2_SCHEMA))
         self._buffer, self._buffered_bytes = [], 0
 

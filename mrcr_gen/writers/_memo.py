@@ -39,8 +39,9 @@ class MemoizedWriter:
 
     def __init__(self, tokenizer: str = DEFAULT_TOKENIZER) -> None:
         self._cache: dict[tuple[Ask, int], Writing] = {}
-        self._store: Path | None = None
-        self._stored: dict[tuple[Ask, int], tuple[pa.Table, int]] | None = None
+        self._store: Path | None = None  # attached, not read yet
+        self._read: Path | None = None
+        self._shared_keys: list[tuple[Ask, int]] | None = None
         self.tokenizer = tokenizer
         load_tokenizer(tokenizer)  # a bad spec fails here, not in a background thread
 
@@ -52,15 +53,22 @@ class MemoizedWriter:
 
     def __getstate__(self) -> dict:
         # Sent to workers without its memo: they compose what they need, and the memo can be large.
-        return {**self.__dict__, "_cache": {}, "_stored": None}
+        return {**self.__dict__, "_cache": {}, "_read": None, "_shared_keys": None}
 
     def shared_keys(self) -> list[tuple[Ask, int]]:
         """The keys every large job draws from: each ask's distractor variants."""
-        return [(ask, v) for ask in self.asks() for v in range(OFFLINE_VARIANTS_PER_ASK)]
+        if self._shared_keys is None:
+            self._shared_keys = self._shared_key_range(0, len(self.asks()) * OFFLINE_VARIANTS_PER_ASK)
+        return self._shared_keys
+
+    def _shared_key_range(self, start: int, stop: int) -> list[tuple[Ask, int]]:
+        """`shared_keys()[start:stop]`, without building the whole list."""
+        asks = self.asks()
+        return [(asks[i // OFFLINE_VARIANTS_PER_ASK], i % OFFLINE_VARIANTS_PER_ASK) for i in range(start, stop)]
 
     def compose_part(self, start: int, stop: int, store: Path) -> None:
         """Compose and count `shared_keys()[start:stop]` into the part file `store/{start}.arrow`."""
-        writings = self.writings(self.shared_keys()[start:stop])
+        writings = self.writings(self._shared_key_range(start, stop))
         table = pa.table(
             {
                 "text": pa.array([w.text for w in writings], pa.large_string()),
@@ -71,32 +79,24 @@ class MemoizedWriter:
 
     def attach(self, store: Path) -> None:
         """Take the shared keys' writings from the parts under `store` (read when first needed)."""
-        if store != self._store:
-            self._store, self._stored = store, None
+        if store != self._read:
+            self._store = store
 
-    def _from_store(self, key: tuple[Ask, int]) -> Writing | None:
-        if self._store is None:
-            return None
-        if self._stored is None:
-            keys = self.shared_keys()
-            self._stored = {}
-            for part in sorted(self._store.glob("*.arrow"), key=lambda p: int(p.stem)):
-                table = read_arrow(part)
-                start = int(part.stem)
-                self._stored.update((keys[start + i], (table, i)) for i in range(table.num_rows))
-        found = self._stored.get(key)
-        if found is None:
-            return None
-        table, i = found
-        return Writing(text=table["text"][i].as_py(), n_tokens=table["n_tokens"][i].as_py())
+    def _read_store(self) -> None:
+        """Every writing of the attached parts into the memo (a part that is missing is composed)."""
+        keys = self.shared_keys()
+        for part in sorted(self._store.glob("*.arrow"), key=lambda p: int(p.stem)) if self._store else ():
+            table = read_arrow(part)
+            start = int(part.stem)
+            texts, counts = table.column("text").to_pylist(), table.column("n_tokens").to_pylist()
+            for key, text, n_tokens in zip(keys[start : start + len(texts)], texts, counts, strict=True):
+                self._cache.setdefault(key, Writing.model_construct(text=text, n_tokens=n_tokens))
+        self._read, self._store = self._store, None
 
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
         missing = list(dict.fromkeys(key for key in keys if key not in self._cache))
         if self._store is not None and missing:
-            for key in missing:
-                stored = self._from_store(key)
-                if stored is not None:
-                    self._cache[key] = stored
+            self._read_store()
             missing = [key for key in missing if key not in self._cache]
         # Composing holds the GIL, tokenizing releases it: tokenize each chunk in the
         # background while the next one is composed, so both cores work.
@@ -120,13 +120,18 @@ class OfflineWriter(MemoizedWriter):
         super().__init__(tokenizer)
         self.seed = seed
         self.catalog = catalog or load_catalog()
-        self._asks = self.catalog.asks()
+        self._asks: list[Ask] | None = None
         self._lengths = {
             spec.name: (spec.tokens.median, spec.tokens.p10, spec.tokens.p90) for spec in self.catalog.formats
         }
 
     def asks(self) -> Sequence[Ask]:
+        if self._asks is None:
+            self._asks = self.catalog.asks()
         return self._asks
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "_asks": None}  # rebuilt from the catalog: cheaper than pickled
 
     def n_variants(self, ask: Ask) -> int:
         return UNBOUNDED_VARIANTS
