@@ -274,8 +274,9 @@ def generate_dataset(
 
 
 RowChunk = tuple[RowSpec, ...]
-#: Modules a local pool's fork server imports first: workers start with the tokenizer loaded.
-WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.validate._worker")
+#: Modules a local pool's fork server imports first: workers start with the tokenizer loaded and
+#: the offline writer's word pools built.
+WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.validate._worker", "mrcr_gen.writers._preload")
 
 
 def _row_tokens(spec: RowSpec) -> int:

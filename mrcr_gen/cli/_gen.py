@@ -271,6 +271,9 @@ def generate(
         raise CommandError(f"unknown recipe {recipe!r}; choose openai-mrcr or mrcr-v2")
     out = out or Path("mrcr-data")
     needles = needles or [4]
+    # A local engine's workers start loading now, while the job is prepared (Ray starts later:
+    # a usage error must not wait for a cluster).
+    runner = open_engine(engine, workers, address, preload=WORKER_PRELOAD) if engine == "local" else None
     try:
         config = GenerateConfig(
             needles=tuple(needles),
@@ -306,7 +309,7 @@ def generate(
         tokenizer=config.tokenizer,
     )
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
-    runner = open_engine(engine, workers, address, preload=WORKER_PRELOAD)
+    runner = runner or open_engine(engine, workers, address, preload=WORKER_PRELOAD)
     with (
         runner,
         generating_progress() as progress,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -32,15 +33,18 @@ class LocalEngine:
         self.workers = max(1, workers if workers is not None else available_cores())
         self._preload = preload
         self._pool: ProcessPoolExecutor | None = None
+        self._context: multiprocessing.context.BaseContext | None = None
+        if self.workers > 1 and sys.platform.startswith("linux"):
+            # Started now, the fork server imports `preload` while the caller is still preparing
+            # its work, instead of when the first unit is submitted.
+            self._context = multiprocessing.get_context("forkserver")
+            if preload:
+                self._context.set_forkserver_preload(list(preload))
+            multiprocessing.forkserver.ensure_running()
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            if sys.platform.startswith("linux"):
-                context = multiprocessing.get_context("forkserver")
-                if self._preload:
-                    context.set_forkserver_preload(list(self._preload))
-            else:
-                context = multiprocessing.get_context("spawn")
+            context = self._context or multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=context, initializer=_ignore_interrupts
             )

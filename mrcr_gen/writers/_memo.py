@@ -11,20 +11,12 @@ import pyarrow as pa
 from .._catalog import Catalog, load_catalog
 from .._models import Ask, Writing
 from .._parquet import read_arrow, write_arrow_atomic
-from .._tokens import (
-    DEFAULT_TOKENIZER,
-    count_tokens_batch,
-    load_tokenizer,
-    tokenizer_threads,
-)
+from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
 
 # A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
 OFFLINE_VARIANTS_PER_ASK = 8
 # Offline variants are unbounded (any needle count works); distractors use the first few only.
 UNBOUNDED_VARIANTS = 1 << 30
-
-
-COMPOSE_CHUNK = 128
 
 
 class MemoizedWriter:
@@ -98,16 +90,12 @@ class MemoizedWriter:
         if self._store is not None and missing:
             self._read_store()
             missing = [key for key in missing if key not in self._cache]
-        # Composing holds the GIL, tokenizing releases it: tokenize each chunk in the
-        # background while the next one is composed, so both cores work.
-        pending = []
-        for start in range(0, len(missing), COMPOSE_CHUNK):
-            chunk = missing[start : start + COMPOSE_CHUNK]
-            texts = [self.compose(ask, variant) for ask, variant in chunk]
-            pending.append((chunk, texts, tokenizer_threads().submit(count_tokens_batch, texts, 1, self.tokenizer)))
-        for chunk, texts, counts in pending:
-            for key, text, n_tokens in zip(chunk, texts, counts.result(), strict=True):
-                self._cache[key] = Writing(text=text, n_tokens=n_tokens)
+        # One thread: tokenizing beside composing in a second thread gained nothing measurable
+        # (both need the GIL often enough to convoy); the workers' processes are the parallelism.
+        texts = [self.compose(ask, variant) for ask, variant in missing]
+        counts = count_tokens_batch(texts, num_threads=1, tokenizer=self.tokenizer)
+        for key, text, n_tokens in zip(missing, texts, counts, strict=True):
+            self._cache[key] = Writing(text=text, n_tokens=n_tokens)
         return [self._cache[key] for key in keys]
 
 
