@@ -9,6 +9,7 @@ import re
 import secrets
 import shutil
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -140,9 +141,9 @@ def sample_for(spec: RowSpec, assembler: Assembler) -> Sample:
     return assembler.sample(n_needles=spec.n_needles, seed=spec.row_seed, token_bin=spec.bin, tokens=spec.tokens)
 
 
-#: Decoded bytes a work unit holds at most (a dozen rows in the 1M bin), and at least when the
+#: Decoded bytes a work unit holds at most (two dozen rows in the 1M bin), and at least when the
 #: job is large enough, and units per worker when it is not (to balance rows of unequal cost).
-UNIT_BYTES = 64 << 20
+UNIT_BYTES = 128 << 20
 MIN_UNIT_BYTES = 4 << 20
 UNITS_PER_WORKER = 3
 #: Upper estimate of decoded bytes per token of a row (JSON-escaped English), to size units before
@@ -228,18 +229,26 @@ def generate_dataset(
     try:
         store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out, config.tokenizer)
         chunk_work = [(*unit, store, config.tokenizer) for unit in chunk_units]
+        units_left = Counter(unit[5] for unit in chunk_work)
         for unit, outcome in zip(chunk_work, runner.map(write_chunk, chunk_work), strict=True):
+            path = unit[5]
+            units_left[path] -= 1
             if isinstance(outcome, TaskFailed):
-                failures.append((str(unit[5]), outcome.message))
+                failures.append((str(path), outcome.message))
+                if path in joins:  # the file cannot be completed: stop joining it
+                    joins.pop(path).abort()
                 continue
             if on_rows is not None:
                 on_rows(len(unit[3]))
-            if join_here and unit[5] in joins:
-                joins[unit[5]].advance()
-        failed = {f for f, _ in failures}
-        pending_joins = [join for path, join in joins.items() if str(path) not in failed]
+            if join_here and path in joins:
+                if units_left[path]:
+                    joins[path].advance()
+                else:
+                    joins[path].finish()
+                    del joins[path]
+        pending_joins = list(joins.values())
         if join_here:
-            for join in pending_joins:
+            for join in pending_joins:  # files whose every chunk was finished by an earlier run
                 join.finish()
         else:
             join_units = [(join.path, join.parts, join.count) for join in pending_joins]
