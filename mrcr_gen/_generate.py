@@ -285,7 +285,7 @@ def generate_dataset(
 RowChunk = tuple[RowSpec, ...]
 #: Modules a local pool's fork server imports first: workers start with the tokenizer loaded and
 #: the offline writer's word pools built.
-WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.validate._worker", "mrcr_gen.writers._preload")
+WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.writers._preload")
 
 
 def _row_tokens(spec: RowSpec) -> int:

@@ -27,6 +27,20 @@ MRCR_SCHEMA = pa.schema(
 MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 
+def use_lean_memory_pool() -> None:
+    """Arrow's jemalloc pool, where pyarrow has one, for reading rows of megabytes: with the
+    default (mimalloc) one 60 MB row group read in small batches left about 90 MB resident,
+    with jemalloc about 30 MB. Processes started later (workers) take it from their environment
+    from their first allocation on, unless the user chose a pool there."""
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without jemalloc
+        return
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
+        pa.set_memory_pool(pool)
+
+
 def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
     rows = list(rows)
     columns = {field.name: pa.array([getattr(row, field.name) for row in rows], field.type) for field in MRCR_SCHEMA}

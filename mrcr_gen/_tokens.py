@@ -24,7 +24,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import tiktoken
@@ -57,16 +57,23 @@ def _packaged_vocabulary() -> bytes:
     return data
 
 
-def _seed_tiktoken_cache(data: bytes) -> None:
-    """Best effort: store the verified file where tiktoken's own loader looks first."""
+def _tiktoken_cache_file() -> str | None:
+    """Where tiktoken's own loader looks for o200k_base first (None: its cache is turned off)."""
     cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
     if cache_dir is None:
         cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
     if cache_dir == "":
+        return None
+    return os.path.join(cache_dir, hashlib.sha1(O200K_URL.encode()).hexdigest())
+
+
+def _seed_tiktoken_cache(data: bytes) -> None:
+    """Best effort: store the verified file where tiktoken's own loader looks first."""
+    path = _tiktoken_cache_file()
+    if path is None:
         return
     try:
-        os.makedirs(cache_dir, exist_ok=True)
-        path = os.path.join(cache_dir, hashlib.sha1(O200K_URL.encode()).hexdigest())
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as handle:
             handle.write(data)
@@ -176,8 +183,11 @@ class TiktokenTokenizer(Tokenizer):
     def __init__(self, spec: str) -> None:
         self.spec = spec
         if spec == DEFAULT_TOKENIZER:
-            self.encoding = o200k()
-            self._count = token_counter()  # the buffer encoder: the fast path stays as fast
+            cached = _tiktoken_cache_file()
+            if cached is None or not os.path.isfile(cached):
+                o200k()  # fails now, with its one-line reason, if it cannot load at all
+            # Otherwise built on the first count: a process that only names the tokenizer (a
+            # validator whose workers count) never holds its ~70 MB.
             return
         try:
             self.encoding = tiktoken.get_encoding(spec)
@@ -198,6 +208,15 @@ class TiktokenTokenizer(Tokenizer):
 
     def count(self, text: str) -> int:
         return self._count(text)
+
+    # o200k's, built when first used (see __init__); other encodings set both in __init__.
+    @cached_property
+    def encoding(self) -> tiktoken.Encoding:
+        return o200k()
+
+    @cached_property
+    def _count(self) -> Callable[[str], int]:
+        return token_counter()  # the buffer encoder: the fast path stays as fast
 
 
 class HFTokenizer(Tokenizer):
@@ -325,7 +344,7 @@ class RepeatedTextCounter:
     """
 
     def __init__(
-        self, max_entries: int = 1 << 20, min_chars: int = 256, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER
+        self, max_entries: int = 1 << 16, min_chars: int = 256, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER
     ) -> None:
         self._counts: dict[bytes, int] = {}
         self._max_entries = max_entries

@@ -54,3 +54,17 @@ def test_repeated_text_counter_is_exact_and_bounded():
     for _ in range(3):
         assert [counter(t) for t in texts] == [count_tokens(t) for t in texts]
     assert len(counter._counts) <= 3
+
+
+def test_o200k_is_built_on_its_first_count_when_tiktokens_cache_holds_it(tmp_path):
+    """A process that only names the tokenizer (a validator whose workers count) never builds it."""
+    env = dict(os.environ, TIKTOKEN_CACHE_DIR=str(tmp_path))
+    seed = "import mrcr_gen; mrcr_gen.count_tokens('x')"  # fills the empty cache from the packaged file
+    subprocess.run([sys.executable, "-c", seed], env=env, check=True)
+    probe = (
+        "import json; from mrcr_gen._tokens import load_tokenizer, o200k; tok = load_tokenizer('o200k_base');"
+        "built = o200k.cache_info().currsize; n = tok.count('hello world');"
+        "print(json.dumps([bool(built), bool(o200k.cache_info().currsize), n, tok.describe()['sha256']]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [False, True, 2, tokens.O200K_SHA256]

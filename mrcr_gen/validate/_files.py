@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parquet import MRCR_SCHEMA, batch_rows, decoded_bytes
+from .._parquet import MRCR_SCHEMA, batch_rows, decoded_bytes, use_lean_memory_pool
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
@@ -164,6 +164,7 @@ def check_rows(
 ) -> tuple[list[RowResult], str | None]:
     """Unit of work: check rows `first` .. `first + count` of `path`, read by the worker itself.
     Returns their results and, if reading failed half-way, why (the results then stop there)."""
+    use_lean_memory_pool()
     results: list[RowResult] = []
     try:
         for batch in read_range(path, first, count, columns=columns):
@@ -285,7 +286,9 @@ def iter_validate(
             local_workers = 1
     with ExitStack() as stack:
         if engine is None and local_workers > 1:
-            engine = stack.enter_context(LocalEngine(local_workers, preload=("mrcr_gen.validate._worker",)))
+            # No preload: summed over the processes, a fork server holding the tokenizer (to share
+            # it copy-on-write) counts it once more, as RSS counts shared pages in every process.
+            engine = stack.enter_context(LocalEngine(local_workers))
         units: list[tuple] = []
         for path, scan in scans:
             if scan.metadata is not None and scan.schema is not None and scan.num_rows:

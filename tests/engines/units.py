@@ -50,3 +50,13 @@ class FewSharedKeysWriter(OfflineWriter):
 
     def shared_keys(self):
         return super().shared_keys()[:3000]
+
+
+def write_chunk_dying_on_2needle_chunk_1(*unit):
+    """`write_chunk`, except that the worker given chunk 1 of the 2-needle file dies."""
+    from mrcr_gen._generate import write_chunk
+
+    path, parts, index = unit[5], unit[6], unit[7]
+    if parts is not None and index == 1 and path.name.startswith("2needle"):
+        os._exit(1)
+    return write_chunk(*unit)

@@ -20,7 +20,7 @@ from mrcr_gen import (
     write_rows,
 )
 from mrcr_gen._assembler import tokens_window
-from mrcr_gen._generate import TOKENS_RANGE, sidecar_path
+from mrcr_gen._generate import TOKENS_RANGE, FileFailed, sidecar_path
 from mrcr_gen.engines import LocalEngine
 
 from .structure import assert_mrcr_structure
@@ -239,6 +239,27 @@ def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
     assert not list(cfg.out.rglob("*.parquet")) and len(list(cfg.out.rglob("*.parts/*.jsonl"))) == 2
+    assert not list(cfg.out.rglob("*.partial"))  # the file being joined was dropped, not left half-written
     again = []
     generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=again.append)
     assert sum(again) == 4 and file_bytes(cfg.out) == file_bytes(whole.out)
+
+
+def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_it(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+    from mrcr_gen.engines import LocalEngine
+
+    from ..engines.units import write_chunk_dying_on_2needle_chunk_1
+
+    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
+    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)  # ~1 row per chunk: the file is joined
+    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    with monkeypatch.context() as patched:
+        patched.setattr(generate_module, "write_chunk", write_chunk_dying_on_2needle_chunk_1)
+        with LocalEngine(2) as engine, pytest.raises(FileFailed, match="2needle_0.parquet") as failed:
+            generate_dataset(cfg, OfflineWriter(cfg.seed), engine=engine)
+    assert [Path(path).name for path, _ in failed.value.failures] == ["2needle_0.parquet"]
+    assert not list(cfg.out.rglob("*.parquet")) and not list(cfg.out.rglob("*.partial"))
+    generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1))
+    assert file_bytes(cfg.out) == file_bytes(whole.out)

@@ -1,0 +1,64 @@
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mrcr_gen import generate_sample
+from mrcr_gen._parquet import MRCR_SCHEMA, RowGroupWriter, rows_to_table, use_lean_memory_pool, write_rows
+
+
+def rows(n: int = 3):
+    return [generate_sample(2, 8192, seed=seed).row for seed in range(n)]
+
+
+def test_text_columns_carry_no_statistics_and_integer_columns_do(tmp_path):
+    path = tmp_path / "rows.parquet"
+    write_rows(rows(), path)
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    with_statistics = {
+        group.column(i).path_in_schema for i in range(group.num_columns) if group.column(i).is_stats_set
+    }
+    assert with_statistics == {f.name for f in MRCR_SCHEMA if f.type == pa.int64()}
+
+
+def test_an_aborted_writer_leaves_no_file_and_a_closed_one_the_rows(tmp_path):
+    table = rows_to_table(rows())
+    with pytest.raises(RuntimeError, match="stop"), RowGroupWriter(tmp_path / "a.parquet") as writer:
+        writer.add(table)
+        raise RuntimeError("stop")
+    assert list(tmp_path.iterdir()) == []
+    with RowGroupWriter(tmp_path / "b.parquet") as writer:
+        writer.add(table.slice(0, 1))
+        writer.add(table.slice(1))
+    assert pq.read_table(tmp_path / "b.parquet").equals(table)
+
+
+@pytest.fixture
+def memory_pool(monkeypatch):
+    """The process's Arrow pool and ARROW_DEFAULT_MEMORY_POOL, restored after the test."""
+    before = pa.default_memory_pool()
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "unset-by-the-test")
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+    yield monkeypatch
+    pa.set_memory_pool(before)
+
+
+def test_the_lean_pool_is_jemalloc_here_and_in_processes_started_later(memory_pool):
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow without jemalloc: nothing changes
+        use_lean_memory_pool()
+        assert "ARROW_DEFAULT_MEMORY_POOL" not in os.environ
+        return
+    use_lean_memory_pool()
+    assert pa.default_memory_pool().backend_name == "jemalloc"
+    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
+
+
+def test_a_pool_the_user_chose_is_kept(memory_pool):
+    memory_pool.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
+    before = pa.default_memory_pool().backend_name
+    use_lean_memory_pool()
+    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
+    assert pa.default_memory_pool().backend_name == before
