@@ -1,7 +1,7 @@
 """Scaling of `mrcr-gen` over the cores of this machine, with both engines, in one run:
 
-    python bench/bench_scale.py                          # 8 files x 16 rows, 1M bin (~100M tokens)
-    python bench/bench_scale.py --rows-per-file 4        # the small job: start-up weighs more
+    python bench/bench_scale.py                          # 8 files x 100 rows, 1M bin (~630M tokens)
+    python bench/bench_scale.py --rows-per-file 4        # a small job (25M tokens): start-up weighs more
     python bench/bench_scale.py --rows-per-file 1 --bin 131072   # a quick check that it works
 
 Runs the same job (8 files in the bin) end to end as `mrcr-gen` commands: the local engine on
@@ -12,8 +12,9 @@ included) and on a running cluster (`ray start --head` before the clock starts, 
 prints each speedup over 1 worker and the scaling efficiency = speedup / cores
 (target: >= 80% for both engines).
 
-Every run includes the command's own start-up (imports, loading the tokenizer), which no number
-of cores shortens: the smaller the job, the lower the efficiency any engine can show.
+Every run includes what no number of cores shortens: the command's start-up (imports, loading the
+tokenizer), and, for Ray, connecting and each worker's first imports. The smaller the job, the
+lower the efficiency any engine can show: run the small job too, to see that side.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def digests(root: Path) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--rows-per-file", type=int, default=16)
+    parser.add_argument("--rows-per-file", type=int, default=100)
     parser.add_argument("--needles", type=int, default=8)
     parser.add_argument("--bin", type=int, default=1048576)
     parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())

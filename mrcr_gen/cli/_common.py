@@ -17,7 +17,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from .._parquet import use_lean_memory_pool
 from .._paths import find_parquet_files
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -100,7 +99,6 @@ def one_line(error: ValidationError) -> str:
 
 def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> None:
     """Run a typer app; usage errors and CommandError become `prog: error: ...` and exit 2."""
-    use_lean_memory_pool()
     command = typer.main.get_command(app)
     try:
         code = command.main(args=args, prog_name=prog_name, standalone_mode=False)

@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from .._parquet import use_lean_memory_pool
 from ..v2._checks import expand_inputs, merge_reports, validate_v2_paths
 from ..validate import (
     RepairResult,
@@ -291,6 +292,7 @@ def validate(
 
 def validate_main(argv: list[str] | None = None) -> None:
     """Console script `mrcr-validate`."""
+    use_lean_memory_pool()  # before any worker starts: they take it from the environment
     run_app(app, PROG, argv)
 
 
