@@ -55,10 +55,13 @@ def main() -> None:
         "local, 1 worker": ["--workers", "1"],
         f"local, {args.cores} workers": ["--workers", str(args.cores)],
     }
+    ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    if not args.no_ray and subprocess.run([ray_cli, "status"], env=env, capture_output=True).returncode == 0:
+        # The cold run would join it instead of starting its own, and `ray stop` below would end it.
+        raise SystemExit("a Ray cluster is already running on this machine: stop it (`ray stop`) or pass --no-ray")
     results, outputs = {}, {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         ray_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray wants a short path
-        ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
         if not args.no_ray:
             runs[f"ray cold, {args.cores} CPUs"] = ["--engine", "ray", "--workers", str(args.cores)]
             runs[f"ray running, {args.cores} CPUs"] = ["--engine", "ray", "--address", "auto"]
