@@ -44,19 +44,24 @@ def _sample(proc: psutil.Process, peaks: dict, stop: threading.Event, pss_every:
         stop.wait(0.02)
 
 
-def measure(command: list[str], env: dict | None = None, pss_every: int = 0) -> dict:
+def measure(command: list[str], env: dict | None = None, pss_every: int = 0, memory: bool = True) -> dict:
     """Run `command`; wall seconds, peak tree RSS (and PSS, sampled every `pss_every`-th time)
-    and largest process RSS in MB, and the JSON it printed on a line starting with RESULT."""
+    and largest process RSS in MB, and the JSON it printed on a line starting with RESULT.
+
+    `memory=False` for a benchmark of time on all cores: the sampler takes about a tenth of a core,
+    which a run using every core pays for and a one-core run does not."""
     start = time.perf_counter()
     proc = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peaks = {"rss": 0, "pss": 0, "largest": 0}
     stop = threading.Event()
     sampler = threading.Thread(target=_sample, args=(proc, peaks, stop, pss_every), daemon=True)
-    sampler.start()
+    if memory:
+        sampler.start()
     out, err = proc.communicate()
     wall = time.perf_counter() - start
     stop.set()
-    sampler.join()
+    if memory:
+        sampler.join()
     if proc.returncode not in (0, 1):  # 1: the validator found something, still a full run
         raise SystemExit(f"{command} failed with exit code {proc.returncode}:\n{err[-2000:]}")
     result = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import secrets
@@ -27,6 +28,14 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def remove_partials(target: str | os.PathLike) -> None:
+    """Remove what `atomic_path` writers of `target` left when their process died (killed, out of
+    memory, node lost): call it only when no writer of `target` can still be running."""
+    target = Path(target)
+    for stale in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
+        stale.unlink(missing_ok=True)
 
 
 def write_text_atomic(target: str | os.PathLike, text: str) -> None:

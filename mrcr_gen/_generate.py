@@ -10,7 +10,7 @@ import secrets
 import shutil
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,9 +20,9 @@ from pydantic import Field, field_validator, model_validator
 from ._assembler import LAYOUT_REVISION, Assembler, tokens_window
 from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
-from ._files import write_text_atomic
+from ._files import remove_partials, write_text_atomic
 from ._models import Sample, _Frozen, is_real_date
-from ._parquet import RowGroupWriter, read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
+from ._parquet import ROW_GROUP_BYTES, RowGroupWriter, read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
 from ._seeding import derive_seed
 from ._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ._version import __version__
@@ -141,11 +141,13 @@ def sample_for(spec: RowSpec, assembler: Assembler) -> Sample:
     return assembler.sample(n_needles=spec.n_needles, seed=spec.row_seed, token_bin=spec.bin, tokens=spec.tokens)
 
 
-#: Decoded bytes a work unit holds at most (two dozen rows in the 1M bin), and at least when the
-#: job is large enough, and units per worker when it is not (to balance rows of unequal cost).
-UNIT_BYTES = 128 << 20
-MIN_UNIT_BYTES = 4 << 20
+#: Units per worker a job is cut into (to balance files of unequal cost), and the least decoded
+#: bytes worth a unit. A file within its share is one unit, whose worker streams it to parquet;
+#: a larger one (too few files for the workers) is cut into chunks of at most UNIT_BYTES (two
+#: dozen rows in the 1M bin), each held whole by its worker, then joined (see `Join`).
 UNITS_PER_WORKER = 3
+MIN_UNIT_BYTES = 4 << 20
+UNIT_BYTES = 128 << 20
 #: Units submitted ahead per worker: enough that the workers never wait while the calling process
 #: joins a file's chunks (with two per worker they did, a third of a second per file).
 JOIN_SLACK = 6
@@ -203,11 +205,8 @@ def generate_dataset(
 
     own_engine = engine is None
     engine = engine if engine is not None else LocalEngine(preload=WORKER_PRELOAD)
-    # Chunks small enough to keep every worker busy (a few per worker), large enough to be worth a
-    # task; how rows are chunked never changes the bytes written.
-    planned = sum(_row_bytes(spec) for file_plan, _, _ in pending for spec in file_plan.rows)
-    target = min(UNIT_BYTES, max(MIN_UNIT_BYTES, planned // (engine.workers * UNITS_PER_WORKER)))
-    files = [(file_plan, path, build, split_rows(file_plan.rows, target)) for file_plan, path, build in pending]
+    chunking = plan_chunks([file_plan.rows for file_plan, _, _ in pending], engine.workers)
+    files = [(*file, chunks) for file, chunks in zip(pending, chunking, strict=True)]
     chunk_units = []
     for _, path, build, chunks in files:
         parts = _parts_dir(path, build, chunks) if len(chunks) > 1 else None
@@ -266,6 +265,8 @@ def generate_dataset(
         _ASSEMBLERS.clear()
         if own_engine:
             engine.close()
+    for _, path, _, _ in files:  # every unit has ended: what a worker that died while writing left
+        remove_partials(path)
     if failures:
         raise FileFailed(failures)
     if store is not None:
@@ -300,6 +301,19 @@ def _row_tokens(spec: RowSpec) -> int:
 
 def _row_bytes(spec: RowSpec) -> int:
     return _row_tokens(spec) * BYTES_PER_TOKEN
+
+
+def plan_chunks(files: Sequence[Sequence[RowSpec]], workers: int) -> list[list[RowChunk]]:
+    """Each file's rows cut into work units: the whole file when it is within a worker's share of
+    the job (a few shares per worker), else chunks of at most UNIT_BYTES. A whole file costs
+    least: its worker compresses it, where a chunked file is written uncompressed, read back and
+    compressed by its join. How rows are cut never changes the bytes written."""
+    planned = sum(_row_bytes(spec) for rows in files for spec in rows)
+    share = max(MIN_UNIT_BYTES, planned // (workers * UNITS_PER_WORKER))
+    return [
+        [tuple(rows)] if sum(map(_row_bytes, rows)) <= share else split_rows(rows, min(UNIT_BYTES, share))
+        for rows in files
+    ]
 
 
 def split_rows(rows: Sequence[RowSpec], target: int = UNIT_BYTES) -> list[RowChunk]:
@@ -391,15 +405,23 @@ def write_chunk(
     assembler = _assembler(writer, run_key, date_added, tokenizer)
     if store is not None and isinstance(assembler.writer, SharingWriter):
         assembler.writer.attach(store)
-    samples = [sample_for(spec, assembler) for spec in rows]
-    table = rows_to_table(s.row for s in samples)
     counted_by = load_tokenizer(tokenizer).describe()["spec"]
-    records = "".join(json.dumps({"build": build, **s.metadata(), "tokenizer": counted_by}) + "\n" for s in samples)
+    records: list[str] = []
+
+    def tables() -> Iterator[pa.Table]:
+        # A row group's worth at a time: a whole file of the 1M bin is gigabytes.
+        for batch in split_rows(rows, ROW_GROUP_BYTES):
+            samples = [sample_for(spec, assembler) for spec in batch]
+            records.extend(
+                json.dumps({"build": build, **s.metadata(), "tokenizer": counted_by}) + "\n" for s in samples
+            )
+            yield rows_to_table(s.row for s in samples)
+
     if parts is None:
-        _write_file(path, [table], records)
+        _write_file(path, tables(), records)
         return
-    write_arrow_atomic(table, parts / f"{index}.arrow")
-    write_text_atomic(parts / f"{index}.jsonl", records)  # last: it marks the part finished
+    write_arrow_atomic(pa.concat_tables(tables()), parts / f"{index}.arrow")
+    write_text_atomic(parts / f"{index}.jsonl", "".join(records))  # last: it marks the part finished
 
 
 def join_parts(path: Path, parts: Path, count: int) -> None:
@@ -446,10 +468,11 @@ class Join:
             writer.abort()
 
 
-def _write_file(path: Path, tables: Iterable[pa.Table], records: str) -> None:
+def _write_file(path: Path, tables: Iterable[pa.Table], records: list[str]) -> None:
+    """The file from `tables`, then its sidecar from `records` (filled as the tables are made)."""
     sidecar_path(path).unlink(missing_ok=True)  # see Join.advance
     write_row_groups(tables, path)
-    write_text_atomic(sidecar_path(path), records)
+    write_text_atomic(sidecar_path(path), "".join(records))
 
 
 def _parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:

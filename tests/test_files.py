@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from mrcr_gen._files import atomic_path, write_text_atomic
+from mrcr_gen._files import atomic_path, remove_partials, write_text_atomic
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
@@ -25,3 +25,20 @@ def test_a_failed_block_leaves_neither_target_nor_temporary_file(tmp_path):
         tmp.write_text("half")
         raise RuntimeError("interrupted")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_what_a_dead_writer_left_is_removed_and_nothing_else(tmp_path):
+    import subprocess
+    import sys
+
+    # A writer killed in its block: its temporary file stays, as after `kill -9`.
+    script = (
+        "import os, sys; from mrcr_gen._files import atomic_path\n"
+        "with atomic_path(sys.argv[1]) as tmp:\n    tmp.write_text('half'); os._exit(1)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "a[1].parquet")], check=False)
+    write_text_atomic(tmp_path / "a[1].parquet.samples.jsonl", "kept")
+    (tmp_path / ".b.parquet.0123456789ab.partial").write_text("another file's")
+    assert len(list(tmp_path.glob(".a[[]1].parquet.*.partial"))) == 1
+    remove_partials(tmp_path / "a[1].parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.parquet.0123456789ab.partial", "a[1].parquet.samples.jsonl"]

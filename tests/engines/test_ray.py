@@ -20,7 +20,7 @@ from mrcr_gen.engines import LocalEngine, TaskFailed
 from mrcr_gen.validate import repair
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
-from .units import DyingOnceWriter, die_once, square
+from .units import DyingOnceWriter, cut_files_into_chunks, die_once, square
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -58,7 +58,8 @@ def test_ray_engine_keeps_unit_order_and_retries_a_killed_worker(tmp_path: Path)
 def test_generation_on_ray_is_byte_identical_to_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     local, on_ray = config(tmp_path / "local"), config(tmp_path / "ray")
     generate_dataset(local, OfflineWriter(3), engine=LocalEngine(2), command="mrcr-gen local")
-    monkeypatch.setattr(generate_module, "UNIT_BYTES", 150_000)  # large files: chunk tasks, then a join
+    cut_files_into_chunks(monkeypatch)  # chunk tasks, then a join task per file
+    assert all(len(chunks) > 1 for chunks in generate_module.plan_chunks([f.rows for f in on_ray.plan()], 2))
     generate_dataset(on_ray, OfflineWriter(3), engine=ray_engine(), command="mrcr-gen ray")
     assert digests(local.out) == digests(on_ray.out) and len(digests(local.out)) == 8
     card_local = (local.out / "README.md").read_text().splitlines()

@@ -60,3 +60,21 @@ def write_chunk_dying_on_2needle_chunk_1(*unit):
     if parts is not None and index == 1 and path.name.startswith("2needle"):
         os._exit(1)
     return write_chunk(*unit)
+
+
+def cut_files_into_chunks(monkeypatch) -> list:
+    """Make generation cut every file into chunks of one row, then join them; returns the names of
+    the files joined by this process (the caller's, with a local engine), to check that they were."""
+    import mrcr_gen._generate as generate_module
+
+    monkeypatch.setattr(generate_module, "MIN_UNIT_BYTES", 1)
+    monkeypatch.setattr(generate_module, "UNITS_PER_WORKER", 1 << 40)
+    joined: list = []
+
+    class CountedJoin(generate_module.Join):
+        def finish(self) -> None:
+            super().finish()
+            joined.append(self.path.name)
+
+    monkeypatch.setattr(generate_module, "Join", CountedJoin)
+    return joined

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from mrcr_gen import (
@@ -23,6 +25,7 @@ from mrcr_gen._assembler import tokens_window
 from mrcr_gen._generate import TOKENS_RANGE, FileFailed, sidecar_path
 from mrcr_gen.engines import LocalEngine
 
+from ..engines.units import cut_files_into_chunks
 from .structure import assert_mrcr_structure
 
 
@@ -205,12 +208,14 @@ def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypa
 
     whole = config(tmp_path / "whole")
     generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
-    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)  # ~1 row per chunk: parts, then a join
+    joined = cut_files_into_chunks(monkeypatch)  # a row per chunk: parts, then a join
     for workers in (1, 2):
         chunked = config(tmp_path / f"chunked{workers}")
         generate_dataset(chunked, OfflineWriter(chunked.seed), engine=LocalEngine(workers))
         assert file_bytes(chunked.out) == file_bytes(whole.out)
         assert not list(chunked.out.rglob("*.parts"))
+        assert sorted(joined) == sorted(p.name for p in chunked.out.rglob("*.parquet"))
+        joined.clear()
     monkeypatch.setattr(parquet_module, "ROW_GROUP_BYTES", 60_000)  # in-process only (one worker)
     small_groups = config(tmp_path / "groups")
     generate_dataset(small_groups, OfflineWriter(small_groups.seed), engine=LocalEngine(1))
@@ -227,7 +232,7 @@ def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeyp
 
     whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
-    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)
+    cut_files_into_chunks(monkeypatch)
     cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     done = []
 
@@ -253,7 +258,7 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
 
     whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
-    monkeypatch.setattr(generate_module, "UNIT_BYTES", 50_000)  # ~1 row per chunk: the file is joined
+    cut_files_into_chunks(monkeypatch)  # a row per chunk: the file is joined
     cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     with monkeypatch.context() as patched:
         patched.setattr(generate_module, "write_chunk", write_chunk_dying_on_2needle_chunk_1)
@@ -263,3 +268,39 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
     assert not list(cfg.out.rglob("*.parquet")) and not list(cfg.out.rglob("*.partial"))
     generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1))
     assert file_bytes(cfg.out) == file_bytes(whole.out)
+
+
+def test_files_within_their_share_are_whole_units_and_larger_ones_chunks():
+    from mrcr_gen._generate import UNIT_BYTES, RowSpec, plan_chunks
+
+    def rows(n: int, upper: int = 1048576) -> tuple[RowSpec, ...]:
+        return tuple(RowSpec(n_needles=8, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(n))
+
+    eight_files = [rows(100) for _ in range(8)]
+    assert plan_chunks(eight_files, workers=2) == [[f] for f in eight_files]  # 4 files per worker: whole
+    assert plan_chunks(eight_files, workers=1) == [[f] for f in eight_files]
+    [one_file] = plan_chunks([rows(100)], workers=2)  # one file for two workers: chunks
+    assert len(one_file) > 2 and sum(one_file, ()) == rows(100)
+    small, large = plan_chunks([rows(100, 8192), rows(100)], workers=2)
+    assert small == [rows(100, 8192)] and len(large) > 1  # the small file is a unit, the large one is cut
+    assert all(len(chunk) == 1 or 5 * 1048576 * len(chunk) <= UNIT_BYTES for chunk in large)
+
+
+@given(
+    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=8),
+    uppers=st.lists(st.sampled_from([8192, 131072, 1048576]), min_size=8, max_size=8),
+    workers=st.integers(1, 16),
+)
+def test_chunks_keep_every_row_in_order_and_never_exceed_a_unit(sizes, uppers, workers):
+    from mrcr_gen._generate import MIN_UNIT_BYTES, UNIT_BYTES, RowSpec, _row_bytes, plan_chunks
+
+    files = [
+        tuple(RowSpec(n_needles=2, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(size))
+        for size, upper in zip(sizes, uppers)
+    ]
+    planned = sum(_row_bytes(spec) for rows in files for spec in rows)
+    for rows, chunks in zip(files, plan_chunks(files, workers), strict=True):
+        assert sum(chunks, ()) == rows
+        if len(chunks) > 1:  # only a file beyond its share is cut, into chunks within a unit
+            assert sum(map(_row_bytes, rows)) > max(MIN_UNIT_BYTES, planned // (3 * workers))
+            assert all(len(c) == 1 or sum(map(_row_bytes, c)) <= UNIT_BYTES for c in chunks)
