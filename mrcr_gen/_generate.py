@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import math
 import re
@@ -304,16 +305,27 @@ def _row_bytes(spec: RowSpec) -> int:
 
 
 def plan_chunks(files: Sequence[Sequence[RowSpec]], workers: int) -> list[list[RowChunk]]:
-    """Each file's rows cut into work units: the whole file when it is within a worker's share of
-    the job (a few shares per worker), else chunks of at most UNIT_BYTES. A whole file costs
-    least: its worker compresses it, where a chunked file is written uncompressed, read back and
-    compressed by its join. How rows are cut never changes the bytes written."""
-    planned = sum(_row_bytes(spec) for rows in files for spec in rows)
+    """Each file's rows cut into work units, for workers that take the units in order: the whole
+    file, unless it is larger than a worker's share of the job (a few shares per worker) or would
+    end past the moment every worker ends when the work is spread evenly (the last few files of a
+    job). Such a file is cut into chunks of at most UNIT_BYTES that the free workers share. A whole
+    file costs least: its worker compresses it, where a chunked file is written uncompressed, read
+    back and compressed by its join. How rows are cut never changes the bytes written."""
+    sizes = [sum(map(_row_bytes, rows)) for rows in files]
+    planned = sum(sizes)
     share = max(MIN_UNIT_BYTES, planned // (workers * UNITS_PER_WORKER))
-    return [
-        [tuple(rows)] if sum(map(_row_bytes, rows)) <= share else split_rows(rows, min(UNIT_BYTES, share))
-        for rows in files
-    ]
+    free_at = [0] * workers  # when each worker is done with the units planned so far (a heap)
+    plan = []
+    for rows, size in zip(files, sizes, strict=True):
+        start = free_at[0]
+        if size <= share and (start + size) * workers <= planned:
+            units = [tuple(rows)]
+        else:
+            units = split_rows(rows, min(UNIT_BYTES, share))
+        for unit in units:
+            heapq.heapreplace(free_at, free_at[0] + sum(map(_row_bytes, unit)))
+        plan.append(units)
+    return plan
 
 
 def split_rows(rows: Sequence[RowSpec], target: int = UNIT_BYTES) -> list[RowChunk]:

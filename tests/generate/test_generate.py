@@ -270,37 +270,59 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
     assert file_bytes(cfg.out) == file_bytes(whole.out)
 
 
-def test_files_within_their_share_are_whole_units_and_larger_ones_chunks():
-    from mrcr_gen._generate import UNIT_BYTES, RowSpec, plan_chunks
+def one_m_rows(n: int, upper: int = 1048576) -> tuple:
+    from mrcr_gen._generate import RowSpec
 
-    def rows(n: int, upper: int = 1048576) -> tuple[RowSpec, ...]:
-        return tuple(RowSpec(n_needles=8, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(n))
+    return tuple(RowSpec(n_needles=8, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(n))
 
-    eight_files = [rows(100) for _ in range(8)]
+
+def test_files_are_whole_units_unless_larger_than_their_share_or_last_to_end():
+    from mrcr_gen._generate import UNIT_BYTES, plan_chunks
+
+    eight_files = [one_m_rows(100) for _ in range(8)]
     assert plan_chunks(eight_files, workers=2) == [[f] for f in eight_files]  # 4 files per worker: whole
     assert plan_chunks(eight_files, workers=1) == [[f] for f in eight_files]
-    [one_file] = plan_chunks([rows(100)], workers=2)  # one file for two workers: chunks
-    assert len(one_file) > 2 and sum(one_file, ()) == rows(100)
-    small, large = plan_chunks([rows(100, 8192), rows(100)], workers=2)
-    assert small == [rows(100, 8192)] and len(large) > 1  # the small file is a unit, the large one is cut
+    *whole, last = plan_chunks(eight_files[:7], workers=2)  # 3 each, then the 7th would end alone
+    assert whole == [[f] for f in eight_files[:6]] and len(last) > 2 and sum(last, ()) == eight_files[6]
+    [one_file] = plan_chunks([one_m_rows(100)], workers=2)  # one file for two workers: chunks
+    assert len(one_file) > 2 and sum(one_file, ()) == one_m_rows(100)
+    small, large = plan_chunks([one_m_rows(100, 8192), one_m_rows(100)], workers=2)
+    assert small == [one_m_rows(100, 8192)] and len(large) > 1  # the small file is a unit, the large one is cut
     assert all(len(chunk) == 1 or 5 * 1048576 * len(chunk) <= UNIT_BYTES for chunk in large)
 
 
+def list_schedule(units: list[int], workers: int) -> int:
+    """When the last of `units` (costs, in order) ends on `workers` that each take the next one when free."""
+    import heapq
+
+    free_at = [0] * workers
+    for cost in units:
+        heapq.heapreplace(free_at, free_at[0] + cost)
+    return max(free_at)
+
+
 @given(
-    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=8),
-    uppers=st.lists(st.sampled_from([8192, 131072, 1048576]), min_size=8, max_size=8),
+    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=12),
+    uppers=st.lists(st.sampled_from([8192, 131072, 1048576]), min_size=12, max_size=12),
     workers=st.integers(1, 16),
 )
-def test_chunks_keep_every_row_in_order_and_never_exceed_a_unit(sizes, uppers, workers):
-    from mrcr_gen._generate import MIN_UNIT_BYTES, UNIT_BYTES, RowSpec, _row_bytes, plan_chunks
+def test_chunks_keep_every_row_in_order_and_the_workers_end_together(sizes, uppers, workers):
+    from unittest import mock
 
-    files = [
-        tuple(RowSpec(n_needles=2, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(size))
-        for size, upper in zip(sizes, uppers)
-    ]
+    import mrcr_gen._generate as generate_module
+    from mrcr_gen._generate import MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks
+
+    unit_bytes = 16 << 20  # chunks much smaller than files, as in a real job of large files
+    files = [one_m_rows(size, upper) for size, upper in zip(sizes, uppers)]
     planned = sum(_row_bytes(spec) for rows in files for spec in rows)
-    for rows, chunks in zip(files, plan_chunks(files, workers), strict=True):
+    chunk_bytes = min(unit_bytes, max(MIN_UNIT_BYTES, planned // (UNITS_PER_WORKER * workers)))
+    with mock.patch.object(generate_module, "UNIT_BYTES", unit_bytes):
+        plan = plan_chunks(files, workers)
+    units = []
+    for rows, chunks in zip(files, plan, strict=True):
         assert sum(chunks, ()) == rows
-        if len(chunks) > 1:  # only a file beyond its share is cut, into chunks within a unit
-            assert sum(map(_row_bytes, rows)) > max(MIN_UNIT_BYTES, planned // (3 * workers))
-            assert all(len(c) == 1 or sum(map(_row_bytes, c)) <= UNIT_BYTES for c in chunks)
+        if len(chunks) > 1:
+            assert all(len(c) == 1 or sum(map(_row_bytes, c)) <= chunk_bytes for c in chunks)
+        units += [sum(map(_row_bytes, c)) for c in chunks]
+    # Whole files end by the even spread's end; after it, at most one chunk (or one long row) runs on.
+    assert list_schedule(units, workers) <= planned / workers + max(chunk_bytes, 5 * 1048576)
