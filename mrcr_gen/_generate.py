@@ -142,10 +142,9 @@ def sample_for(spec: RowSpec, assembler: Assembler) -> Sample:
     return assembler.sample(n_needles=spec.n_needles, seed=spec.row_seed, token_bin=spec.bin, tokens=spec.tokens)
 
 
-#: Units per worker a job is cut into (to balance files of unequal cost), and the least decoded
-#: bytes worth a unit. A file within its share is one unit, whose worker streams it to parquet;
-#: a larger one (too few files for the workers) is cut into chunks of at most UNIT_BYTES (two
-#: dozen rows in the 1M bin), each held whole by its worker, then joined (see `Join`).
+#: Chunks of a file cut for balance (see `plan_chunks`) hold about a third of a worker's part of
+#: the job, within these decoded bytes: enough to be worth a unit, and at most two dozen rows of
+#: the 1M bin (a chunk is held whole by its worker, then joined, see `Join`).
 UNITS_PER_WORKER = 3
 MIN_UNIT_BYTES = 4 << 20
 UNIT_BYTES = 128 << 20
@@ -306,22 +305,18 @@ def _row_bytes(spec: RowSpec) -> int:
 
 def plan_chunks(files: Sequence[Sequence[RowSpec]], workers: int) -> list[list[RowChunk]]:
     """Each file's rows cut into work units, for workers that take the units in order: the whole
-    file, unless it is larger than a worker's share of the job (a few shares per worker) or would
-    end past the moment every worker ends when the work is spread evenly (the last few files of a
-    job). Such a file is cut into chunks of at most UNIT_BYTES that the free workers share. A whole
-    file costs least: its worker compresses it, where a chunked file is written uncompressed, read
-    back and compressed by its join. How rows are cut never changes the bytes written."""
+    file, unless it would end after the moment every worker ends when the work is spread evenly
+    (a file larger than a worker's part of the job, or one of the last files). Such a file is cut
+    into chunks, of at most UNIT_BYTES and a fraction of a worker's part, that the free workers
+    share. A whole file costs least: its worker compresses it, where a chunked file is written
+    uncompressed, read back and compressed by its join. How rows are cut never changes the bytes."""
     sizes = [sum(map(_row_bytes, rows)) for rows in files]
     planned = sum(sizes)
-    share = max(MIN_UNIT_BYTES, planned // (workers * UNITS_PER_WORKER))
+    chunk = min(UNIT_BYTES, max(MIN_UNIT_BYTES, planned // (workers * UNITS_PER_WORKER)))
     free_at = [0] * workers  # when each worker is done with the units planned so far (a heap)
     plan = []
     for rows, size in zip(files, sizes, strict=True):
-        start = free_at[0]
-        if size <= share and (start + size) * workers <= planned:
-            units = [tuple(rows)]
-        else:
-            units = split_rows(rows, min(UNIT_BYTES, share))
+        units = [tuple(rows)] if (free_at[0] + size) * workers <= planned else split_rows(rows, chunk)
         for unit in units:
             heapq.heapreplace(free_at, free_at[0] + sum(map(_row_bytes, unit)))
         plan.append(units)

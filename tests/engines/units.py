@@ -67,8 +67,7 @@ def cut_files_into_chunks(monkeypatch) -> list:
     the files joined by this process (the caller's, with a local engine), to check that they were."""
     import mrcr_gen._generate as generate_module
 
-    monkeypatch.setattr(generate_module, "MIN_UNIT_BYTES", 1)
-    monkeypatch.setattr(generate_module, "UNITS_PER_WORKER", 1 << 40)
+    monkeypatch.setattr(generate_module, "plan_chunks", lambda files, workers: [[(s,) for s in f] for f in files])
     joined: list = []
 
     class CountedJoin(generate_module.Join):

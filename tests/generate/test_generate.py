@@ -276,7 +276,7 @@ def one_m_rows(n: int, upper: int = 1048576) -> tuple:
     return tuple(RowSpec(n_needles=8, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(n))
 
 
-def test_files_are_whole_units_unless_larger_than_their_share_or_last_to_end():
+def test_files_are_whole_units_unless_they_would_end_after_the_even_spread():
     from mrcr_gen._generate import UNIT_BYTES, plan_chunks
 
     eight_files = [one_m_rows(100) for _ in range(8)]
@@ -286,6 +286,7 @@ def test_files_are_whole_units_unless_larger_than_their_share_or_last_to_end():
     assert whole == [[f] for f in eight_files[:6]] and len(last) > 2 and sum(last, ()) == eight_files[6]
     [one_file] = plan_chunks([one_m_rows(100)], workers=2)  # one file for two workers: chunks
     assert len(one_file) > 2 and sum(one_file, ()) == one_m_rows(100)
+    assert plan_chunks([one_m_rows(100)], workers=1) == [[one_m_rows(100)]]
     small, large = plan_chunks([one_m_rows(100, 8192), one_m_rows(100)], workers=2)
     assert small == [one_m_rows(100, 8192)] and len(large) > 1  # the small file is a unit, the large one is cut
     assert all(len(chunk) == 1 or 5 * 1048576 * len(chunk) <= UNIT_BYTES for chunk in large)
