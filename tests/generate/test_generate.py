@@ -202,7 +202,6 @@ def test_a_repeated_bin_plans_its_rows_once_and_no_bin_is_an_error(tmp_path):
 
 
 def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypatch):
-    import mrcr_gen._generate as generate_module
     import mrcr_gen._parquet as parquet_module
     from mrcr_gen.engines import LocalEngine
 
@@ -227,7 +226,6 @@ def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypa
 
 
 def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeypatch):
-    import mrcr_gen._generate as generate_module
     from mrcr_gen.engines import LocalEngine
 
     whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
@@ -270,7 +268,7 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
     assert file_bytes(cfg.out) == file_bytes(whole.out)
 
 
-def one_m_rows(n: int, upper: int = 1048576) -> tuple:
+def rows_in_bin(n: int, upper: int = 1048576) -> tuple:
     from mrcr_gen._generate import RowSpec
 
     return tuple(RowSpec(n_needles=8, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(n))
@@ -279,16 +277,16 @@ def one_m_rows(n: int, upper: int = 1048576) -> tuple:
 def test_files_are_whole_units_unless_they_would_end_after_the_even_spread():
     from mrcr_gen._generate import UNIT_BYTES, plan_chunks
 
-    eight_files = [one_m_rows(100) for _ in range(8)]
+    eight_files = [rows_in_bin(100) for _ in range(8)]
     assert plan_chunks(eight_files, workers=2) == [[f] for f in eight_files]  # 4 files per worker: whole
     assert plan_chunks(eight_files, workers=1) == [[f] for f in eight_files]
     *whole, last = plan_chunks(eight_files[:7], workers=2)  # 3 each, then the 7th would end alone
     assert whole == [[f] for f in eight_files[:6]] and len(last) > 2 and sum(last, ()) == eight_files[6]
-    [one_file] = plan_chunks([one_m_rows(100)], workers=2)  # one file for two workers: chunks
-    assert len(one_file) > 2 and sum(one_file, ()) == one_m_rows(100)
-    assert plan_chunks([one_m_rows(100)], workers=1) == [[one_m_rows(100)]]
-    small, large = plan_chunks([one_m_rows(100, 8192), one_m_rows(100)], workers=2)
-    assert small == [one_m_rows(100, 8192)] and len(large) > 1  # the small file is a unit, the large one is cut
+    [one_file] = plan_chunks([rows_in_bin(100)], workers=2)  # one file for two workers: chunks
+    assert len(one_file) > 2 and sum(one_file, ()) == rows_in_bin(100)
+    assert plan_chunks([rows_in_bin(100)], workers=1) == [[rows_in_bin(100)]]
+    small, large = plan_chunks([rows_in_bin(100, 8192), rows_in_bin(100)], workers=2)
+    assert small == [rows_in_bin(100, 8192)] and len(large) > 1  # the small file is a unit, the large one is cut
     assert all(len(chunk) == 1 or 5 * 1048576 * len(chunk) <= UNIT_BYTES for chunk in large)
 
 
@@ -314,7 +312,7 @@ def test_chunks_keep_every_row_in_order_and_the_workers_end_together(sizes, uppe
     from mrcr_gen._generate import MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks
 
     unit_bytes = 16 << 20  # chunks much smaller than files, as in a real job of large files
-    files = [one_m_rows(size, upper) for size, upper in zip(sizes, uppers)]
+    files = [rows_in_bin(size, upper) for size, upper in zip(sizes, uppers)]
     planned = sum(_row_bytes(spec) for rows in files for spec in rows)
     chunk_bytes = min(unit_bytes, max(MIN_UNIT_BYTES, planned // (UNITS_PER_WORKER * workers)))
     with mock.patch.object(generate_module, "UNIT_BYTES", unit_bytes):
