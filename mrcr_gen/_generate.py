@@ -27,7 +27,7 @@ from ._parquet import ROW_GROUP_BYTES, RowGroupWriter, read_arrow, rows_to_table
 from ._seeding import derive_seed
 from ._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ._version import __version__
-from .engines import Engine, TaskFailed
+from .engines import Engine, TaskFailed, report_progress
 from .writers._base import SharingWriter, Writer
 
 # Fixed so that the same command and seed give byte-identical files on any day.
@@ -233,8 +233,15 @@ def generate_dataset(
         chunk_work = [(*unit, store, config.tokenizer) for unit in chunk_units]
         units_left = Counter(unit[5] for unit in chunk_work)
         # Units return nothing, so many can wait ahead: workers keep busy while this process joins.
-        outcomes = runner.map(write_chunk, chunk_work, window=JOIN_SLACK * runner.workers)
-        for unit, outcome in zip(chunk_work, outcomes, strict=True):
+        rows_shown = Counter[int]()  # rows of each unit that its worker reported done
+
+        def show_rows(index: int, rows: int) -> None:
+            rows_shown[index] += rows
+            if on_rows is not None:
+                on_rows(rows)
+
+        outcomes = runner.map(write_chunk, chunk_work, window=JOIN_SLACK * runner.workers, on_progress=show_rows)
+        for index, (unit, outcome) in enumerate(zip(chunk_work, outcomes, strict=True)):
             path = unit[5]
             units_left[path] -= 1
             if isinstance(outcome, TaskFailed):
@@ -242,8 +249,8 @@ def generate_dataset(
                 if path in joins:  # the file cannot be completed: stop joining it
                     joins.pop(path).abort()
                 continue
-            if on_rows is not None:
-                on_rows(len(unit[3]))
+            if on_rows is not None and len(unit[3]) > rows_shown[index]:
+                on_rows(len(unit[3]) - rows_shown[index])
             if join_here and path in joins:
                 if units_left[path]:
                     joins[path].advance()
@@ -419,6 +426,7 @@ def write_chunk(
         # A row group's worth at a time: a whole file of the 1M bin is gigabytes.
         for batch in split_rows(rows, ROW_GROUP_BYTES):
             samples = [sample_for(spec, assembler) for spec in batch]
+            report_progress(len(samples))
             records.extend(
                 json.dumps({"build": build, **s.metadata(), "tokenizer": counted_by}) + "\n" for s in samples
             )

@@ -7,7 +7,7 @@ results in the order the units were given. They know nothing of recipes.
 
 from __future__ import annotations
 
-from ._base import Engine, TaskFailed, available_cores, make_engine
+from ._base import Engine, TaskFailed, available_cores, make_engine, report_progress
 from ._local import LocalEngine
 
 
@@ -19,4 +19,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Engine", "LocalEngine", "RayEngine", "TaskFailed", "available_cores", "make_engine"]
+__all__ = ["Engine", "LocalEngine", "RayEngine", "TaskFailed", "available_cores", "make_engine", "report_progress"]

@@ -43,7 +43,16 @@ class RayEngine:
             self._remote[fn] = self._ray.remote(max_retries=self.max_retries)(fn)
         return self._remote[fn]
 
-    def map(self, fn: Callable[..., Any], units: Iterable[tuple], *, window: int | None = None) -> Iterator[Any]:
+    def map(
+        self,
+        fn: Callable[..., Any],
+        units: Iterable[tuple],
+        *,
+        window: int | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[Any]:
+        # Tasks report no progress before they end (`on_progress` is never called): a channel
+        # from every task would be an actor, a process of its own on the cluster.
         ray = self._ray
         task = self._task(fn)
         window = window or 2 * self.workers

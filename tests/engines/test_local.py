@@ -1,4 +1,5 @@
-"""The local engine: results in unit order, the units' own errors re-raised, dead workers reported."""
+"""The local engine: results in unit order, progress passed on, the units' own errors re-raised,
+dead workers reported."""
 
 from __future__ import annotations
 
@@ -6,13 +7,33 @@ import pytest
 
 from mrcr_gen.engines import LocalEngine, TaskFailed, make_engine
 
-from .units import always_die, fail_with, square
+from .units import always_die, fail_with, report_steps, square
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_results_come_in_unit_order(workers: int) -> None:
     with LocalEngine(workers) as engine:
         assert list(engine.map(square, [(i,) for i in range(20)], window=3)) == [i * i for i in range(20)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_progress_report_reaches_the_caller_before_its_units_result(workers: int) -> None:
+    reports: list[tuple[int, int]] = []
+    with LocalEngine(workers) as engine:
+        units = [(steps,) for steps in (3, 0, 40, 7, 1)]
+        results = engine.map(report_steps, units, window=2, on_progress=lambda *report: reports.append(report))
+        for index, result in enumerate(results):
+            assert sum(steps for i, steps in reports if i == index) == result
+    assert sorted(set(reports)) == [(0, 1), (2, 1), (3, 1), (4, 1)] and len(reports) == 51
+
+
+def test_reports_nobody_listens_to_are_dropped_not_queued() -> None:
+    # Queued, 200,000 reports would fill the pipe to the caller and block the worker for good.
+    with LocalEngine(2) as engine:
+        assert list(engine.map(report_steps, [(100_000,), (100_000,)])) == [100_000, 100_000]
+        reports: list[tuple[int, int]] = []
+        assert list(engine.map(report_steps, [(2,)], on_progress=lambda *r: reports.append(r))) == [2]
+    assert reports == [(0, 1), (0, 1)]
 
 
 def test_a_units_own_error_is_raised_as_is() -> None:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from mrcr_gen import OfflineWriter
+from mrcr_gen.engines import report_progress
 
 
 def square(x: int) -> int:
@@ -23,6 +24,13 @@ def die_once(x: int, marker_dir: str) -> int:
         marker.write_text("x")
         os._exit(1)
     return x * x
+
+
+def report_steps(steps: int) -> int:
+    """Reports `steps` steps done, one at a time, and returns how many it reported."""
+    for _ in range(steps):
+        report_progress(1)
+    return steps
 
 
 def always_die(x: int) -> int:

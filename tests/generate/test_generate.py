@@ -89,13 +89,32 @@ def file_bytes_after(runner, cfg):
 def test_interrupted_run_leaves_no_partial_parquet(tmp_path):
     cfg = config(tmp_path)
 
-    def interrupt(_rows):  # right after the first file
-        raise KeyboardInterrupt
+    reports = []
+
+    def interrupt(rows):  # the second file's rows are composed: it is being written
+        reports.append(rows)
+        if len(reports) == 2:
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
     assert files == ["2needle_0.parquet", "2needle_0.samples.jsonl"]
+
+
+def test_progress_moves_as_rows_are_composed_not_only_when_a_file_ends(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+
+    cfg = config(tmp_path / "one", needles=(2,), bins=(bin_by_upper(8192),), samples=3)
+    monkeypatch.setattr(generate_module, "ROW_GROUP_BYTES", 1)  # a row group, so a report, per row
+    shown = []
+    generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=shown.append)
+    assert shown == [1, 1, 1]  # one file, one unit: three reports, nothing added when it ends
+    monkeypatch.undo()
+    cfg = config(tmp_path / "two")
+    shown.clear()
+    generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(2), on_rows=shown.append)
+    assert sum(shown) == 12 and min(shown) > 0
 
 
 def test_row_parquet_row_round_trip(tmp_path):
@@ -150,7 +169,7 @@ def test_a_rerun_keeps_finished_files_and_writes_only_what_is_missing(tmp_path):
     (cfg.out / "2needle" / "2needle_0.samples.jsonl").write_text("truncated\n")
     generated, reused = [], []
     result = generate_dataset(cfg, OfflineWriter(cfg.seed), on_rows=generated.append, on_reused=reused.append)
-    assert generated == [4, 2] and reused == [2, 4]
+    assert sorted(generated) == [2, 4] and reused == [2, 4]  # progress comes as workers finish rows
     assert file_bytes(cfg.out) == before
     assert len(result.samples) == 12
 
@@ -234,9 +253,9 @@ def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeyp
     cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     done = []
 
-    def interrupt(rows):
+    def interrupt(rows):  # the third chunk's row is composed: two chunks are written
         done.append(rows)
-        if len(done) == 2:
+        if len(done) == 3:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
