@@ -7,38 +7,63 @@ import multiprocessing.forkserver
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any
 
 from ._base import TaskFailed, available_cores, reporting_to
 
-#: How often the calling process passes on the progress its workers report, at most (seconds).
+#: How often the calling process reads what its workers report, at most (seconds).
 PROGRESS_EVERY = 0.1
+#: As Ray's default: a unit whose worker died (killed, out of memory) is run again this often.
+MAX_RETRIES = 3
 
-#: In a worker: its end of the engine's progress queue (see `_start_worker`).
-_progress: Any = None
+#: In a worker: its end of the engine's report queue (see `_start_worker`).
+_reports: Any = None
 
 
-def _start_worker(progress: Any) -> None:
+def _start_worker(reports: Any) -> None:
     import signal
 
-    global _progress
+    global _reports
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _progress = progress
+    _reports = reports
 
 
-def _run_unit(fn: Callable[..., Any], index: int, unit: tuple, call: int | None) -> Any:
-    """`fn(*unit)`, its progress reported as from unit `index` of the `map` call `call` (None: not
-    reported). SimpleQueue.put writes to the pipe before it returns, so every report of a unit is
-    readable by the caller before the unit's result reaches it."""
-    report = None if call is None else lambda steps: _progress.put((call, index, steps))
+def _run_unit(fn: Callable[..., Any], call: int, index: int, unit: tuple, progress: bool) -> Any:
+    """`fn(*unit)` as unit `index` of the `map` call `call`: reports that it started (so a unit
+    whose worker dies is known to have been running), then its progress if `progress`.
+    SimpleQueue.put writes to the pipe before it returns, so every report of a unit is readable by
+    the caller before the unit's result reaches it."""
+    _reports.put((call, index, None))
+    report = (lambda steps: _reports.put((call, index, steps))) if progress else None
     with reporting_to(report):
         return fn(*unit)
 
 
+@dataclass
+class _Unit:
+    index: int
+    args: tuple
+    future: Future | None = None  # None: held back (see `_PoolCall.suspects`)
+    started: bool = False  # this run has begun in a worker
+    ran: int = 0  # steps reported by this run
+    shown: int = 0  # steps passed on to the caller, by any run
+    deaths: int = 0  # runs that ended with a dead worker, as the only unit running
+    failed: str | None = None
+
+    def broke(self) -> bool:
+        """Ended because its pool broke, not with a result or its own error."""
+        return self.future is not None and self.future.done() and isinstance(self.future.exception(), BrokenProcessPool)
+
+
 class LocalEngine:
     """`workers` processes (default: the cores). With one worker, units run in the calling process.
+
+    A unit that was running when a worker died (killed, out of memory) is run again in a new pool,
+    up to `max_retries` times, as Ray does; the units that had not started yet run as if nothing
+    happened. Which worker died cannot be told, so every unit running then counts a retry.
 
     On Linux the workers come from a fork server that has imported the modules in `preload`
     first (e.g. one that loads the tokenizer), so every worker starts warm and shares those pages.
@@ -46,12 +71,15 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, workers: int | None = None, *, preload: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, workers: int | None = None, *, preload: tuple[str, ...] = (), max_retries: int = MAX_RETRIES
+    ) -> None:
         self.workers = max(1, workers if workers is not None else available_cores())
-        self._preload = preload
+        self.max_retries = max_retries
         self._pool: ProcessPoolExecutor | None = None
-        self._progress: Any = None
-        self._calls = 0  # map calls so far: tells their progress reports apart
+        self._reports: Any = None
+        self._calls = 0  # map calls so far: tells their reports apart
+        self._idle_breaks = 0  # pools that broke before any of their workers started a unit
         self._context: multiprocessing.context.BaseContext | None = None
         if self.workers > 1 and sys.platform.startswith("linux"):
             # Started now, the fork server imports `preload` while the caller is still preparing
@@ -64,17 +92,14 @@ class LocalEngine:
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
             context = self._context or multiprocessing.get_context("spawn")
-            self._progress = context.SimpleQueue()
+            # A queue per pool: a worker killed while writing to the old one may hold its lock.
+            if self._reports is not None:
+                self._reports.close()
+            self._reports = context.SimpleQueue()
             self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=context, initializer=_start_worker, initargs=(self._progress,)
+                max_workers=self.workers, mp_context=context, initializer=_start_worker, initargs=(self._reports,)
             )
         return self._pool
-
-    def _pass_on_progress(self, call: int, on_progress: Callable[[int, int], None]) -> None:
-        while not self._progress.empty():
-            from_call, index, steps = self._progress.get()
-            if from_call == call:  # not a unit left running by an earlier call that was abandoned
-                on_progress(index, steps)
 
     def map(
         self,
@@ -91,52 +116,140 @@ class LocalEngine:
                     result = fn(*unit)
                 yield result
             return
-        window = window or 2 * self.workers
-        pool = self._executor()
         self._calls += 1
-        call = self._calls if on_progress is not None else None
-        pending: deque[tuple[int, Future]] = deque()
+        call = _PoolCall(self, fn, self._calls, on_progress)
         queue = iter(enumerate(units))
-        broken: str | None = None
         while True:
-            while broken is None and len(pending) < window:
-                item = next(queue, None)
-                if item is None:
-                    break
-                try:
-                    pending.append((item[0], pool.submit(_run_unit, fn, *item, call)))
-                except BrokenProcessPool as exc:
-                    broken = f"worker process died: {exc}"
-                    pending.append((item[0], None))  # type: ignore[arg-type]
-            if not pending:
-                if broken is None:
-                    return
-                # The pool is gone: every unit not yet run fails the same way.
-                for index, _ in queue:
-                    yield TaskFailed(index, broken)
+            while len(call.pending) < (window or 2 * self.workers) and (item := next(queue, None)) is not None:
+                call.add(_Unit(*item))
+            if not call.pending:
                 return
-            index, future = pending.popleft()
-            if future is None:
-                yield TaskFailed(index, broken or "worker process died")
-                continue
-            if call is not None and on_progress is not None:
-                while not wait([future], timeout=PROGRESS_EVERY).done:
-                    self._pass_on_progress(call, on_progress)
-                self._pass_on_progress(call, on_progress)
-            try:
-                yield future.result()
-            except BrokenProcessPool as exc:
-                broken = broken or f"worker process died ({exc})"
-                yield TaskFailed(index, broken)
+            head = call.next_done()
+            del call.pending[head.index]
+            if head.failed is not None:
+                yield TaskFailed(head.index, head.failed)
+            else:
+                assert head.future is not None
+                yield head.future.result()
 
-    def close(self) -> None:
+    def _submit(self, fn: Callable[..., Any], call: int, unit: _Unit, progress: bool) -> None:
+        unit.started, unit.ran = False, 0
+        try:
+            unit.future = self._executor().submit(_run_unit, fn, call, unit.index, unit.args, progress)
+        except BrokenProcessPool as exc:  # a worker died since the last unit was submitted
+            unit.future = Future()
+            unit.future.set_exception(exc)
+
+    def _stop_pool(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-            self._progress.close()
+
+    def close(self) -> None:
+        self._stop_pool()
+        if self._reports is not None:
+            self._reports.close()
+            self._reports = None
 
     def __enter__(self) -> LocalEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _PoolCall:
+    """The units of one `map` call on a pool, and what to do when a worker dies.
+
+    A dead worker breaks the whole pool: a new one runs again every unit that had not ended. If
+    one unit was running, it caused the death and counts it; a unit that does so more than
+    `max_retries` times fails. If several were running, which one caused it cannot be told: they
+    become suspects, run again one at a time with nothing beside them, until each has ended or
+    failed on its own; the other units wait meanwhile.
+    """
+
+    def __init__(
+        self, engine: LocalEngine, fn: Callable[..., Any], call: int, on_progress: Callable[[int, int], None] | None
+    ) -> None:
+        self.engine, self.fn, self.call, self.on_progress = engine, fn, call, on_progress
+        self.pending: dict[int, _Unit] = {}  # in unit order, until yielded
+        self.suspects: deque[_Unit] = deque()
+
+    def add(self, unit: _Unit) -> None:
+        self.pending[unit.index] = unit
+        if not self.suspects:
+            self._submit(unit)
+
+    def next_done(self) -> _Unit:
+        """The first pending unit, once it has ended (with a result, its own error, or failed),
+        with every report of its run passed on."""
+        while True:
+            head = next(iter(self.pending.values()))
+            ended = head.failed is not None or (head.future is not None and head.future.done() and not head.broke())
+            self._read_reports()  # after seeing it end: its reports were sent before its result
+            self._clear_suspect()
+            if ended:
+                return head
+            if any(unit.broke() for unit in self.pending.values()):
+                self._restart()
+                continue
+            running = [u.future for u in self.pending.values() if u.future is not None and not u.future.done()]
+            wait(running, timeout=PROGRESS_EVERY, return_when=FIRST_COMPLETED)
+
+    def _submit(self, unit: _Unit) -> None:
+        self.engine._submit(self.fn, self.call, unit, self.on_progress is not None)
+
+    def _read_reports(self) -> None:
+        reports = self.engine._reports
+        while reports is not None and not reports.empty():
+            call, index, steps = reports.get()
+            unit = self.pending.get(index)
+            if call != self.call or unit is None:  # from a call abandoned earlier
+                continue
+            if steps is None:
+                unit.started = True
+                continue
+            unit.ran += steps
+            if unit.ran > unit.shown and self.on_progress is not None:  # a run again shows only what is new
+                self.on_progress(index, unit.ran - unit.shown)
+                unit.shown = unit.ran
+
+    def _clear_suspect(self) -> None:
+        while self.suspects:
+            suspect = self.suspects[0]
+            if suspect.failed is None and (suspect.future is None or not suspect.future.done() or suspect.broke()):
+                return  # still to run alone
+            self.suspects.popleft()
+            self._resume()
+
+    def _restart(self) -> None:
+        self.engine._stop_pool()  # settles every future of the broken pool
+        self._read_reports()  # which units had started
+        broken = [unit for unit in self.pending.values() if unit.broke()]
+        for unit in broken:
+            unit.future = None
+        started = [unit for unit in broken if unit.started]
+        if len(started) == 1:
+            culprit = started[0]
+            culprit.deaths += 1
+            if culprit.deaths > self.engine.max_retries:
+                culprit.failed = f"its worker process died ({culprit.deaths} times)"
+        elif started:
+            self.suspects.extend(unit for unit in started if unit not in self.suspects)
+        else:
+            self.engine._idle_breaks += 1  # workers die before running anything (a dead fork server)
+            if self.engine._idle_breaks > self.engine.max_retries:
+                for unit in broken:
+                    unit.failed = "worker processes die as they start"
+        self._resume()
+
+    def _resume(self) -> None:
+        """Submit the first suspect alone, or, with none left, every unit held back."""
+        if self.suspects:
+            suspect = self.suspects[0]
+            if suspect.failed is None and suspect.future is None:
+                self._submit(suspect)
+            return
+        for unit in self.pending.values():
+            if unit.failed is None and unit.future is None:
+                self._submit(unit)

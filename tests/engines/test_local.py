@@ -7,7 +7,7 @@ import pytest
 
 from mrcr_gen.engines import LocalEngine, TaskFailed, make_engine
 
-from .units import always_die, fail_with, report_steps, square
+from .units import always_die, die_once, fail_with, report_steps, square, square_unless_marked
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -45,6 +45,23 @@ def test_a_dead_worker_is_a_task_failed_not_a_traceback() -> None:
     with LocalEngine(2) as engine:
         outcomes = list(engine.map(always_die, [(1,), (2,)]))
     assert all(isinstance(o, TaskFailed) for o in outcomes) and [o.index for o in outcomes] == [0, 1]
+
+
+def test_a_unit_whose_worker_died_runs_again(tmp_path) -> None:
+    with LocalEngine(2) as engine:
+        assert list(engine.map(die_once, [(i, str(tmp_path)) for i in range(5)])) == [0, 1, 4, 9, 16]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"died-{i}" for i in range(5)]  # each died once
+
+
+@pytest.mark.parametrize("max_retries", [0, 2])
+def test_only_the_unit_that_kills_its_worker_fails_after_its_retries(tmp_path, max_retries: int) -> None:
+    with LocalEngine(2, max_retries=max_retries) as engine:
+        outcomes = list(engine.map(square_unless_marked, [(x, 3, str(tmp_path)) for x in range(8)], window=4))
+    assert [o for x, o in enumerate(outcomes) if x != 3] == [x * x for x in range(8) if x != 3]
+    assert isinstance(outcomes[3], TaskFailed) and outcomes[3].index == 3
+    runs = sorted(int(p.name.split("-")[0]) for p in tmp_path.iterdir())
+    # Alone, it died max_retries + 1 times; before that, it may have died beside other units.
+    assert max_retries + 1 <= runs.count(3) <= max_retries + 2
 
 
 def test_make_engine_names() -> None:
@@ -89,3 +106,25 @@ def test_writings_composed_once_and_shared_give_the_same_bytes(tmp_path, monkeyp
     generate_dataset(shared, FewSharedKeysWriter(0), engine=LocalEngine(2))
     assert shared_dirs and shared_dirs[0] is not None and not shared_dirs[0].exists()  # used, then removed
     assert files(shared.out) == files(alone.out)
+
+
+def test_a_generation_worker_killed_once_leaves_the_output_identical(tmp_path) -> None:
+    import hashlib
+
+    from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
+
+    from .units import DyingOnceWriter
+
+    def files(root):
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    def config(out):
+        return GenerateConfig(needles=(2, 4), bins=(bin_by_upper(16384),), samples=5, seed=3, out=out, rows_per_file=3)
+
+    alone = config(tmp_path / "alone")
+    generate_dataset(alone, OfflineWriter(3), engine=LocalEngine(1))
+    (tmp_path / "markers").mkdir()
+    killed = config(tmp_path / "killed")
+    generate_dataset(killed, DyingOnceWriter(3, str(tmp_path / "markers")), engine=LocalEngine(2))
+    assert (tmp_path / "markers" / "died").exists()  # a worker did die, and its unit ran again
+    assert files(killed.out) == files(alone.out)

@@ -37,6 +37,18 @@ def always_die(x: int) -> int:
     os._exit(1)
 
 
+def square_unless_marked(x: int, killer: int, runs_dir: str) -> int:
+    """x * x, slowly enough that units overlap, except that unit `killer` always kills its worker;
+    every run leaves a file in `runs_dir`, to count them."""
+    import time
+
+    (Path(runs_dir) / f"{x}-{time.monotonic_ns()}").write_text("x")
+    time.sleep(0.05)
+    if x == killer:
+        os._exit(1)
+    return x * x
+
+
 class DyingOnceWriter(OfflineWriter):
     """The offline writer, except that the first process to compose a writing kills itself:
     the task it ran must be retried elsewhere. Same description, so the same build fingerprint."""
