@@ -16,7 +16,7 @@ and the scaling efficiency = speedup / cores (target: >= 80% for both engines).
 
 Every run includes what no number of cores shortens: the command's start-up (imports, loading the
 tokenizer), and, for Ray, connecting and each worker's first imports; a cold Ray run also
-includes starting and stopping Ray itself (about 4 s and 1 s here). The smaller the job, the
+includes starting and stopping Ray itself (about 2.5-4 s and 1.2-1.4 s here). The smaller the job, the
 lower the efficiency any engine can show: run the smaller jobs too, to see that side.
 """
 
