@@ -61,9 +61,8 @@ class _Unit:
 class LocalEngine:
     """`workers` processes (default: the cores). With one worker, units run in the calling process.
 
-    A unit that was running when a worker died (killed, out of memory) is run again in a new pool,
-    up to `max_retries` times, as Ray does; the units that had not started yet run as if nothing
-    happened. Which worker died cannot be told, so every unit running then counts a retry.
+    A unit whose worker died (killed, out of memory) is run again in a new pool, up to
+    `max_retries` times, as Ray does (see `_PoolCall` for how the unit that died is told apart).
 
     On Linux the workers come from a fork server that has imported the modules in `preload`
     first (e.g. one that loads the tokenizer), so every worker starts warm and shares those pages.
