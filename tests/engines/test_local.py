@@ -1,5 +1,5 @@
 """The local engine: results in unit order, progress passed on, the units' own errors re-raised,
-dead workers reported."""
+units whose worker died run again, and reported when they still fail."""
 
 from __future__ import annotations
 
@@ -62,6 +62,18 @@ def test_only_the_unit_that_kills_its_worker_fails_after_its_retries(tmp_path, m
     runs = sorted(int(p.name.split("-")[0]) for p in tmp_path.iterdir())
     # Alone, it died max_retries + 1 times; before that, it may have died beside other units.
     assert max_retries + 1 <= runs.count(3) <= max_retries + 2
+
+
+def test_workers_that_die_as_they_start_fail_the_units_instead_of_looping(monkeypatch) -> None:
+    import mrcr_gen.engines._local as local_module
+
+    from .units import fail_to_start
+
+    monkeypatch.setattr(local_module, "_start_worker", fail_to_start)  # the pool's initializer
+    with LocalEngine(2, max_retries=1) as engine:
+        outcomes = list(engine.map(square, [(1,), (2,)]))
+    assert [o.index for o in outcomes if isinstance(o, TaskFailed)] == [0, 1]
+    assert all("die as they start" in o.message for o in outcomes)
 
 
 def test_make_engine_names() -> None:

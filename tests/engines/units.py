@@ -37,6 +37,11 @@ def always_die(x: int) -> int:
     os._exit(1)
 
 
+def fail_to_start(*_args) -> None:
+    """A pool initializer that fails: every worker dies before it runs a unit."""
+    raise RuntimeError("this worker cannot start")
+
+
 def square_unless_marked(x: int, killer: int, runs_dir: str) -> int:
     """x * x, slowly enough that units overlap, except that unit `killer` always kills its worker;
     every run leaves a file in `runs_dir`, to count them."""
