@@ -11,7 +11,7 @@ import secrets
 import shutil
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -228,6 +228,7 @@ def generate_dataset(
     # A local engine's parts are on this machine: this process joins each file while its chunks are
     # still being generated, so no join waits at the end. Elsewhere joins are units of their own.
     join_here = isinstance(runner, LocalEngine)
+    outcomes: Generator[object, None, None] | None = None
     try:
         store = _share_writings(writer, [u[3] for u in chunk_units], runner, config.out, config.tokenizer)
         chunk_work = [(*unit, store, config.tokenizer) for unit in chunk_units]
@@ -267,13 +268,15 @@ def generate_dataset(
                 if isinstance(outcome, TaskFailed):
                     failures.append((str(path), outcome.message))
     finally:
+        if outcomes is not None:
+            outcomes.close()  # when interrupted: the engine stops the units still running
         for join in joins.values():
             join.abort()
         _ASSEMBLERS.clear()
         if own_engine:
             engine.close()
-    for _, path, _, _ in files:  # every unit has ended: what a worker that died while writing left
-        remove_partials(path)
+        for _, path, _, _ in files:  # no unit runs now: what a writer that died or was stopped left
+            remove_partials(path)
     if failures:
         raise FileFailed(failures)
     if store is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,11 +54,13 @@ class Engine(Protocol):
         *,
         window: int | None = None,
         on_progress: Callable[[int, int], None] | None = None,
-    ) -> Iterator[Any]:
+    ) -> Generator[Any, None, None]:
         """`fn(*unit)` for every unit, yielded in unit order (a `TaskFailed` in place of a result
         whose worker died). At most `window` units are submitted ahead of the one being yielded.
         `on_progress(index, steps)` is called in this process for each `report_progress(steps)` of
-        the unit `index`, before that unit's result is yielded (the Ray engine reports none)."""
+        the unit `index`, before that unit's result is yielded (the Ray engine reports none).
+        Closing the generator early (or an interruption while it waits) stops the units still
+        running at once."""
         ...
 
     def close(self) -> None: ...

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.forkserver
+import os
+import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -24,20 +27,19 @@ _reports: Any = None
 
 
 def _start_worker(reports: Any) -> None:
-    import signal
-
     global _reports
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _reports = reports
 
 
 def _run_unit(fn: Callable[..., Any], call: int, index: int, unit: tuple, progress: bool) -> Any:
-    """`fn(*unit)` as unit `index` of the `map` call `call`: reports that it started (so a unit
-    whose worker dies is known to have been running), then its progress if `progress`.
+    """`fn(*unit)` as unit `index` of the `map` call `call`: reports that it started, and in which
+    process (so a unit whose worker dies is known to have been running, and a stopped call can end
+    its units at once), then its progress if `progress`.
     SimpleQueue.put writes to the pipe before it returns, so every report of a unit is readable by
     the caller before the unit's result reaches it."""
-    _reports.put((call, index, None))
-    report = (lambda steps: _reports.put((call, index, steps))) if progress else None
+    _reports.put((call, index, None, os.getpid()))
+    report = (lambda steps: _reports.put((call, index, steps, None))) if progress else None
     with reporting_to(report):
         return fn(*unit)
 
@@ -79,6 +81,7 @@ class LocalEngine:
         self._reports: Any = None
         self._calls = 0  # map calls so far: tells their reports apart
         self._idle_breaks = 0  # pools that broke before any of their workers started a unit
+        self._worker_pids: set[int] = set()  # of the current pool, as its reports name them
         self._context: multiprocessing.context.BaseContext | None = None
         if self.workers > 1 and sys.platform.startswith("linux"):
             # Started now, the fork server imports `preload` while the caller is still preparing
@@ -107,7 +110,7 @@ class LocalEngine:
         *,
         window: int | None = None,
         on_progress: Callable[[int, int], None] | None = None,
-    ) -> Iterator[Any]:
+    ) -> Generator[Any, None, None]:
         if self.workers == 1:
             for index, unit in enumerate(units):
                 report = None if on_progress is None else lambda steps, index=index: on_progress(index, steps)
@@ -118,18 +121,24 @@ class LocalEngine:
         self._calls += 1
         call = _PoolCall(self, fn, self._calls, on_progress)
         queue = iter(enumerate(units))
-        while True:
-            while len(call.pending) < (window or 2 * self.workers) and (item := next(queue, None)) is not None:
-                call.add(_Unit(*item))
-            if not call.pending:
-                return
-            head = call.next_done()
-            del call.pending[head.index]
-            if head.failed is not None:
-                yield TaskFailed(head.index, head.failed)
-            else:
-                assert head.future is not None
-                yield head.future.result()
+        done = False
+        try:
+            while True:
+                while len(call.pending) < (window or 2 * self.workers) and (item := next(queue, None)) is not None:
+                    call.add(_Unit(*item))
+                if not call.pending:
+                    done = True
+                    return
+                head = call.next_done()
+                del call.pending[head.index]
+                if head.failed is not None:
+                    yield TaskFailed(head.index, head.failed)
+                else:
+                    assert head.future is not None
+                    yield head.future.result()
+        finally:
+            if not done:  # interrupted, a unit's own error, or the caller stopped reading
+                self._stop_workers()
 
     def _submit(self, fn: Callable[..., Any], call: int, unit: _Unit, progress: bool) -> None:
         unit.started, unit.ran = False, 0
@@ -143,6 +152,26 @@ class LocalEngine:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        self._worker_pids.clear()
+
+    def _stop_workers(self) -> None:
+        """End the pool now: its workers are killed, not waited for (a unit can run for minutes).
+        Whatever they were writing stays a temporary file (see `mrcr_gen._files.remove_partials`)."""
+        self._take_reports()  # for the processes they name
+        for pid in self._worker_pids:
+            with contextlib.suppress(ProcessLookupError):  # it had ended already
+                os.kill(pid, signal.SIGTERM)
+        self._stop_pool()
+
+    def _take_reports(self) -> list[tuple[int, int, int | None, int | None]]:
+        """The reports the workers sent since the last call (noting the processes that started units)."""
+        taken = []
+        while self._reports is not None and not self._reports.empty():
+            report = self._reports.get()
+            if report[3] is not None:
+                self._worker_pids.add(report[3])
+            taken.append(report)
+        return taken
 
     def close(self) -> None:
         self._stop_pool()
@@ -199,9 +228,7 @@ class _PoolCall:
         self.engine._submit(self.fn, self.call, unit, self.on_progress is not None)
 
     def _read_reports(self) -> None:
-        reports = self.engine._reports
-        while reports is not None and not reports.empty():
-            call, index, steps = reports.get()
+        for call, index, steps, _ in self.engine._take_reports():
             unit = self.pending.get(index)
             if call != self.call or unit is None:  # from a call abandoned earlier
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 from ._base import TaskFailed, available_cores
@@ -50,7 +50,7 @@ class RayEngine:
         *,
         window: int | None = None,
         on_progress: Callable[[int, int], None] | None = None,
-    ) -> Iterator[Any]:
+    ) -> Generator[Any, None, None]:
         # Tasks report no progress before they end (`on_progress` is never called): a channel
         # from every task would be an actor, a process of its own on the cluster.
         ray = self._ray

@@ -117,6 +117,28 @@ def test_progress_moves_as_rows_are_composed_not_only_when_a_file_ends(tmp_path,
     assert sum(shown) == 12 and min(shown) > 0
 
 
+def test_an_interrupted_pool_stops_its_workers_at_once_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    import mrcr_gen._generate as generate_module
+
+    monkeypatch.setattr(generate_module, "SHARE_WHEN", float("inf"))  # straight to the files
+    cfg = config(tmp_path / "out", needles=(8,), bins=(bin_by_upper(262144),), samples=256, rows_per_file=128)
+    reported = []
+
+    def interrupt(rows):  # a row group (about 64 rows here) of one file is composed
+        reported.append(rows)
+        raise KeyboardInterrupt
+
+    with LocalEngine(2) as engine:
+        with pytest.raises(KeyboardInterrupt):
+            generate_dataset(cfg, OfflineWriter(cfg.seed), engine=engine, on_rows=interrupt)
+        assert engine._pool is None  # its workers were ended by the interruption, not left to finish
+    assert len(reported) == 1 and reported[0] < 128
+    assert not [p.name for p in cfg.out.rglob("*") if p.is_file()]  # neither file, nor a partial one
+    rerun = []
+    generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(2), on_rows=rerun.append)
+    assert sum(rerun) == 256 and len(list(cfg.out.rglob("*.parquet"))) == 2
+
+
 def test_row_parquet_row_round_trip(tmp_path):
     rows = [r for path in run(config(tmp_path / "gen")).files for r in iter_rows(path)]
     write_rows(rows, tmp_path / "copy.parquet")
