@@ -137,7 +137,9 @@ class LocalEngine:
                     assert head.future is not None
                     yield head.future.result()
         finally:
-            if not done:  # interrupted, a unit's own error, or the caller stopped reading
+            # Interrupted, a unit's own error, or the caller stopped reading: what still runs is
+            # not wanted, and may take minutes.
+            if not done and any(u.future is not None and not u.future.done() for u in call.pending.values()):
                 self._stop_workers()
 
     def _submit(self, fn: Callable[..., Any], call: int, unit: _Unit, progress: bool) -> None:
