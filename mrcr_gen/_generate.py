@@ -204,7 +204,7 @@ def generate_dataset(
         pending.append((file_plan, path, build))
 
     own_engine = engine is None
-    engine = engine if engine is not None else LocalEngine(preload=WORKER_PRELOAD)
+    engine = engine if engine is not None else LocalEngine(preload=worker_preload(config.tokenizer))
     chunking = plan_chunks([file_plan.rows for file_plan, _, _ in pending], engine.workers)
     files = [(*file, chunks) for file, chunks in zip(pending, chunking, strict=True)]
     chunk_units = []
@@ -299,9 +299,13 @@ def generate_dataset(
 
 
 RowChunk = tuple[RowSpec, ...]
-#: Modules a local pool's fork server imports first: workers start with the tokenizer loaded and
-#: the offline writer's word pools built.
-WORKER_PRELOAD = ("mrcr_gen._generate", "mrcr_gen.writers._preload")
+
+
+def worker_preload(tokenizer: str = DEFAULT_TOKENIZER) -> tuple[str, ...]:
+    """Modules a local pool's fork server imports first: workers start with the offline writer's
+    word pools built, and o200k when it is the tokenizer (no need to build it for another)."""
+    modules = ("mrcr_gen._generate", "mrcr_gen.writers._preload")
+    return (*modules, "mrcr_gen._preload_o200k") if tokenizer == DEFAULT_TOKENIZER else modules
 
 
 def _row_tokens(spec: RowSpec) -> int:

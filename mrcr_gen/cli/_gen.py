@@ -15,7 +15,7 @@ from rich.table import Table
 
 from .._assembler import AssemblyError
 from .._bins import BINS, bin_by_upper
-from .._generate import DEFAULT_DATE_ADDED, WORKER_PRELOAD, FileFailed, GenerateConfig, generate_dataset, summarize
+from .._generate import DEFAULT_DATE_ADDED, FileFailed, GenerateConfig, generate_dataset, summarize, worker_preload
 from .._schemas import export_schemas, stale_schemas
 from ..writers import OfflineWriter
 from ._common import (
@@ -273,7 +273,8 @@ def generate(
     needles = needles or [4]
     # A local engine's workers start loading now, while the job is prepared (Ray starts later:
     # a usage error must not wait for a cluster).
-    runner = open_engine(engine, workers, address, preload=WORKER_PRELOAD) if engine == "local" else None
+    preload = worker_preload(tokenizer)
+    runner = open_engine(engine, workers, address, preload=preload) if engine == "local" else None
     try:
         config = GenerateConfig(
             needles=tuple(needles),
@@ -309,7 +310,7 @@ def generate(
         tokenizer=config.tokenizer,
     )
     command = shlex.join(["mrcr-gen", *sys.argv[1:]])
-    runner = runner or open_engine(engine, workers, address, preload=WORKER_PRELOAD)
+    runner = runner or open_engine(engine, workers, address, preload=preload)
     with (
         runner,
         generating_progress() as progress,

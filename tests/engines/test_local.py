@@ -76,6 +76,24 @@ def test_workers_that_die_as_they_start_fail_the_units_instead_of_looping(monkey
     assert all("die as they start" in o.message for o in outcomes)
 
 
+@pytest.mark.parametrize(("tokenizer", "built"), [("o200k_base", True), ("hf:any/model", False)])
+def test_generation_workers_start_with_o200k_built_only_when_it_counts(tokenizer: str, built: bool) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # A fresh process: a fork server keeps the preload it was started with.
+    code = (
+        "import sys; from mrcr_gen.engines import LocalEngine; from mrcr_gen._generate import worker_preload;"
+        "from tests.engines.units import o200k_built;"
+        "engine = LocalEngine(2, preload=worker_preload(sys.argv[1]));"
+        "print(list(engine.map(o200k_built, [()]))[0]); engine.close()"
+    )
+    root = Path(__file__).parents[2]
+    out = subprocess.run([sys.executable, "-c", code, tokenizer], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == str(built)
+
+
 def test_make_engine_names() -> None:
     assert make_engine("local", workers=3).workers == 3
     with pytest.raises(ValueError, match="unknown engine"):

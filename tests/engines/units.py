@@ -37,6 +37,13 @@ def always_die(x: int) -> int:
     os._exit(1)
 
 
+def o200k_built() -> bool:
+    """Whether this process had o200k built before it ran this unit."""
+    from mrcr_gen._tokens import token_counter
+
+    return token_counter.cache_info().currsize == 1
+
+
 def fail_to_start(*_args) -> None:
     """A pool initializer that fails: every worker dies before it runs a unit."""
     raise RuntimeError("this worker cannot start")

@@ -1,0 +1,8 @@
+"""Imported first by generation's fork server when o200k counts (see
+`mrcr_gen._generate.worker_preload`), so that its workers start with it built (shared copy-on-write)."""
+
+from __future__ import annotations
+
+from ._tokens import token_counter
+
+token_counter()
