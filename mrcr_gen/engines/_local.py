@@ -59,6 +59,13 @@ class _Unit:
         """Ended because its pool broke, not with a result or its own error."""
         return self.future is not None and self.future.done() and isinstance(self.future.exception(), BrokenProcessPool)
 
+    def ended(self) -> bool:
+        """Ended for good: with a result, its own error, or failed."""
+        return self.failed is not None or (self.future is not None and self.future.done() and not self.broke())
+
+    def running(self) -> bool:
+        return self.future is not None and not self.future.done()
+
 
 class LocalEngine:
     """`workers` processes (default: the cores). With one worker, units run in the calling process.
@@ -98,6 +105,7 @@ class LocalEngine:
             if self._reports is not None:
                 self._reports.close()
             self._reports = context.SimpleQueue()
+            self._worker_pids.clear()
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=context, initializer=_start_worker, initargs=(self._reports,)
             )
@@ -121,13 +129,11 @@ class LocalEngine:
         self._calls += 1
         call = _PoolCall(self, fn, self._calls, on_progress)
         queue = iter(enumerate(units))
-        done = False
         try:
             while True:
                 while len(call.pending) < (window or 2 * self.workers) and (item := next(queue, None)) is not None:
                     call.add(_Unit(*item))
                 if not call.pending:
-                    done = True
                     return
                 head = call.next_done()
                 del call.pending[head.index]
@@ -139,22 +145,13 @@ class LocalEngine:
         finally:
             # Interrupted, a unit's own error, or the caller stopped reading: what still runs is
             # not wanted, and may take minutes.
-            if not done and any(u.future is not None and not u.future.done() for u in call.pending.values()):
+            if any(unit.running() for unit in call.pending.values()):
                 self._stop_workers()
-
-    def _submit(self, fn: Callable[..., Any], call: int, unit: _Unit, progress: bool) -> None:
-        unit.started, unit.ran = False, 0
-        try:
-            unit.future = self._executor().submit(_run_unit, fn, call, unit.index, unit.args, progress)
-        except BrokenProcessPool as exc:  # a worker died since the last unit was submitted
-            unit.future = Future()
-            unit.future.set_exception(exc)
 
     def _stop_pool(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        self._worker_pids.clear()
 
     def _stop_workers(self) -> None:
         """End the pool now: its workers are killed, not waited for (a unit can run for minutes).
@@ -215,7 +212,7 @@ class _PoolCall:
         with every report of its run passed on."""
         while True:
             head = next(iter(self.pending.values()))
-            ended = head.failed is not None or (head.future is not None and head.future.done() and not head.broke())
+            ended = head.ended()
             self._read_reports()  # after seeing it end: its reports were sent before its result
             self._clear_suspect()
             if ended:
@@ -223,11 +220,17 @@ class _PoolCall:
             if any(unit.broke() for unit in self.pending.values()):
                 self._restart()
                 continue
-            running = [u.future for u in self.pending.values() if u.future is not None and not u.future.done()]
+            running = [unit.future for unit in self.pending.values() if unit.future is not None and unit.running()]
             wait(running, timeout=PROGRESS_EVERY, return_when=FIRST_COMPLETED)
 
     def _submit(self, unit: _Unit) -> None:
-        self.engine._submit(self.fn, self.call, unit, self.on_progress is not None)
+        unit.started, unit.ran = False, 0
+        progress = self.on_progress is not None
+        try:
+            unit.future = self.engine._executor().submit(_run_unit, self.fn, self.call, unit.index, unit.args, progress)
+        except BrokenProcessPool as exc:  # a worker died since the last unit was submitted
+            unit.future = Future()
+            unit.future.set_exception(exc)
 
     def _read_reports(self) -> None:
         for call, index, steps, _ in self.engine._take_reports():
@@ -244,8 +247,7 @@ class _PoolCall:
 
     def _clear_suspect(self) -> None:
         while self.suspects:
-            suspect = self.suspects[0]
-            if suspect.failed is None and (suspect.future is None or not suspect.future.done() or suspect.broke()):
+            if not self.suspects[0].ended():
                 return  # still to run alone
             self.suspects.popleft()
             self._resume()
