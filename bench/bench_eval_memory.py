@@ -11,7 +11,7 @@ two page layouts (a reader can never hold less than one parquet page):
 then runs each contender in its own subprocess and reports its peak RSS (getrusage ru_maxrss):
   - naive: `pandas.read_parquet(path)` and one `json.loads` per prompt, as the seed's loop does;
   - previous: `mrcr_gen.iter_rows` (every column, batches of 64), what mrcr-eval used before;
-  - reader: `mrcr_gen.eval._mrcr.read_mrcr_items` streaming and parsing every row (o200k counting
+  - reader: `mrcr_gen.recipes.openai_mrcr._eval.read_mrcr_items` streaming and parsing every row (o200k counting
     stubbed out: the tokenizer's memory does not depend on the file; the runner holds at most
     --concurrency such rows more).
 The point is that the reader's peak does not grow with the row-group size.
@@ -42,7 +42,7 @@ def run_naive(path: str) -> dict:
 
 
 def run_reader(path: str) -> dict:
-    from mrcr_gen.eval import _mrcr
+    from mrcr_gen.recipes.openai_mrcr import _eval as _mrcr
 
     # The tokenizer's own memory is the same whatever the file; leave it out to see the reader's.
     _mrcr.count_tokens_batch = lambda texts: [len(text) // 4 for text in texts]

@@ -22,14 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from mrcr_gen import o200k
-from mrcr_gen.v2 import (
-    V2Config,
-    V2OfflineWriter,
-    generate_v2,
-    v2_bucket,
-    validate_v2_paths,
-)
-from mrcr_gen.v2._generate import tokens_range
+from mrcr_gen.recipes.mrcr_v2 import V2Config, V2OfflineWriter, generate_v2, v2_bucket, validate_v2_paths
+from mrcr_gen.recipes.mrcr_v2._generate import tokens_range
 
 
 def main() -> None:

@@ -59,6 +59,7 @@ def build_unique(directory: Path, ours: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from mrcr_gen import MRCR_SCHEMA
     from mrcr_gen._parquet import write_row_groups
 
     path = directory / ours.name.replace("ours-", "unique-")
@@ -81,7 +82,7 @@ def build_unique(directory: Path, ours: Path) -> Path:
                 row += 1
             yield pa.Table.from_pylist(records, schema=batch.schema)
 
-    write_row_groups(tables(), path)
+    write_row_groups(tables(), path, MRCR_SCHEMA)
     return path
 
 

@@ -1,72 +1,48 @@
 """mrcr-gen: generate, validate and evaluate MRCR long-context datasets."""
 
-# --- generator (lead) ---
-from ._assembler import Assembler, AssemblyError
+# --- recipe-neutral core ---
 from ._bins import BIN_UPPER_EDGES, BINS, Bin, bin_by_upper, bin_for_tokens
-from ._catalog import Catalog, load_catalog
-from ._generate import GenerateConfig, GenerateResult, generate_dataset, generate_sample
-from ._models import (
-    Answer,
-    Ask,
-    Conversation,
-    FormatSpec,
-    Message,
-    MrcrRow,
-    Needle,
-    Sample,
-    Writing,
-    normalize_ask,
-    ordinal,
-)
-from ._parquet import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows
+from ._budget import AssemblyError
+from ._models import Ask, FormatSpec, Message, Writing, normalize_ask, ordinal
 from ._tokens import Tokenizer, TokenizerError, count_tokens, count_tokens_batch, load_tokenizer, o200k, row_token_count
 from ._version import __version__
 
-# --- validator ---
-from .validate import (
-    Finding,
-    RowResult,
-    ValidationReport,
-    validate_file,
-    validate_paths,
-    validate_row,
-)
-from .writers import OfflineWriter, Writer
+# --- openai/mrcr: generator and validator ---
+from .recipes.openai_mrcr._assembler import Assembler
+from .recipes.openai_mrcr._catalog import Catalog, load_catalog
+from .recipes.openai_mrcr._checks import validate_row
+from .recipes.openai_mrcr._generate import GenerateConfig, GenerateResult, generate_dataset, generate_sample
+from .recipes.openai_mrcr._models import Answer, Conversation, MrcrRow, Needle, Sample
+from .recipes.openai_mrcr._offline import OfflineWriter
+from .recipes.openai_mrcr._rows import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows
+from .recipes.openai_mrcr._validate import validate_file, validate_paths
+from .validate import Finding, RowResult, ValidationReport
+from .writers import Writer
 
 # Pools and evaluation import the openai client (~0.5 s): loaded on first use of their names.
+_OPENAI = "recipes.openai_mrcr"
+_V2 = "recipes.mrcr_v2"
 _LAZY = {
-    **dict.fromkeys(
-        [
-            "BuildReport",
-            "PoolError",
-            "build_pool_for_request",
-            "PoolTooSmall",
-            "PoolWriter",
-            "PoolWriting",
-            "build_pool_openai",
-            "harvest",
-            "read_pool",
-            "write_pool",
-        ],
-        "pool",
-    ),
+    "BuildReport": f"{_OPENAI}._pool_llm",
+    "build_pool_openai": f"{_OPENAI}._pool_llm",
+    "build_pool_for_request": f"{_OPENAI}._shortcut",
+    "harvest": f"{_OPENAI}._harvest",
+    **dict.fromkeys(["PoolError", "PoolTooSmall", "PoolWriter", "PoolWriting", "read_pool", "write_pool"], "pool"),
+    **dict.fromkeys(["grade", "grade_lenient"], f"{_OPENAI}._grade"),
+    **dict.fromkeys(["Floors", "row_floors"], f"{_OPENAI}._floors"),
     **dict.fromkeys(
         [
             "EvalConfig",
             "EvalError",
             "EvalFatal",
             "EvalItem",
-            "Floors",
             "ResponsesError",
             "RunStats",
             "compare_runs",
-            "grade",
-            "grade_lenient",
             "grade_responses",
             "plot_summary",
             "read_items",
             "render_table",
-            "row_floors",
             "run_eval",
             "run_eval_async",
             "write_report",
@@ -74,7 +50,9 @@ _LAZY = {
         "eval",
     ),
     "summarize_run": "eval",
-    **dict.fromkeys(["grade_v2", "grade_v2_lenient", "V2Config", "generate_v2", "read_v2_items", "v2_report"], "v2"),
+    **dict.fromkeys(["grade_v2", "grade_v2_lenient"], f"{_V2}._grade"),
+    **dict.fromkeys(["V2Config", "generate_v2"], f"{_V2}._generate"),
+    **dict.fromkeys(["read_v2_items", "v2_report"], f"{_V2}._eval"),
 }
 
 

@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._files import atomic_path
-from ._models import MrcrRow
-
-MRCR_SCHEMA = pa.schema(
-    [
-        ("prompt", pa.string()),
-        ("answer", pa.string()),
-        ("random_string_to_prepend", pa.string()),
-        ("n_needles", pa.int64()),
-        ("desired_msg_index", pa.int64()),
-        ("total_messages", pa.int64()),
-        ("n_chars", pa.int64()),
-        ("date_added", pa.string()),
-    ]
-)
-MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 
 def use_lean_memory_pool() -> None:
@@ -40,12 +25,6 @@ def use_lean_memory_pool() -> None:
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
         pa.set_memory_pool(pool)
-
-
-def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
-    rows = list(rows)
-    columns = {field.name: pa.array([getattr(row, field.name) for row in rows], field.type) for field in MRCR_SCHEMA}
-    return pa.table(columns, schema=MRCR_SCHEMA)
 
 
 #: Row groups are cut before they would decode to more than this, so that a reader holding one
@@ -74,7 +53,7 @@ class RowGroupWriter:
     in row groups of at most ROW_GROUP_BYTES decoded. The groups depend only on the rows, never on
     how they were split into the tables added, so the same rows give byte-identical files."""
 
-    def __init__(self, path: str | os.PathLike, schema: pa.Schema = MRCR_SCHEMA) -> None:
+    def __init__(self, path: str | os.PathLike, schema: pa.Schema) -> None:
         self._atomic = atomic_path(path)
         tmp = self._atomic.__enter__()
         # write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than
@@ -137,7 +116,7 @@ class RowGroupWriter:
             self.abort()
 
 
-def write_row_groups(tables: Iterable[pa.Table], path: str | os.PathLike, schema: pa.Schema = MRCR_SCHEMA) -> None:
+def write_row_groups(tables: Iterable[pa.Table], path: str | os.PathLike, schema: pa.Schema) -> None:
     """Write the rows of `tables`, in order, as one parquet file, atomically (see RowGroupWriter)."""
     with RowGroupWriter(path, schema) as writer:
         for table in tables:
@@ -161,10 +140,6 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> None:
     write_row_groups([table], path, table.schema)
 
 
-def write_rows(rows: Iterable[MrcrRow], path: str | os.PathLike) -> None:
-    write_table_atomic(rows_to_table(rows), path)
-
-
 #: Decoded bytes of one record batch when streaming rows: a few rows in the 1M bin.
 BATCH_BYTES = 8 << 20
 
@@ -178,12 +153,3 @@ def batch_rows(meta: pq.FileMetaData, batch_bytes: int = BATCH_BYTES) -> int:
     """Rows per record batch so that one batch decodes to about `batch_bytes`."""
     per_row = decoded_bytes(meta) / max(1, meta.num_rows)
     return max(1, min(1024, int(batch_bytes // max(1.0, per_row))))
-
-
-def iter_rows(path: str | os.PathLike, batch_size: int | None = None) -> Iterator[MrcrRow]:
-    """Stream the rows of an MRCR parquet file without loading it (or a row group) whole."""
-    with pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20) as parquet:
-        size = batch_size or batch_rows(parquet.metadata)
-        for batch in parquet.iter_batches(batch_size=size, columns=list(MRCR_COLUMNS), use_threads=False):
-            for record in batch.to_pylist():
-                yield MrcrRow(**record)

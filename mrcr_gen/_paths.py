@@ -12,6 +12,7 @@ import glob
 import os
 import re
 from collections.abc import Callable, Iterable
+from importlib.resources import files
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -111,3 +112,11 @@ def _expand(text: str, csv_filter: Callable[[Path], bool] | None = None) -> tupl
         found = sorted(Path(p) for p in glob.glob(text, recursive=True) if os.path.isfile(p))
         return found, None if found else "glob matches no file"
     return [], "no such file or directory"
+
+
+def _data_dir(name: str) -> Path:
+    """Installed wheels carry the files in `mrcr_gen/_data/`; a source checkout has them at the top."""
+    packaged = Path(str(files("mrcr_gen"))) / "_data" / name
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / name

@@ -8,17 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ._files import write_text_atomic
-from ._models import (
-    Answer,
-    Ask,
-    Conversation,
-    FormatSpec,
-    Message,
-    MrcrRow,
-    Needle,
-    Sample,
-    Writing,
-)
+from ._models import Ask, FormatSpec, Message, Writing
+from .recipes.openai_mrcr._models import Answer, Conversation, MrcrRow, Needle, Sample
 
 
 def schema_models() -> dict[str, type[BaseModel]]:
@@ -38,7 +29,7 @@ def schema_models() -> dict[str, type[BaseModel]]:
 
 
 def _v2_row() -> type[BaseModel]:
-    from .v2._rows import V2Row
+    from .recipes.mrcr_v2._rows import V2Row
 
     return V2Row
 

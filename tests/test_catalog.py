@@ -56,7 +56,7 @@ def test_catalog_ships_inside_the_built_wheel(tmp_path):
         "mrcr_gen/_data/formats/offline_templates.json",
     } <= names
     probe = (
-        "import json, mrcr_gen; from mrcr_gen.writers._offline import compose_writing; "
+        "import json, mrcr_gen; from mrcr_gen.recipes.openai_mrcr._offline_formats import compose_writing; "
         "c = mrcr_gen.load_catalog(); assert compose_writing('poem', 'tea', 0, 0); "
         "print(json.dumps([mrcr_gen.__file__, len(c.entities), len(c.formats)]))"
     )

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from mrcr_gen import Message, generate_sample
-from mrcr_gen._models import Sample
+from mrcr_gen.recipes.openai_mrcr._models import Sample
 
 
 def test_a_target_ordinal_beyond_the_needles_is_a_validation_error():

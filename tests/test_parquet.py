@@ -5,7 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mrcr_gen import generate_sample
-from mrcr_gen._parquet import MRCR_SCHEMA, RowGroupWriter, rows_to_table, use_lean_memory_pool, write_rows
+from mrcr_gen._parquet import RowGroupWriter, use_lean_memory_pool
+from mrcr_gen.recipes.openai_mrcr._rows import MRCR_SCHEMA, rows_to_table, write_rows
 
 
 def rows(n: int = 3):
@@ -24,11 +25,11 @@ def test_text_columns_carry_no_statistics_and_integer_columns_do(tmp_path):
 
 def test_an_aborted_writer_leaves_no_file_and_a_closed_one_the_rows(tmp_path):
     table = rows_to_table(rows())
-    with pytest.raises(RuntimeError, match="stop"), RowGroupWriter(tmp_path / "a.parquet") as writer:
+    with pytest.raises(RuntimeError, match="stop"), RowGroupWriter(tmp_path / "a.parquet", MRCR_SCHEMA) as writer:
         writer.add(table)
         raise RuntimeError("stop")
     assert list(tmp_path.iterdir()) == []
-    with RowGroupWriter(tmp_path / "b.parquet") as writer:
+    with RowGroupWriter(tmp_path / "b.parquet", MRCR_SCHEMA) as writer:
         writer.add(table.slice(0, 1))
         writer.add(table.slice(1))
     assert pq.read_table(tmp_path / "b.parquet").equals(table)

@@ -296,7 +296,7 @@ def setup_bad(ws: Workspace) -> None:
 
 def setup_pool(ws: Workspace) -> None:
     """The README's POOL.parquet placeholder: any pool; here the writings of `mrcr/`."""
-    from mrcr_gen.pool import harvest
+    from mrcr_gen.recipes.openai_mrcr._harvest import harvest
 
     ws.provide("mrcr")
     harvest(sorted(ws.root.glob("mrcr/*/*.parquet")), ws.root / "POOL.parquet")
@@ -314,7 +314,7 @@ def setup_responses(ws: Workspace) -> None:
 
 def setup_v2_responses(ws: Workspace) -> None:
     """v2-responses.jsonl: the right reply to every row of the 8-needle (4096, 8192] v2 file."""
-    from mrcr_gen.v2 import iter_records
+    from mrcr_gen.recipes.mrcr_v2 import iter_records
 
     rows = iter_records(ws.root / "v2-data/8needle/mrcr_v2_8needle_in_(4096,8192).csv")
     lines = [json.dumps({"row": i, "response": row["answer"]}) for i, row in enumerate(rows)]
@@ -364,7 +364,7 @@ def check_generated(ws: Workspace, command: Command, run: Run) -> None:
 
 
 def check_v2_generated(ws: Workspace, command: Command, run: Run) -> None:
-    from mrcr_gen.v2 import iter_v2_rows
+    from mrcr_gen.recipes.mrcr_v2 import iter_v2_rows
 
     text = scale(command.text, ws.server.base_url)
     out = ws.root / option(text, "--out")
@@ -418,7 +418,8 @@ def check_pool_built(ws: Workspace, command: Command, run: Run) -> None:
 
 
 def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
-    from mrcr_gen.pool import catalog_path, read_pool
+    from mrcr_gen.pool import read_pool
+    from mrcr_gen.recipes.openai_mrcr._harvest import catalog_path
 
     out = ws.root / option(command.text, "--out")
     assert len(read_pool(out)) > 0 and catalog_path(out).is_file()
@@ -482,7 +483,7 @@ def check_grade_v2(ws: Workspace, command: Command, run: Run) -> None:
 
 
 def check_generated_with_tokenizer(ws: Workspace, command: Command, run: Run) -> None:
-    from mrcr_gen._generate import card_tokenizer
+    from mrcr_gen._card import card_tokenizer
 
     check_generated(ws, command, run)
     out = ws.root / option(command.text, "--out")
@@ -499,7 +500,7 @@ def check_validated_with_card_tokenizer(ws: Workspace, command: Command, run: Ru
 
 
 def check_v2_generated_with_tokenizer(ws: Workspace, command: Command, run: Run) -> None:
-    from mrcr_gen._generate import card_tokenizer
+    from mrcr_gen._card import card_tokenizer
 
     check_v2_generated(ws, command, run)
     out = ws.root / option(command.text, "--out")
@@ -532,7 +533,7 @@ def check_hub_eval(ws: Workspace, command: Command, run: Run) -> None:
 
 
 def check_hub_harvested(ws: Workspace, command: Command, run: Run) -> None:
-    from mrcr_gen.pool import catalog_path
+    from mrcr_gen.recipes.openai_mrcr._harvest import catalog_path
 
     check_harvested(ws, command, run)
     catalog = json.loads(catalog_path(ws.root / option(command.text, "--out")).read_text())

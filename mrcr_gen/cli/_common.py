@@ -49,7 +49,7 @@ def parquet_inputs(paths: list[str], v2_csv: bool = False) -> list[Path]:
     `v2_csv`: directories also give their MRCR v2 CSV files."""
     csv_filter = None
     if v2_csv:
-        from ..v2._rows import is_v2_csv
+        from ..recipes.mrcr_v2._rows import is_v2_csv
 
         csv_filter = is_v2_csv
     files, problems = find_parquet_files(paths, csv_filter)

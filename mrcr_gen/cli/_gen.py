@@ -13,11 +13,18 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from .._assembler import AssemblyError
 from .._bins import BINS, bin_by_upper
-from .._generate import DEFAULT_DATE_ADDED, FileFailed, GenerateConfig, generate_dataset, summarize, worker_preload
+from .._budget import AssemblyError
 from .._schemas import export_schemas, stale_schemas
-from ..writers import OfflineWriter
+from ..recipes.openai_mrcr._generate import (
+    DEFAULT_DATE_ADDED,
+    FileFailed,
+    GenerateConfig,
+    generate_dataset,
+    summarize,
+    worker_preload,
+)
+from ..recipes.openai_mrcr._offline import OfflineWriter
 from ._common import (
     EXIT_FINDINGS,
     TOKENIZER_HELP,
@@ -87,7 +94,8 @@ def make_writer(kind: str, seed: int, **options: Any):
         return OfflineWriter(seed, tokenizer=tokenizer)
     if kind not in ("pool", "openai"):
         raise CommandError(f"unknown writer {kind!r}; choose offline, pool or openai")
-    from ..pool import PoolError, PoolTooSmall, PoolWriter, pool_requirements
+    from ..pool import PoolError, PoolTooSmall, PoolWriter
+    from ..recipes.openai_mrcr._shortcut import pool_requirements
 
     needles = tuple(options.get("needles") or (4,))
     max_tokens, where = pool_requirements(needles, options.get("bins") or BINS, options.get("tokens"))
@@ -105,7 +113,8 @@ def make_writer(kind: str, seed: int, **options: Any):
 
 def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, options: dict) -> Path:
     """`build_pool_for_request` with the --writer openai options, its summaries on stderr."""
-    from ..pool import BuildError, WritingsFailed, build_pool_for_request
+    from ..recipes.openai_mrcr._pool_llm import BuildError
+    from ..recipes.openai_mrcr._shortcut import WritingsFailed, build_pool_for_request
     from ._pool import print_report
 
     if not options.get("model"):

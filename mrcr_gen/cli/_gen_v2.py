@@ -10,19 +10,19 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from .._assembler import AssemblyError
+from .._budget import AssemblyError
 from ._common import CommandError, generating_progress, stderr
 
 
 def _buckets(values: list[str]) -> tuple:
-    from ..v2._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, v2_bucket
+    from ..recipes.mrcr_v2._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, v2_bucket
     from ._gen import parse_bins
 
     return parse_bins(values, v2_bucket, DEFAULT_V2_BUCKETS, V2_BUCKETS)
 
 
 def _writer(kind: str, seed: int, tokenizer: str, **options):
-    from ..v2._offline import V2OfflineWriter
+    from ..recipes.mrcr_v2._offline import V2OfflineWriter
 
     if kind == "offline":
         return V2OfflineWriter(seed, tokenizer=tokenizer)
@@ -31,7 +31,7 @@ def _writer(kind: str, seed: int, tokenizer: str, **options):
     if not options.get("model"):
         raise CommandError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
     from .._openai import ChatError
-    from ..v2._llm import V2OpenAIWriter, WritingsFailed
+    from ..recipes.mrcr_v2._llm import V2OpenAIWriter, WritingsFailed
 
     writer = V2OpenAIWriter(
         options["model"],
@@ -68,7 +68,7 @@ def generate_v2_command(
     tokenizer="o200k_base",
     **options,
 ) -> None:
-    from ..v2._generate import V2Config, generate_v2
+    from ..recipes.mrcr_v2._generate import V2Config, generate_v2
 
     try:
         config = V2Config(

@@ -13,7 +13,7 @@ from rich.table import Table
 from .._bins import bin_sort_key
 from ..eval._items import FileError
 from ..eval._responses import ResponsesError, grade_responses, read_responses
-from ..v2._rows import is_v2_file
+from ..recipes.mrcr_v2._rows import is_v2_file
 from ._common import CommandError, parquet_inputs, run_app
 
 app = typer.Typer(
@@ -79,7 +79,7 @@ def grade(
 
 def _grade_v2(data: Path, responses: Path, as_json: bool, allow_missing: bool) -> None:
     """MRCR v2 files (column `queries`): grade_v2, per-bucket means and Google's summary numbers."""
-    from ..v2._eval import grade_v2_responses, render_v2_table
+    from ..recipes.mrcr_v2._eval import grade_v2_responses, render_v2_table
 
     try:
         result = grade_v2_responses(data, read_responses(responses), allow_missing=allow_missing)

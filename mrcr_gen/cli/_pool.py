@@ -27,7 +27,8 @@ def harvest_command(
     tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts every writing."),
 ) -> None:
     """Extract every distinct (ask, writing) pair of MRCR files into a pool, and the catalog found."""
-    from ..pool import PoolError, harvest
+    from ..pool import PoolError
+    from ..recipes.openai_mrcr._harvest import harvest
 
     checked_tokenizer(tokenizer)
     files = parquet_inputs(inputs)
@@ -101,8 +102,8 @@ def build_command(
         raise CommandError(f"unknown pool writer {writer!r}; choose openai")
     if max_tokens_field not in MAX_TOKENS_FIELDS:
         raise CommandError(f"--max-tokens-field: choose {' or '.join(MAX_TOKENS_FIELDS)}, got {max_tokens_field!r}")
-    from ..pool._llm import plan_asks
     from ..pool._pool import PoolError
+    from ..recipes.openai_mrcr._pool_llm import plan_asks
 
     names = [name.strip() for value in formats for name in value.split(",") if name.strip()]
     try:
@@ -150,8 +151,8 @@ def run_build(
     max_tokens_field="max_tokens",
 ):
     """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
-    from ..pool._llm import BuildError, _params, build_pool_openai, price_for
     from ..pool._pool import PoolError
+    from ..recipes.openai_mrcr._pool_llm import BuildError, _params, build_pool_openai, price_for
 
     try:
         report = build_pool_openai(

@@ -20,14 +20,9 @@ from rich.progress import (
 from rich.table import Table
 
 from .._parquet import use_lean_memory_pool
-from ..v2._checks import expand_inputs, merge_reports, validate_v2_paths
-from ..validate import (
-    RepairResult,
-    ValidationReport,
-    default_workers,
-    repair,
-    validate_paths,
-)
+from ..recipes.mrcr_v2._checks import expand_inputs, merge_reports, validate_v2_paths
+from ..recipes.openai_mrcr._validate import repair, validate_paths
+from ..validate import RepairResult, ValidationReport, default_workers
 from ..validate._findings import CHECKS, Finding
 from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 

@@ -1,20 +1,12 @@
-"""Evaluation: the official grader, reference floors, the resumable runner and its reports."""
+"""Recipe-neutral evaluation: items, the resumable runner, results, summaries, AUC, compare and plots.
+What a row sends and how its reply is graded is the recipe's (`mrcr_gen.recipes`)."""
 
 from .._bins import bin_label
 from ._auc import auc, trapezoid_auc
 from ._compare import compare_runs, compare_table, plot_compare
 from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
-from ._floors import Floors, row_floors
-from ._grade import grade, grade_lenient
 from ._items import EvalItem, FileError, ItemError, Recipe, read_items, register_recipe
-from ._report import (
-    plot_summary,
-    print_report,
-    render_table,
-    summarize,
-    summarize_records,
-    write_report,
-)
+from ._report import plot_summary, print_report, render_table, summarize, summarize_records, write_report
 from ._responses import ResponsesError, grade_responses, read_responses
 from ._runner import EvalConfig, EvalError, EvalFatal, RunStats, preflight, run_eval, run_eval_async
 
@@ -24,7 +16,6 @@ __all__ = [
     "EvalFatal",
     "EvalItem",
     "FileError",
-    "Floors",
     "ItemError",
     "Recipe",
     "ResponsesError",
@@ -35,8 +26,6 @@ __all__ = [
     "chat_template_counter",
     "compare_runs",
     "compare_table",
-    "grade",
-    "grade_lenient",
     "grade_responses",
     "plot_compare",
     "plot_summary",
@@ -47,7 +36,6 @@ __all__ = [
     "read_responses",
     "register_recipe",
     "render_table",
-    "row_floors",
     "rows_over_window",
     "run_eval",
     "run_eval_async",

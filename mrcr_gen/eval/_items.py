@@ -119,11 +119,11 @@ def read_items(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..v2 import _eval  # noqa: F401 - registers mrcr-v2
-    from . import _mrcr  # noqa: F401 - registers openai-mrcr
+    from ..recipes.mrcr_v2 import _eval  # noqa: F401 - registers mrcr-v2
+    from ..recipes.openai_mrcr import _eval as _mrcr  # noqa: F401 - registers openai-mrcr
 
     if str(path).lower().endswith(".csv"):  # MRCR v2's upstream layout
-        from ..v2._rows import file_columns
+        from ..recipes.mrcr_v2._rows import file_columns
 
         names = file_columns(path)
         if names is None:

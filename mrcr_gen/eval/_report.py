@@ -134,7 +134,7 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
     ]
     extra: dict[str, Any] = {}
     if v2_rows:
-        from ..v2._eval import v2_report
+        from ..recipes.mrcr_v2._eval import v2_report
 
         extra["mrcr_v2"] = v2_report(v2_rows, window)
     return extra | {
@@ -330,6 +330,6 @@ def print_report(summary: dict[str, Any], console: Console | None = None) -> Non
     console = console or Console()
     console.print(render_table(summary))
     if summary.get("mrcr_v2"):
-        from ..v2._eval import render_v2_table
+        from ..recipes.mrcr_v2._eval import render_v2_table
 
         console.print(render_v2_table(summary["mrcr_v2"]))

@@ -20,8 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, ValidationError, model_validator
 
-from .._assembler import AssemblyError
-from .._bins import Bin
+from .._budget import AssemblyError
 from .._files import atomic_path, file_sha256
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
@@ -244,7 +243,7 @@ class PoolWriter:
         at least `max_tokens` of distinct writings in all, so that no row is padded out of a
         handful of repeated writings.
         """
-        from .._assembler import Assembler
+        from ..recipes.openai_mrcr._assembler import Assembler
 
         if not self._asks:
             raise PoolTooSmall("pool is empty")
@@ -260,16 +259,6 @@ class PoolWriter:
                 f"pool has {total:,} tokens of distinct writings ({self.n_writings:,} writings) but {where} needs "
                 f"up to {max_tokens:,}: add {max_tokens - total:,}+ tokens of writings or choose a smaller bin"
             )
-
-
-def pool_requirements(needles: Iterable[int], bins: Sequence[Bin] | None, tokens: int | None) -> tuple[int, str]:
-    """(largest token total a request can target, a label for it) for `PoolWriter.check`."""
-    if tokens is not None:
-        return tokens, f"--tokens {tokens}"
-    if bins is None:
-        raise ValueError("give bins or tokens")
-    largest = max(bins, key=lambda b: b.upper)
-    return largest.upper, f"bin {largest}"
 
 
 def catalog_summary(writings: Sequence[PoolWriting], pair_counts: tuple[Counter, Counter] | None = None) -> dict:

@@ -1,7 +1,8 @@
-"""Validation of MRCR parquet files: row checks, streaming file validation, repair."""
+"""Recipe-neutral validation: findings and reports, streaming parquet rows through a recipe's row
+checks in parallel, cleaning and fixing files, and the provenance a generated dataset leaves."""
 
-from ._checks import analyze_row, check_row, normalize_ask, validate_row
 from ._files import (
+    ProgressCallback,
     default_workers,
     expand_paths,
     iter_validate,
@@ -10,23 +11,22 @@ from ._files import (
 )
 from ._findings import CHECKS, Finding, RowResult, Summary, ValidationReport
 from ._repair import FileRepair, RepairResult, repair
+from ._spec import RowChecks
 
 __all__ = [
     "CHECKS",
     "FileRepair",
     "Finding",
+    "ProgressCallback",
     "RepairResult",
+    "RowChecks",
     "RowResult",
     "Summary",
     "ValidationReport",
-    "analyze_row",
-    "check_row",
     "default_workers",
     "expand_paths",
     "iter_validate",
-    "normalize_ask",
     "repair",
     "validate_file",
     "validate_paths",
-    "validate_row",
 ]

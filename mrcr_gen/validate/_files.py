@@ -12,13 +12,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parquet import MRCR_SCHEMA, batch_rows, decoded_bytes, use_lean_memory_pool
+from .._parquet import batch_rows, decoded_bytes, use_lean_memory_pool
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
-from ._checks import INT_COLUMNS, check_row
 from ._findings import Finding, ReportBuilder, RowResult, Severity, ValidationReport
 from ._provenance import SidecarBins, dataset_tokenizer
+from ._spec import RowChecks
 
 #: Target decoded size of one record batch. Rows hold up to ~4 MB of prompt each, so this is
 #: a few rows: memory stays flat however large the file is.
@@ -51,12 +51,13 @@ def _file_error(file: str, message: str) -> Finding:
 # --- schema ------------------------------------------------------------------------------------
 
 
-def check_schema(schema: pa.Schema, file: str) -> tuple[list[Finding], set[str]]:
-    """File-level `schema` findings, and the columns rows cannot use (missing or wrongly typed)."""
+def check_schema(schema: pa.Schema, file: str, rows: RowChecks) -> tuple[list[Finding], set[str]]:
+    """File-level `schema` findings against the recipe's `rows.schema`, and the columns rows cannot
+    use (missing or wrongly typed)."""
     findings: list[Finding] = []
     unusable: set[str] = set()
     names = set(schema.names)
-    for expected in MRCR_SCHEMA:
+    for expected in rows.schema:
         if expected.name not in names:
             findings.append(
                 Finding(
@@ -72,7 +73,7 @@ def check_schema(schema: pa.Schema, file: str) -> tuple[list[Finding], set[str]]
         actual = schema.field(expected.name).type
         if actual == expected.type:
             continue
-        if expected.name in INT_COLUMNS:
+        if expected.name in rows.int_columns:
             acceptable = pa.types.is_integer(actual)
         else:
             acceptable = pa.types.is_string(actual) or pa.types.is_large_string(actual)
@@ -89,7 +90,7 @@ def check_schema(schema: pa.Schema, file: str) -> tuple[list[Finding], set[str]]
             )
         )
     for name in schema.names:
-        if name not in MRCR_SCHEMA.names:
+        if name not in rows.schema.names:
             findings.append(
                 Finding(file=file, row=None, check="schema", severity="warning", message=f"extra column {name!r}")
             )
@@ -153,6 +154,7 @@ def read_range(
 
 
 def check_rows(
+    rows: RowChecks,
     path: str,
     file: str,
     first: int,
@@ -170,7 +172,9 @@ def check_rows(
         for batch in read_range(path, first, count, columns=columns):
             row = first + len(results)
             results += [
-                check_row(record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=tokenizer)
+                rows.check_row(
+                    record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=tokenizer
+                )
                 for i, record in enumerate(batch.to_pylist())
             ]
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
@@ -224,7 +228,7 @@ def _largest_group(meta: pq.FileMetaData) -> int:
     return max((meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)), default=0)
 
 
-def _plan_file(path: Path) -> FileScan:
+def _plan_file(path: Path, rows: RowChecks) -> FileScan:
     """Open a file's footer: schema findings and row count, no data read."""
     scan = FileScan(file=str(path))
     try:
@@ -238,7 +242,7 @@ def _plan_file(path: Path) -> FileScan:
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on bad input
         scan.file_findings.append(_file_error(scan.file, f"cannot read as parquet: {_one_line(exc)}"))
         return scan
-    findings, scan.unusable_columns = check_schema(scan.schema, scan.file)
+    findings, scan.unusable_columns = check_schema(scan.schema, scan.file, rows)
     scan.file_findings.extend(findings)
     return scan
 
@@ -249,6 +253,7 @@ def _plan_file(path: Path) -> FileScan:
 def iter_validate(
     paths: Sequence[str | os.PathLike],
     *,
+    rows: RowChecks,
     tokens: bool = True,
     workers: int | None = None,
     engine: Engine | None = None,
@@ -271,7 +276,7 @@ def iter_validate(
     files, problems = expand_paths(paths)
     for problem in problems:
         builder.add_finding(problem)
-    scans = [(path, _plan_file(path)) for path in files]
+    scans = [(path, _plan_file(path, rows)) for path in files]
     for path, scan in scans:
         scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
     here: set[str] = set()  # files checked in this process
@@ -297,11 +302,11 @@ def iter_validate(
                     here.add(scan.file)
                     continue
                 scan.units = plan_units(scan.metadata, engine.workers)
-                columns = [c for c in MRCR_SCHEMA.names if c in scan.schema.names]
+                columns = [c for c in rows.schema.names if c in scan.schema.names]
                 skip = frozenset(scan.unusable_columns)
                 count = tokens and _tokenizer_loads(scan.tokenizer)
                 units += [
-                    (str(path.absolute()), scan.file, first, n, count, skip, columns, scan.tokenizer)
+                    (rows, str(path.absolute()), scan.file, first, n, count, skip, columns, scan.tokenizer)
                     for first, n in scan.units
                 ]
         outcomes = iter(engine.map(check_rows, units)) if engine is not None and units else iter(())
@@ -314,7 +319,7 @@ def iter_validate(
             builder.add_source(scan.file, spec if count else None, hub_source(path))
             sidecar = SidecarBins(path, _num_rows(path)) if count else None
             if scan.file in here:
-                stream = _check_here(path, scan, count, progress)
+                stream = _check_here(rows, path, scan, count, progress)
             else:
                 stream = _collect(path, scan, outcomes, progress, with_batches)
             for batch, results in stream:
@@ -355,7 +360,7 @@ def _num_rows(path: Path) -> int:
 
 
 def _check_here(
-    path: Path, scan: FileScan, tokens: bool, progress: ProgressCallback | None
+    rows: RowChecks, path: Path, scan: FileScan, tokens: bool, progress: ProgressCallback | None
 ) -> Iterator[tuple[pa.RecordBatch, list[RowResult]]]:
     """Check a file in this process, batch by batch."""
     if not scan.units:
@@ -365,7 +370,7 @@ def _check_here(
     try:
         for batch in read_range(path):
             results = [
-                check_row(
+                rows.check_row(
                     record,
                     file=scan.file,
                     row=row + i,
@@ -429,6 +434,7 @@ def _take(batches: Iterator[pa.RecordBatch], leftover: list[pa.RecordBatch], n: 
 def validate_paths(
     paths: Sequence[str | os.PathLike] | str | os.PathLike,
     *,
+    rows: RowChecks,
     tokens: bool = True,
     workers: int | None = None,
     engine: Engine | None = None,
@@ -444,6 +450,7 @@ def validate_paths(
     builder = ReportBuilder(strict=strict)
     for _ in iter_validate(
         paths,
+        rows=rows,
         tokens=tokens,
         workers=workers,
         engine=engine,
@@ -459,6 +466,7 @@ def validate_paths(
 def validate_file(
     path: str | os.PathLike,
     *,
+    rows: RowChecks,
     tokens: bool = True,
     workers: int | None = None,
     engine: Engine | None = None,
@@ -468,5 +476,12 @@ def validate_file(
 ) -> ValidationReport:
     """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
     return validate_paths(
-        [path], tokens=tokens, workers=workers, engine=engine, progress=progress, strict=strict, tokenizer=tokenizer
+        [path],
+        rows=rows,
+        tokens=tokens,
+        workers=workers,
+        engine=engine,
+        progress=progress,
+        strict=strict,
+        tokenizer=tokenizer,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .._generate import card_tokenizer, sidecar_path
+from .._card import card_tokenizer, sidecar_path
 from .._tokens import DEFAULT_TOKENIZER
 from ._findings import OUT_OF_RANGE, Finding, RowResult
 

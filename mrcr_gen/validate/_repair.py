@@ -4,26 +4,20 @@ atomically and with the input schema. The input is never modified."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._files import atomic_path
-from .._models import RANDOM_STRING_PATTERN, ordinal
 from ..engines import Engine
-from ._checks import analyze_row, check_row
 from ._files import FileScan, ProgressCallback, expand_paths, iter_validate
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, as_errors
-
-#: Checks whose errors `--fix` can repair from the prompt alone.
-FIXABLE = frozenset({"ground_truth", "desired_index", "answer_prefix", "total_messages", "n_chars"})
-_RANDOM_STRING = re.compile(RANDOM_STRING_PATTERN)
+from ._spec import RowChecks
 
 
 class FileRepair(BaseModel):
@@ -59,43 +53,6 @@ class RepairResult(BaseModel):
         return sum(f.dropped for f in self.files)
 
 
-def fix_record(record: dict[str, Any], *, file: str = "<row>", row: int = 0) -> tuple[dict[str, Any], list[str]] | None:
-    """The row with answer, desired_msg_index and counts rebuilt from the prompt and the query's
-    ordinal, or None when that is not unambiguous (needle count off, needle responses that
-    coincide, a random string that disagrees, an unparsable prompt or query...)."""
-    result, ctx = analyze_row(record, file=file, row=row, count_tokens=False)
-    errors = {f.check for f in result.findings if f.is_error}
-    if not errors <= FIXABLE:
-        return None
-    messages, k, needles = ctx.messages, ctx.k, ctx.needles
-    rs = record.get("random_string_to_prepend")
-    if messages is None or k is None or ctx.ask is None or not isinstance(rs, str):
-        return None
-    if not _RANDOM_STRING.match(rs) or rs != ctx.random_string:
-        return None
-    if len(needles) != record.get("n_needles") or not 1 <= k <= len(needles):
-        return None
-    target = needles[k - 1]
-    if target + 1 >= len(messages) - 1 or messages[target + 1]["role"] != "assistant":
-        return None
-    fixed = dict(record)
-    fixed["answer"] = rs + messages[target + 1]["content"]
-    fixed["desired_msg_index"] = target
-    fixed["total_messages"] = len(messages)
-    fixed["n_chars"] = sum(len(m["content"]) for m in messages)
-    notes = []
-    for column in ("desired_msg_index", "total_messages", "n_chars"):
-        if fixed[column] != record.get(column):
-            notes.append(f"{column} {record.get(column)} -> {fixed[column]}")
-    if fixed["answer"] != record.get("answer"):
-        was = next((f.message.split("; ", 1)[-1] for f in result.findings if f.check == "ground_truth"), None)
-        reason = was or next((f.message for f in result.findings if f.check == "answer_prefix"), "differed")
-        notes.append(
-            f"answer <- random string + messages[{target + 1}] (response to the {ordinal(k)} needle); before: {reason}"
-        )
-    return fixed, notes
-
-
 def output_paths(files: Sequence[Path], output: Path) -> dict[Path, Path]:
     """Where each input file goes: `output` itself for a single file (unless it is a folder),
     else `output/<the file's path below the inputs' common folder>`."""
@@ -116,6 +73,7 @@ def repair(
     paths: Sequence[str | os.PathLike],
     output: str | os.PathLike,
     *,
+    rows: RowChecks,
     mode: Literal["clean", "fix"] = "clean",
     tokens: bool = True,
     workers: int | None = None,
@@ -129,7 +87,10 @@ def repair(
     ground truth is recoverable, rewritten) of each input file to its own output file, atomically,
     with that file's columns: `output` is the file for a single input file, else a folder (see
     `output_paths`). Every dropped row is reported through `on_change` with its checks; `strict`
-    counts warnings as errors."""
+    counts warnings as errors. `rows` are the recipe's row layout and checks; `mode="fix"` needs
+    its `fix_record`."""
+    if mode == "fix" and rows.fix_record is None:
+        raise ValueError("this recipe's rows cannot be fixed; use clean")
     output = Path(output)
     files, _ = expand_paths(paths)
     targets = output_paths(files, output)
@@ -155,10 +116,11 @@ def repair(
         def start(scan: FileScan) -> None:
             nonlocal current
             finish()
-            current = _FileOutput(scan, targets[Path(scan.file)], strict)
+            current = _FileOutput(scan, targets[Path(scan.file)], strict, rows)
 
         for _scan, batch, results in iter_validate(
             paths,
+            rows=rows,
             tokens=tokens,
             workers=workers,
             engine=engine,
@@ -178,8 +140,9 @@ def repair(
 class _FileOutput:
     """The output of one input file: opened at its first writable batch, committed when done."""
 
-    def __init__(self, scan: FileScan, target: Path, strict: bool) -> None:
+    def __init__(self, scan: FileScan, target: Path, strict: bool, rows: RowChecks) -> None:
         self.scan = scan
+        self.rows = rows
         self.target = target
         self.strict = strict
         self.summary = FileRepair(input=scan.file)
@@ -230,10 +193,11 @@ class _FileOutput:
                 out_records.append(record)
                 self.summary.kept += 1
                 continue
-            fixed = fix_record(record, file=self.scan.file, row=row_result.row) if mode == "fix" else None
+            fix = self.rows.fix_record if mode == "fix" else None
+            fixed = fix(record, file=self.scan.file, row=row_result.row) if fix is not None else None
             if fixed is not None:
                 new_record, notes = fixed
-                again = check_row(
+                again = self.rows.check_row(
                     new_record,
                     file=self.scan.file,
                     row=row_result.row,

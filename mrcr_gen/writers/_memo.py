@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
-from .._catalog import Catalog, load_catalog
 from .._models import Ask, Writing
 from .._parquet import read_arrow, write_arrow_atomic
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
@@ -97,43 +95,3 @@ class MemoizedWriter:
         for key, text, n_tokens in zip(missing, texts, counts, strict=True):
             self._cache[key] = Writing(text=text, n_tokens=n_tokens)
         return [self._cache[key] for key in keys]
-
-
-class OfflineWriter(MemoizedWriter):
-    """Deterministic, format-aware synthetic writings (Faker vocabulary); needs no network."""
-
-    name = "offline"
-
-    def __init__(self, seed: int = 0, catalog: Catalog | None = None, tokenizer: str = DEFAULT_TOKENIZER) -> None:
-        super().__init__(tokenizer)
-        self.seed = seed
-        self.catalog = catalog or load_catalog()
-        self._asks: list[Ask] | None = None
-        self._lengths = {
-            spec.name: (spec.tokens.median, spec.tokens.p10, spec.tokens.p90) for spec in self.catalog.formats
-        }
-
-    def asks(self) -> Sequence[Ask]:
-        if self._asks is None:
-            self._asks = self.catalog.asks()
-        return self._asks
-
-    def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "_asks": None}  # rebuilt from the catalog: cheaper than pickled
-
-    def n_variants(self, ask: Ask) -> int:
-        return UNBOUNDED_VARIANTS
-
-    def compose(self, ask: Ask, variant: int) -> str:
-        from ._offline import compose_writing
-
-        return compose_writing(ask.format, ask.entity, variant, self.seed, self._lengths[ask.format])
-
-    def describe(self) -> dict:
-        # The text draws on Faker's word lists, so its version is part of what reproduces it.
-        return {
-            "name": self.name,
-            "seed": self.seed,
-            "variants_per_distractor_ask": OFFLINE_VARIANTS_PER_ASK,
-            "faker": importlib.metadata.version("faker"),
-        }

@@ -84,7 +84,7 @@ def test_generation_workers_start_with_o200k_built_only_when_it_counts(tokenizer
 
     # A fresh process: a fork server keeps the preload it was started with.
     code = (
-        "import sys; from mrcr_gen.engines import LocalEngine; from mrcr_gen._generate import worker_preload;"
+        "import sys; from mrcr_gen.engines import LocalEngine; from mrcr_gen.recipes.openai_mrcr._generate import worker_preload;"
         "from tests.engines.units import o200k_built;"
         "engine = LocalEngine(2, preload=worker_preload(sys.argv[1]));"
         "print(list(engine.map(o200k_built, [()]))[0]); engine.close()"
@@ -115,7 +115,7 @@ def test_the_default_path_never_imports_ray() -> None:
 def test_writings_composed_once_and_shared_give_the_same_bytes(tmp_path, monkeypatch) -> None:
     import hashlib
 
-    import mrcr_gen._generate as generate_module
+    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
     from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
 
     from .units import FewSharedKeysWriter

@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mrcr_gen import (
-    GenerateConfig,
-    OfflineWriter,
-    bin_by_upper,
-    generate_dataset,
-    validate_paths,
-)
+from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset, validate_paths
 from mrcr_gen.engines import LocalEngine, TaskFailed
-from mrcr_gen.validate import repair
+from mrcr_gen.recipes.openai_mrcr._validate import repair
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
 from .units import DyingOnceWriter, cut_files_into_chunks, die_once, square

@@ -86,7 +86,7 @@ class FewSharedKeysWriter(OfflineWriter):
 
 def write_chunk_dying_on_2needle_chunk_1(*unit):
     """`write_chunk`, except that the worker given chunk 1 of the 2-needle file dies."""
-    from mrcr_gen._generate import write_chunk
+    from mrcr_gen.recipes.openai_mrcr._generate import write_chunk
 
     path, parts, index = unit[5], unit[6], unit[7]
     if parts is not None and index == 1 and path.name.startswith("2needle"):
@@ -97,7 +97,7 @@ def write_chunk_dying_on_2needle_chunk_1(*unit):
 def cut_files_into_chunks(monkeypatch) -> list:
     """Make generation cut every file into chunks of one row, then join them; returns the names of
     the files joined by this process (the caller's, with a local engine), to check that they were."""
-    import mrcr_gen._generate as generate_module
+    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
 
     monkeypatch.setattr(generate_module, "plan_chunks", lambda files, workers: [[(s,) for s in f] for f in files])
     joined: list = []

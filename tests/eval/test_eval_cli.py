@@ -16,7 +16,7 @@ import pytest
 from mrcr_gen import iter_rows
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.cli._grade import grade_main
-from mrcr_gen.eval import grade
+from mrcr_gen.recipes.openai_mrcr._grade import grade
 from tests.support.chat_server import ChatServer, oracle
 
 from .conftest import API_KEY

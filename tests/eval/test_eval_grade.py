@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mrcr_gen
-from mrcr_gen.eval import grade, grade_lenient
+from mrcr_gen.recipes.openai_mrcr._grade import grade, grade_lenient
 
 
 def seed_grade(response, answer, random_string_to_prepend) -> float:

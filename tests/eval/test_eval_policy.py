@@ -15,7 +15,7 @@ import pytest
 from mrcr_gen import MRCR_SCHEMA, iter_rows
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.eval import EvalConfig, EvalError, EvalFatal, run_eval, run_eval_async, summarize
-from mrcr_gen.eval import _mrcr
+from mrcr_gen.recipes.openai_mrcr import _eval as _mrcr
 from tests.support.chat_server import CACHED_TOKENS, REASONING_TOKENS, ChatServer, Fault
 from tests.support.rowkit import make_row
 

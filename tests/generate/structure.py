@@ -6,12 +6,8 @@ import json
 import re
 
 from mrcr_gen import MrcrRow, normalize_ask
-from mrcr_gen._models import (
-    ASK_TEMPLATE,
-    PREAMBLE_HEADER,
-    QUERY_PATTERN,
-    normalize_writing,
-)
+from mrcr_gen._models import ASK_TEMPLATE, normalize_writing
+from mrcr_gen.recipes.openai_mrcr._models import PREAMBLE_HEADER, QUERY_PATTERN
 
 ASK_PATTERN = re.compile(r"^write a (?P<format>.+?) about (?P<entity>.+)$")
 

@@ -12,14 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from mrcr_gen import (
-    Assembler,
-    AssemblyError,
-    OfflineWriter,
-    bin_by_upper,
-    row_token_count,
-)
-from mrcr_gen._generate import DEFAULT_DATE_ADDED
+from mrcr_gen import Assembler, AssemblyError, OfflineWriter, bin_by_upper, row_token_count
+from mrcr_gen.recipes.openai_mrcr._generate import DEFAULT_DATE_ADDED
 
 from .structure import assert_mrcr_structure, needle_indices
 

@@ -21,9 +21,10 @@ from mrcr_gen import (
     validate_paths,
     write_rows,
 )
-from mrcr_gen._assembler import tokens_window
-from mrcr_gen._generate import TOKENS_RANGE, FileFailed, sidecar_path
+from mrcr_gen._card import sidecar_path
 from mrcr_gen.engines import LocalEngine
+from mrcr_gen.recipes.openai_mrcr._assembler import tokens_window
+from mrcr_gen.recipes.openai_mrcr._generate import TOKENS_RANGE, FileFailed
 
 from ..engines.units import cut_files_into_chunks
 from .structure import assert_mrcr_structure
@@ -103,7 +104,7 @@ def test_interrupted_run_leaves_no_partial_parquet(tmp_path):
 
 
 def test_progress_moves_as_rows_are_composed_not_only_when_a_file_ends(tmp_path, monkeypatch):
-    import mrcr_gen._generate as generate_module
+    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
 
     cfg = config(tmp_path / "one", needles=(2,), bins=(bin_by_upper(8192),), samples=3)
     monkeypatch.setattr(generate_module, "ROW_GROUP_BYTES", 1)  # a row group, so a report, per row
@@ -118,7 +119,7 @@ def test_progress_moves_as_rows_are_composed_not_only_when_a_file_ends(tmp_path,
 
 
 def test_an_interrupted_pool_stops_its_workers_at_once_and_leaves_no_partial_file(tmp_path, monkeypatch):
-    import mrcr_gen._generate as generate_module
+    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
 
     monkeypatch.setattr(generate_module, "SHARE_WHEN", float("inf"))  # straight to the files
     cfg = config(tmp_path / "out", needles=(8,), bins=(bin_by_upper(262144),), samples=256, rows_per_file=128)
@@ -215,7 +216,7 @@ def test_non_ascii_text_survives_the_parquet_round_trip(tmp_path):
 
 
 def test_a_crash_between_parquet_and_sidecar_never_reuses_the_old_sidecar(tmp_path, monkeypatch):
-    import mrcr_gen._generate as generate_module
+    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
 
     cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), rows_per_file=3)
     run(cfg)
@@ -290,7 +291,7 @@ def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeyp
 
 
 def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_it(tmp_path, monkeypatch):
-    import mrcr_gen._generate as generate_module
+    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
     from mrcr_gen.engines import LocalEngine
 
     from ..engines.units import write_chunk_dying_on_2needle_chunk_1
@@ -310,13 +311,13 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
 
 
 def rows_in_bin(n: int, upper: int = 1048576) -> tuple:
-    from mrcr_gen._generate import RowSpec
+    from mrcr_gen.recipes.openai_mrcr._generate import RowSpec
 
     return tuple(RowSpec(n_needles=8, bin=bin_by_upper(upper), tokens=None, index=i, seed=0) for i in range(n))
 
 
 def test_files_are_whole_units_unless_they_would_end_after_the_even_spread():
-    from mrcr_gen._generate import UNIT_BYTES, plan_chunks
+    from mrcr_gen.recipes.openai_mrcr._generate import UNIT_BYTES, plan_chunks
 
     eight_files = [rows_in_bin(100) for _ in range(8)]
     assert plan_chunks(eight_files, workers=2) == [[f] for f in eight_files]  # 4 files per worker: whole
@@ -349,8 +350,8 @@ def list_schedule(units: list[int], workers: int) -> int:
 def test_chunks_keep_every_row_in_order_and_the_workers_end_together(sizes, uppers, workers):
     from unittest import mock
 
-    import mrcr_gen._generate as generate_module
-    from mrcr_gen._generate import MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks
+    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
+    from mrcr_gen.recipes.openai_mrcr._generate import MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks
 
     unit_bytes = 16 << 20  # chunks much smaller than files, as in a real job of large files
     files = [rows_in_bin(size, upper) for size, upper in zip(sizes, uppers)]

@@ -7,21 +7,9 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from mrcr_gen import (
-    GenerateConfig,
-    OfflineWriter,
-    bin_by_upper,
-    count_tokens_batch,
-    generate_dataset,
-)
-from mrcr_gen.pool import (
-    POOL_COLUMNS,
-    PoolError,
-    catalog_path,
-    harvest,
-    parse_ask,
-    read_pool,
-)
+from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, count_tokens_batch, generate_dataset
+from mrcr_gen.pool import POOL_COLUMNS, PoolError, parse_ask, read_pool
+from mrcr_gen.recipes.openai_mrcr._harvest import catalog_path, harvest
 from tests.support import REAL_ROWS
 
 PREAMBLE_START = "Here are some examples of conversations"

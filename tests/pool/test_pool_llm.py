@@ -14,15 +14,10 @@ import pytest
 
 from mrcr_gen import Ask
 from mrcr_gen.cli._gen import main as gen_main
-from mrcr_gen.pool import (
-    PoolTooSmall,
-    PoolWriter,
-    PoolWriting,
-    build_pool_for_request,
-    read_pool,
-)
-from mrcr_gen.pool._llm import CACHE_FILE, build_pool_openai, plan_asks
-from mrcr_gen.pool._shortcut import repeated_asks, request_plan
+from mrcr_gen.pool import PoolTooSmall, PoolWriter, PoolWriting, read_pool
+from mrcr_gen.pool._cache import CACHE_FILE
+from mrcr_gen.recipes.openai_mrcr._pool_llm import build_pool_openai, plan_asks
+from mrcr_gen.recipes.openai_mrcr._shortcut import build_pool_for_request, repeated_asks, request_plan
 from tests.support.chat_server import ChatServer, Fault
 
 from .pool_checks import check_dataset

@@ -6,25 +6,10 @@ import json
 
 import pytest
 
-from mrcr_gen import (
-    Ask,
-    Assembler,
-    AssemblyError,
-    GenerateConfig,
-    OfflineWriter,
-    bin_by_upper,
-    generate_dataset,
-)
+from mrcr_gen import Ask, Assembler, AssemblyError, GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
 from mrcr_gen.cli._gen import main as gen_main
-from mrcr_gen.pool import (
-    PoolError,
-    PoolTooSmall,
-    PoolWriter,
-    PoolWriting,
-    harvest,
-    read_pool,
-    write_pool,
-)
+from mrcr_gen.pool import PoolError, PoolTooSmall, PoolWriter, PoolWriting, read_pool, write_pool
+from mrcr_gen.recipes.openai_mrcr._harvest import harvest
 from tests.support import REAL_ROWS
 
 from .pool_checks import check_dataset

@@ -16,7 +16,7 @@ SPECIAL_TOKENS = ["<s>", "</s>", "<|user|>", "<|assistant|>"]
 
 def _corpus(writings: int) -> list[str]:
     from mrcr_gen import OfflineWriter
-    from mrcr_gen._catalog import load_catalog
+    from mrcr_gen.recipes.openai_mrcr._catalog import load_catalog
 
     catalog = load_catalog()
     asks = [f"write a {f.name} about {e}" for f in catalog.formats for e in catalog.entities[:40]]
@@ -27,7 +27,7 @@ def _corpus(writings: int) -> list[str]:
 
 def _v2_turns() -> list[str]:
     """MRCR v2 turn seams ("...\n\nUser: Write a ..."), so a tokenizer without a pre-split learns merges across them."""
-    from mrcr_gen.v2 import V2OfflineWriter
+    from mrcr_gen.recipes.mrcr_v2 import V2OfflineWriter
 
     writer = V2OfflineWriter(0)
     keys = [(key, 0) for key in writer.catalog.needle_keys[:60]]

@@ -11,12 +11,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from mrcr_gen import iter_rows
 from mrcr_gen._tokens import TokenizerError
 from mrcr_gen.cli._eval import eval_main
-from mrcr_gen.eval._fit import (
-    chat_template_counter,
-    contents_counter,
-    rows_over_window,
-    server_counter,
-)
+from mrcr_gen.eval._fit import chat_template_counter, contents_counter, rows_over_window, server_counter
 from tests.support.chat_server import ChatServer, word_tokens
 
 API_KEY = "sk-test-fit-0123456789"

@@ -13,13 +13,8 @@ from tokenizers import Tokenizer as RustTokenizer
 
 import mrcr_gen._tokens as tokens
 from mrcr_gen import bin_for_tokens, count_tokens, iter_rows
-from mrcr_gen._generate import card_tokenizer
-from mrcr_gen._tokens import (
-    TokenizerError,
-    count_tokens_batch,
-    load_tokenizer,
-    row_token_count,
-)
+from mrcr_gen._card import card_tokenizer
+from mrcr_gen._tokens import TokenizerError, count_tokens_batch, load_tokenizer, row_token_count
 
 TEXT = "write a poem about tapirs\n\n  Héllo wörld 你好 🎉 <|endoftext|> <s> 12345"
 

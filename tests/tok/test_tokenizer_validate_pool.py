@@ -10,8 +10,9 @@ import pytest
 from mrcr_gen import validate_paths
 from mrcr_gen._tokens import count_tokens_batch
 from mrcr_gen.cli._validate import validate_main
-from mrcr_gen.pool import PoolWriter, harvest, read_pool
+from mrcr_gen.pool import PoolWriter, read_pool
 from mrcr_gen.pool._pool import pool_tokenizer
+from mrcr_gen.recipes.openai_mrcr._harvest import harvest
 
 
 def run(capsys, *args):
@@ -72,7 +73,7 @@ def test_unloadable_card_tokenizer_is_a_file_finding(tiny_data, tmp_path):
 
 
 def card_spec(folder):
-    from mrcr_gen._generate import card_tokenizer
+    from mrcr_gen._card import card_tokenizer
 
     return card_tokenizer((folder / "README.md").read_text())
 

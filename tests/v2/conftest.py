@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mrcr_gen.v2 import V2Config, V2OfflineWriter, generate_v2, v2_bucket
+from mrcr_gen.recipes.mrcr_v2 import V2Config, V2OfflineWriter, generate_v2, v2_bucket
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mrcr_gen import EvalConfig, run_eval
-from mrcr_gen.v2 import (
+from mrcr_gen.recipes.mrcr_v2 import (
     grade_v2,
     iter_records,
     read_v2_items,

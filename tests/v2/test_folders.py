@@ -12,7 +12,7 @@ import pytest
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.cli._grade import grade_main
 from mrcr_gen.cli._validate import validate_main
-from mrcr_gen.v2 import expand_inputs, iter_records
+from mrcr_gen.recipes.mrcr_v2 import expand_inputs, iter_records
 from tests.support.chat_server import ChatServer
 
 
@@ -81,7 +81,7 @@ def test_a_generated_folder_loads_with_datasets_per_needle_count(v2_data, tmp_pa
     done = subprocess.run([sys.executable, "-c", probe, str(v2_data)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    from mrcr_gen.v2 import V2_COLUMNS
+    from mrcr_gen.recipes.mrcr_v2 import V2_COLUMNS
 
     assert loaded["columns"] == list(V2_COLUMNS)
     assert loaded["answers"] == [r["answer"] for f in sorted((v2_data / "4needle").glob("*.csv")) for r in iter_records(f)]

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from mrcr_gen.v2 import (
-    V2Config,
-    generate_v2,
-    load_v2_catalog,
-    v2_bucket,
-    validate_v2_paths,
-)
-from mrcr_gen.v2._llm import V2OpenAIWriter
+from mrcr_gen.recipes.mrcr_v2 import V2Config, generate_v2, load_v2_catalog, v2_bucket, validate_v2_paths
+from mrcr_gen.recipes.mrcr_v2._llm import V2OpenAIWriter
 from tests.pool.writer_server import writer_policy
 from tests.support.chat_server import ChatServer
 

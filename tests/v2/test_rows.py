@@ -13,15 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrcr_gen import count_tokens
-from mrcr_gen.v2 import (
-    V2Assembler,
-    V2Config,
-    V2OfflineWriter,
-    bucket_rows,
-    load_v2_catalog,
-    v2_bucket,
-)
-from mrcr_gen.v2._rows import iter_v2_rows
+from mrcr_gen.recipes.mrcr_v2 import V2Assembler, V2Config, V2OfflineWriter, bucket_rows, load_v2_catalog, v2_bucket
+from mrcr_gen.recipes.mrcr_v2._rows import iter_v2_rows
 from tests.support.v2_resolve import solve
 
 ASSEMBLER = V2Assembler(writer=V2OfflineWriter(0), catalog=load_v2_catalog())
@@ -100,7 +93,7 @@ def test_bucket_gets_exactly_samples_rows_spread_over_it():
 
 def test_same_seed_same_bytes_and_csv_matches_parquet(tmp_path):
     def make(out, fmt):
-        from mrcr_gen.v2 import generate_v2
+        from mrcr_gen.recipes.mrcr_v2 import generate_v2
 
         generate_v2(V2Config(needles=(2,), buckets=(v2_bucket(8192),), samples=4, seed=9, out=out, format=fmt), V2OfflineWriter(9))
         return out / "2needle" / f"mrcr_v2_2needle_in_(4096,8192).{fmt}"
@@ -123,7 +116,7 @@ def test_needles_that_cannot_fit_say_so():
 
 
 def test_rerun_keeps_complete_files_and_rewrites_changed_ones(tmp_path):
-    from mrcr_gen.v2 import generate_v2
+    from mrcr_gen.recipes.mrcr_v2 import generate_v2
 
     config = V2Config(needles=(2,), buckets=(v2_bucket(8192), v2_bucket(16384)), samples=2, seed=4, out=tmp_path)
     generate_v2(config, V2OfflineWriter(4))
@@ -139,7 +132,7 @@ def test_rerun_keeps_complete_files_and_rewrites_changed_ones(tmp_path):
 
 
 def test_shards_write_disjoint_files_that_together_are_the_whole(tmp_path):
-    from mrcr_gen.v2 import generate_v2
+    from mrcr_gen.recipes.mrcr_v2 import generate_v2
 
     base = V2Config(needles=(2, 4), buckets=(v2_bucket(8192),), samples=2, seed=6)
     generate_v2(base.model_copy(update={"out": tmp_path / "all"}), V2OfflineWriter(6))

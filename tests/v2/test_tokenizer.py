@@ -11,7 +11,14 @@ import pytest
 from mrcr_gen import count_tokens
 from mrcr_gen.cli._gen import app as gen_app
 from mrcr_gen.cli._validate import validate_main
-from mrcr_gen.v2 import V2Assembler, V2OfflineWriter, counts_add_up, iter_v2_rows, load_v2_catalog, validate_v2_paths
+from mrcr_gen.recipes.mrcr_v2 import (
+    V2Assembler,
+    V2OfflineWriter,
+    counts_add_up,
+    iter_v2_rows,
+    load_v2_catalog,
+    validate_v2_paths,
+)
 from tests.support.tiny_tokenizer import write_tiny_tokenizer
 from tests.v2.test_rows import check_row
 
@@ -104,7 +111,7 @@ def test_a_tampered_count_is_caught_by_the_recount(splitting, tmp_path):
 
 def test_a_measured_transcript_is_re_aimed_into_a_narrow_range(merging):
     from mrcr_gen._bins import Bin
-    from mrcr_gen.v2._generate import _transcript_rows
+    from mrcr_gen.recipes.mrcr_v2._generate import _transcript_rows
 
     assembler = V2Assembler(writer=V2OfflineWriter(1, tokenizer=merging), catalog=load_v2_catalog(), tokenizer=merging)
     targets = []

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mrcr_gen.v2 import V2_COLUMNS, iter_records, validate_v2_paths
-from mrcr_gen.v2._rows import V2FileWriter, coerce_record
+from mrcr_gen.recipes.mrcr_v2 import V2_COLUMNS, iter_records, validate_v2_paths
+from mrcr_gen.recipes.mrcr_v2._rows import V2FileWriter, coerce_record
 
 
 def rewrite(source: Path, target: Path, mutate) -> None:

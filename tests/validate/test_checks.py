@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrcr_gen import Finding, validate_row
-from mrcr_gen.validate import check_row, normalize_ask
+from mrcr_gen.recipes.openai_mrcr._checks import check_row
+from mrcr_gen import normalize_ask
 from tests.support.rowkit import (
     MUTATIONS,
     make_row,

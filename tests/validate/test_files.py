@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
+from mrcr_gen.recipes.openai_mrcr._validate import ROWS
 from mrcr_gen.validate import _files, expand_paths
 from tests.support import REAL_ROWS as REAL
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
@@ -124,7 +125,7 @@ def test_streaming_uses_small_batches(tmp_path: Path, monkeypatch: pytest.Monkey
     rows = [make_row(s) for s in range(5)]
     rows[3] = MUTATIONS["n_chars_off"][0](rows[3])
     path = write_rows(tmp_path / "s.parquet", rows, row_group_size=2)
-    sizes = [batch.num_rows for _, batch, _ in _files.iter_validate([path], tokens=False, workers=1)]
+    sizes = [batch.num_rows for _, batch, _ in _files.iter_validate([path], rows=ROWS, tokens=False, workers=1)]
     assert sizes == [1, 1, 1, 1, 1]
     assert [f.row for f in validate_file(path, tokens=False).findings] == [3]
 
@@ -152,7 +153,7 @@ def test_real_rows_validate_clean_with_token_recount() -> None:
 def test_real_row_token_counts() -> None:
     import pyarrow.parquet as pq
 
-    from mrcr_gen.validate import check_row
+    from mrcr_gen.recipes.openai_mrcr._checks import check_row
 
     counts = [check_row(r).n_tokens for r in pq.read_table(REAL).to_pylist()]
     assert counts == [146743, 148284, 144134]
@@ -202,7 +203,7 @@ def test_any_worker_count_and_layout_gives_the_same_report(tmp_path: Path, monke
     assert [f.row for f in serial.findings] == [0, 6, 9]
     for workers in (2, 3):
         assert validate_file(path, workers=workers, tokens=False) == serial
-        batches = list(_files.iter_validate([path], workers=workers, tokens=False))
+        batches = list(_files.iter_validate([path], rows=ROWS, workers=workers, tokens=False))
         assert [r.row for _, _, results in batches for r in results] == list(range(10))
         assert all(batch.num_rows == len(results) for _, batch, results in batches)
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrcr_gen import generate_sample
-from mrcr_gen.validate import check_row
+from mrcr_gen.recipes.openai_mrcr._checks import check_row
 
 
 @given(seed=st.integers(0, 2**20), n_needles=st.integers(1, 8), bin_upper=st.sampled_from([8192, 16384]))

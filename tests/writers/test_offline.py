@@ -1,4 +1,4 @@
-"""Tests for the offline, deterministic writer (mrcr_gen.writers._offline)."""
+"""Tests for the offline, deterministic writer (mrcr_gen.recipes.openai_mrcr._offline_formats)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrcr_gen.writers._offline import FORMAT_NAMES, compose_writing
+from mrcr_gen.recipes.openai_mrcr._offline_formats import FORMAT_NAMES, compose_writing
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = json.loads((ROOT / "formats" / "formats.json").read_text(encoding="utf-8"))
@@ -173,7 +173,7 @@ def test_same_inputs_same_text_and_seed_is_stable():
 def test_deterministic_across_processes():
     code = (
         "import json, sys\n"
-        "from mrcr_gen.writers._offline import compose_writing\n"
+        "from mrcr_gen.recipes.openai_mrcr._offline_formats import compose_writing\n"
         "args = json.loads(sys.argv[1])\n"
         "print(json.dumps([compose_writing(f, e, v, s, tuple(t)) for f, e, v, s, t in args]))\n"
     )

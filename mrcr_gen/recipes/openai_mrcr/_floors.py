@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from .._models import QUERY_PATTERN
 from ._grade import grade
+from ._models import QUERY_PATTERN
 
 DEFAULT_WRITING_SAMPLES = 16
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._tokens import count_tokens
-from ..eval._auc import auc_fields
-from ..eval._items import EvalItem, FileError, ItemError, Recipe, register_recipe
-from ..eval._report import _mean, mean_of
+from ..._tokens import count_tokens
+from ...eval._auc import auc_fields
+from ...eval._items import EvalItem, FileError, ItemError, Recipe, register_recipe
+from ...eval._report import _mean, mean_of
 from ._checks import transcript_id
 from ._generate import V2_BUCKETS, v2_bucket_for
 from ._grade import grade_v2, grade_v2_lenient

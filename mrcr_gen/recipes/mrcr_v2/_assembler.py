@@ -24,21 +24,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from .._assembler import AssemblyError, fill_budget
-from .._models import Writing
-from .._seeding import derived_rng
-from .._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
+from ..._budget import AssemblyError, fill_budget
+from ..._models import Writing
+from ..._seeding import derived_rng
+from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
 from ._catalog import V2Catalog, V2Key
 from ._rows import V2Row
-from ._text import (
-    HASH_LENGTH,
-    HEADER,
-    TRANSCRIPT_OPEN,
-    example_close,
-    example_open,
-    query_text,
-    turn_text,
-)
+from ._text import HASH_LENGTH, HEADER, TRANSCRIPT_OPEN, example_close, example_open, query_text, turn_text
 
 HASH_ALPHABET = string.ascii_letters + string.digits
 # Keys tried for the first one that fits before giving up (short buckets, long formats).

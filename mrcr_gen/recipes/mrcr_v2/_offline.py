@@ -8,9 +8,9 @@ import math
 import random
 from collections.abc import Sequence
 
-from .._seeding import derived_rng
-from .._tokens import DEFAULT_TOKENIZER
-from ..writers._memo import MemoizedWriter
+from ..._seeding import derived_rng
+from ..._tokens import DEFAULT_TOKENIZER
+from ...writers._memo import MemoizedWriter
 from ._catalog import Register, V2Catalog, V2Key, load_v2_catalog
 
 #: Distinct writings per key, as in the upstream data (needles use up to 8 of them).

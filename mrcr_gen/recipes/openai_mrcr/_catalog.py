@@ -5,18 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import lru_cache
-from importlib.resources import files
-from pathlib import Path
 
-from ._models import Ask, FormatSpec, _Frozen
-
-
-def _data_dir(name: str) -> Path:
-    """Installed wheels carry the files in `mrcr_gen/_data/`; a source checkout has them at the top."""
-    packaged = Path(str(files("mrcr_gen"))) / "_data" / name
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / name
+from ..._models import Ask, FormatSpec, _Frozen
+from ..._paths import _data_dir
 
 
 class Catalog(_Frozen):

@@ -10,24 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
 
-from .._catalog import load_catalog
-from .._models import Ask
-from ._llm import (
-    DEFAULT_CONCURRENCY,
-    BuildError,
-    BuildReport,
-    _params,
-    build_pool_openai,
-    default_cache_dir,
-    plan_asks,
-    price_for,
-)
-from ._pool import PoolError, PoolTooSmall, PoolWriter
+from ..._bins import Bin
+from ..._models import Ask
+from ...pool._cache import default_cache_dir
+from ...pool._pool import PoolError, PoolTooSmall, PoolWriter
+from ._catalog import load_catalog
+from ._pool_llm import DEFAULT_CONCURRENCY, BuildError, BuildReport, _params, build_pool_openai, plan_asks, price_for
 
 MAX_NEEDLE_ASKS = 32  # asks written often enough to be needles, at most
 MIN_NEEDLE_ASKS = 2  # the preamble's worked example needs an ask with 2 writings besides the needle ask
@@ -169,3 +162,13 @@ def _explain(exc: PoolTooSmall, model: str, repeated: list[tuple[Ask, int, int]]
         f"{exc}: {model} wrote identical texts for one ask ('{ask.text}': {got} distinct of {wanted} requested{more}); "
         "try a higher --temperature"
     )
+
+
+def pool_requirements(needles: Iterable[int], bins: Sequence[Bin] | None, tokens: int | None) -> tuple[int, str]:
+    """(largest token total a request can target, a label for it) for `PoolWriter.check`."""
+    if tokens is not None:
+        return tokens, f"--tokens {tokens}"
+    if bins is None:
+        raise ValueError("give bins or tokens")
+    largest = max(bins, key=lambda b: b.upper)
+    return largest.upper, f"bin {largest}"

@@ -8,56 +8,19 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
-from ._bins import Bin
-from ._models import (
-    PREAMBLE_HEADER,
-    QUERY_TEMPLATE,
-    Ask,
-    MrcrRow,
-    Sample,
-    Writing,
-    normalize_ask,
-    normalize_writing,
-    ordinal,
-)
-from ._seeding import derived_rng
-from ._tokens import DEFAULT_TOKENIZER, count_tokens_batch
-from .writers._base import Writer
-from .writers._memo import OFFLINE_VARIANTS_PER_ASK
+from ..._bins import Bin
+from ..._budget import AssemblyError, fill_budget
+from ..._models import Ask, Writing, normalize_ask, normalize_writing, ordinal
+from ..._seeding import derived_rng
+from ..._tokens import DEFAULT_TOKENIZER, count_tokens_batch
+from ...writers._base import Writer
+from ...writers._memo import OFFLINE_VARIANTS_PER_ASK
+from ._models import PREAMBLE_HEADER, QUERY_TEMPLATE, MrcrRow, Sample
 
 RANDOM_STRING_ALPHABET = string.ascii_letters + string.digits
-# Give up filling the last gap after this many distractors in a row that do not fit.
-MAX_FILL_MISSES = 64
-
-
-class _Counted(Protocol):
-    @property
-    def tokens(self) -> int: ...
-
-
-CountedT = TypeVar("CountedT", bound=_Counted)
-
-
-def fill_budget(budget: int, draw: Callable[[int], Iterable[CountedT]]) -> list[CountedT]:
-    """Items from successive `draw(tokens left)` batches, in drawing order, each kept when it fits
-    the tokens left; stops when none are left or MAX_FILL_MISSES draws in a row did not fit."""
-    chosen: list[CountedT] = []
-    misses = 0
-    while budget > 0 and misses < MAX_FILL_MISSES:
-        for item in draw(budget):
-            if item.tokens <= budget:
-                chosen.append(item)
-                budget -= item.tokens
-                misses = 0
-            else:
-                misses += 1
-                if misses >= MAX_FILL_MISSES:
-                    break
-    return chosen
 
 
 MAX_ATTEMPTS = 50
@@ -69,10 +32,6 @@ LAYOUT_REVISION = 2
 def tokens_window(tokens: int) -> tuple[int, int]:
     """The totals a `tokens=N` row may have: within 1% of N (64 tokens below 6400), never above."""
     return tokens - max(64, tokens // 100), tokens
-
-
-class AssemblyError(ValueError):
-    """The request cannot be met (e.g. the needles alone exceed the token budget)."""
 
 
 def random_string(rng: random.Random) -> str:

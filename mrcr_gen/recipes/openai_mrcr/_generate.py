@@ -6,7 +6,6 @@ import hashlib
 import heapq
 import json
 import math
-import re
 import secrets
 import shutil
 import statistics
@@ -18,17 +17,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, field_validator, model_validator
 
+from ..._bins import BINS, Bin, bin_sort_key
+from ..._card import sidecar_path
+from ..._files import remove_partials, write_text_atomic
+from ..._models import _Frozen
+from ..._parquet import ROW_GROUP_BYTES, RowGroupWriter, read_arrow, write_arrow_atomic, write_row_groups
+from ..._seeding import derive_seed
+from ..._tokens import DEFAULT_TOKENIZER, load_tokenizer
+from ..._version import __version__
+from ...engines import Engine, TaskFailed, report_progress
+from ...writers._base import SharingWriter, Writer
 from ._assembler import LAYOUT_REVISION, Assembler, tokens_window
-from ._bins import BINS, Bin, bin_sort_key
 from ._catalog import load_catalog
-from ._files import remove_partials, write_text_atomic
-from ._models import Sample, _Frozen, is_real_date
-from ._parquet import ROW_GROUP_BYTES, RowGroupWriter, read_arrow, rows_to_table, write_arrow_atomic, write_row_groups
-from ._seeding import derive_seed
-from ._tokens import DEFAULT_TOKENIZER, load_tokenizer
-from ._version import __version__
-from .engines import Engine, TaskFailed, report_progress
-from .writers._base import SharingWriter, Writer
+from ._models import Sample, is_real_date
+from ._rows import MRCR_SCHEMA, rows_to_table
 
 # Fixed so that the same command and seed give byte-identical files on any day.
 DEFAULT_DATE_ADDED = "12-02-2026"
@@ -186,7 +188,7 @@ def generate_dataset(
     by an identical earlier run (same rows, writer and version, as its sidecar records) is kept,
     as is each finished chunk of an interrupted large file: rerunning only writes what is missing.
     """
-    from .engines import LocalEngine
+    from ...engines import LocalEngine
 
     run_key = secrets.token_hex(8)  # workers keep one assembler per run, never across runs
     pending: list[tuple[FilePlan, Path, str]] = []
@@ -304,7 +306,7 @@ RowChunk = tuple[RowSpec, ...]
 def worker_preload(tokenizer: str = DEFAULT_TOKENIZER) -> tuple[str, ...]:
     """Modules a local pool's fork server imports first: workers start with the offline writer's
     word pools built, and o200k when it is the tokenizer (no need to build it for another)."""
-    modules = ("mrcr_gen._generate", "mrcr_gen.writers._preload")
+    modules = ("mrcr_gen.recipes.openai_mrcr._generate", "mrcr_gen.recipes.openai_mrcr._preload")
     return (*modules, "mrcr_gen._preload_o200k") if tokenizer == DEFAULT_TOKENIZER else modules
 
 
@@ -467,7 +469,7 @@ class Join:
                 # The sidecar vouches for the parquet beside it: drop the old one before the parquet
                 # is replaced, or a crash in between would leave it vouching for different rows.
                 sidecar_path(self.path).unlink(missing_ok=True)
-                self._writer = RowGroupWriter(self.path)
+                self._writer = RowGroupWriter(self.path, MRCR_SCHEMA)
             self._writer.add(read_arrow(self.parts / f"{self._added}.arrow"))
             self._records.append(records)
             self._added += 1
@@ -493,7 +495,7 @@ class Join:
 def _write_file(path: Path, tables: Iterable[pa.Table], records: list[str]) -> None:
     """The file from `tables`, then its sidecar from `records` (filled as the tables are made)."""
     sidecar_path(path).unlink(missing_ok=True)  # see Join.advance
-    write_row_groups(tables, path)
+    write_row_groups(tables, path, MRCR_SCHEMA)
     write_text_atomic(sidecar_path(path), "".join(records))
 
 
@@ -511,10 +513,6 @@ def _finished_part(parts: Path, index: int) -> str | None:
     except OSError:
         pass
     return None
-
-
-def sidecar_path(parquet_path: Path) -> Path:
-    return parquet_path.with_name(parquet_path.name.removesuffix(".parquet") + ".samples.jsonl")
 
 
 def _build_fingerprint(config: GenerateConfig, writer: Writer, file_plan: FilePlan) -> str:
@@ -597,18 +595,6 @@ def card_header(config: GenerateConfig) -> str:
     return "\n".join(lines) + "\n---\n\n"
 
 
-CARD_TOKENIZER = re.compile(r'^  tokenizer: (".*")$', re.MULTILINE)
-
-
-def card_tokenizer(card_text: str) -> str | None:
-    """The tokenizer spec a dataset card's YAML header names, or None (e.g. openai/mrcr's own card)."""
-    if not card_text.startswith("---\n"):
-        return None
-    header = card_text[4 : card_text.find("\n---", 4)]
-    match = CARD_TOKENIZER.search(header)
-    return json.loads(match.group(1)) if match else None
-
-
 def dataset_card(config: GenerateConfig, writer: Writer, result: GenerateResult, command: str) -> str:
     catalog = load_catalog()
     counted_by = load_tokenizer(config.tokenizer).describe()
@@ -663,8 +649,8 @@ def generate_sample(
     date_added: str = DEFAULT_DATE_ADDED,
 ) -> Sample:
     """One sample, e.g. for tests and notebooks: row `seed` of a dataset with that bin or token target."""
-    from ._bins import bin_by_upper
-    from .writers import OfflineWriter
+    from ..._bins import bin_by_upper
+    from ._offline import OfflineWriter
 
     if tokens is None and bin_upper is None:
         raise ValueError("give bin_upper or tokens")

@@ -40,7 +40,7 @@ _LAZY = {name: module for module, names in _NAMES.items() for name in names}
 
 def __getattr__(name: str):
     if name not in _LAZY:
-        raise AttributeError(f"module 'mrcr_gen.v2' has no attribute {name!r}")
+        raise AttributeError(f"module 'mrcr_gen.recipes.mrcr_v2' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     globals()[name] = value
     return value

@@ -10,13 +10,9 @@ stopped and a rerun sends nothing. The API key is never stored or printed.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -28,88 +24,21 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from .._catalog import Catalog, load_catalog
-from .._models import Ask, _Frozen
-from .._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
-from .._seeding import derived_rng
-from .._tokens import count_tokens_batch
-from ._pool import PoolError, PoolWriting, dedupe, write_pool
+from ..._models import Ask, _Frozen
+from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
+from ..._seeding import derived_rng
+from ..._tokens import count_tokens_batch
+from ...pool._cache import WritingCache, cache_key, default_cache_dir
+from ...pool._pool import PoolError, PoolWriting, dedupe, write_pool
+from ._catalog import Catalog, load_catalog
 
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
 FATAL_STATUSES = {400, 401, 403, 404, 422}
 DEFAULT_CONCURRENCY = 16
-CACHE_FILE = "writings.sqlite3"
 
 
 class BuildError(RuntimeError):
     """The build cannot go on (e.g. the server rejects the key or the model)."""
-
-
-def default_cache_dir() -> Path:
-    """`$MRCR_GEN_CACHE`, else `$XDG_CACHE_HOME/mrcr-gen`, else `~/.cache/mrcr-gen`."""
-    if os.environ.get("MRCR_GEN_CACHE"):
-        return Path(os.environ["MRCR_GEN_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mrcr-gen"
-
-
-def cache_key(model: str, params: Mapping[str, Any], ask_text: str, variant: int) -> str:
-    payload = json.dumps({"model": model, "params": dict(params), "ask": ask_text, "variant": variant}, sort_keys=True)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-class WritingCache:
-    """Finished writings in SQLite (WAL, synchronous=FULL): each one durable as soon as it is stored."""
-
-    def __init__(self, directory: str | os.PathLike) -> None:
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / CACHE_FILE
-        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            """CREATE TABLE IF NOT EXISTS writings (
-                key TEXT PRIMARY KEY, model TEXT NOT NULL, params TEXT NOT NULL, ask TEXT NOT NULL,
-                variant INTEGER NOT NULL, text TEXT NOT NULL, prompt_tokens INTEGER,
-                completion_tokens INTEGER, finish_reason TEXT, served_model TEXT, created REAL NOT NULL)"""
-        )
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, tuple[str, str | None]]:
-        """key -> (text, finish_reason) for the keys present."""
-        found: dict[str, tuple[str, str | None]] = {}
-        for start in range(0, len(keys), 500):
-            chunk = list(keys[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for key, text, finish in self._db.execute(
-                f"SELECT key, text, finish_reason FROM writings WHERE key IN ({marks})", chunk
-            ):
-                found[key] = (text, finish)
-        return found
-
-    def put(self, key: str, model: str, params: Mapping[str, Any], ask: Ask, variant: int, result: Any) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO writings VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                key,
-                model,
-                json.dumps(dict(params), sort_keys=True),
-                ask.text,
-                variant,
-                result.text,
-                result.prompt_tokens,
-                result.completion_tokens,
-                result.finish_reason,
-                result.model,
-                time.time(),
-            ),
-        )
-
-    def __len__(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM writings").fetchone()[0]
-
-    def close(self) -> None:
-        self._db.close()
 
 
 class Failure(_Frozen):
@@ -228,7 +157,7 @@ def build_pool_openai(
     exhausted) are reported and left out of the pool; the pool is still written. A fatal server
     answer (bad key, unknown model) raises BuildError.
     """
-    from .._openai import BoundedRunner, ChatError, make_client
+    from ..._openai import BoundedRunner, ChatError, make_client
 
     if concurrency < 1:
         raise PoolError("--concurrency must be at least 1")
@@ -292,7 +221,7 @@ def build_pool_openai(
             bar.update(task, advance=1, tokens=f"{usage['prompt'] + usage['completion']:,}", cost=cost_text())
 
         async def chat_completion_counted(client: Any, ask: Ask) -> Any:
-            from .._openai import chat_completion
+            from ..._openai import chat_completion
 
             return await chat_completion(
                 client,

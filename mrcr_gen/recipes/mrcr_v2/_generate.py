@@ -21,13 +21,13 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .._assembler import AssemblyError
-from .._bins import Bin
-from .._files import write_text_atomic
-from .._models import _Frozen
-from .._seeding import derive_seed, derived_rng
-from .._tokens import load_tokenizer
-from .._version import __version__
+from ..._bins import Bin
+from ..._budget import AssemblyError
+from ..._files import write_text_atomic
+from ..._models import _Frozen
+from ..._seeding import derive_seed, derived_rng
+from ..._tokens import load_tokenizer
+from ..._version import __version__
 from ._assembler import Transcript, V2Assembler, counts_add_up
 from ._catalog import V2Key, load_v2_catalog
 from ._rows import V2FileWriter, V2Row

@@ -14,10 +14,10 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._tokens import count_tokens_batch
+from ..._tokens import count_tokens_batch
+from ...eval._items import EvalItem, FileError, ItemError, Recipe, bin_upper_of_tokens, register_recipe
 from ._floors import needle_indices, row_floors
 from ._grade import grade, grade_lenient
-from ._items import EvalItem, FileError, ItemError, Recipe, bin_upper_of_tokens, register_recipe
 
 RECIPE = "openai-mrcr"
 REQUIRED_COLUMNS = ("prompt", "answer", "random_string_to_prepend")

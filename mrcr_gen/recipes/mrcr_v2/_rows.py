@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from .._files import atomic_path
-from .._models import _Frozen
+from ..._files import atomic_path
+from ..._models import _Frozen
 
 V2_COLUMNS: tuple[str, ...] = (
     "queries",

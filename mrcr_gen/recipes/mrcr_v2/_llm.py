@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._models import Writing
-from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
+from ..._models import Writing
+from ..._tokens import DEFAULT_TOKENIZER, count_tokens_batch
 from ._catalog import V2Catalog, V2Key, load_v2_catalog
 from ._offline import VARIANTS_PER_KEY
 
@@ -60,7 +60,7 @@ class V2OpenAIWriter:
         catalog: V2Catalog | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
     ) -> None:
-        from ..pool._llm import WritingCache, default_cache_dir
+        from ...pool._cache import WritingCache, default_cache_dir
 
         self.model = model
         self.tokenizer = tokenizer
@@ -77,7 +77,7 @@ class V2OpenAIWriter:
 
     def prefetch(self, keys: Sequence[tuple[V2Key, int]]) -> None:
         """Obtain every writing for `keys` now, concurrently (the assembler then never waits)."""
-        from ..pool._llm import cache_key
+        from ...pool._cache import cache_key
 
         missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
         requests = {k: _Request(request_text(self.catalog, *k)) for k in missing}
@@ -92,7 +92,7 @@ class V2OpenAIWriter:
             self._memory[key] = Writing(text=text, n_tokens=n)
 
     async def _request_all(self, keys, requests, cache_keys) -> dict:
-        from .._openai import BoundedRunner, ChatError, chat_completion, make_client
+        from ..._openai import BoundedRunner, ChatError, chat_completion, make_client
 
         client = make_client(self.base_url, api_key=self.api_key)
         runner = BoundedRunner(self.concurrency)

@@ -8,20 +8,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .._files import write_text_atomic
-from .._models import _Frozen
-from .._parquet import iter_rows
-from .._paths import hub_source
-from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
-from ._pool import (
-    PoolError,
-    PoolWriting,
-    catalog_summary,
-    dedupe,
-    dumps_json,
-    parse_ask,
-    write_pool,
-)
+from ..._files import write_text_atomic
+from ..._models import _Frozen
+from ..._paths import hub_source
+from ..._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
+from ...pool._pool import PoolError, PoolWriting, catalog_summary, dedupe, dumps_json, parse_ask, write_pool
+from ._rows import iter_rows
 
 
 class HarvestReport(_Frozen):

@@ -11,20 +11,11 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
-from .._bins import bin_for_tokens
-from .._models import (
-    ASK_PATTERN,
-    ASK_TEMPLATE,
-    PREAMBLE_HEADER,
-    QUERY_PATTERN,
-    RANDOM_STRING_PATTERN,
-    is_real_date,
-    normalize_ask,
-    normalize_writing,
-    ordinal,
-)
-from .._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
-from ._findings import OUT_OF_RANGE, Finding, RowResult, Severity, as_errors
+from ..._bins import bin_for_tokens
+from ..._models import ASK_PATTERN, ASK_TEMPLATE, normalize_ask, normalize_writing, ordinal
+from ..._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
+from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity, as_errors
+from ._models import PREAMBLE_HEADER, QUERY_PATTERN, RANDOM_STRING_PATTERN, is_real_date
 
 STRING_COLUMNS = ("prompt", "answer", "random_string_to_prepend", "date_added")
 INT_COLUMNS = ("n_needles", "desired_msg_index", "total_messages", "n_chars")

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 from pydantic import Field, model_validator
 
-from .._catalog import _data_dir
-from .._models import FormatSpec, _Frozen
+from ..._models import FormatSpec, _Frozen
+from ..._paths import _data_dir
 from ._text import ask_text
 
 

@@ -1,0 +1,83 @@
+"""The cache of model-written writings both recipes' LLM writers share (sqlite, keyed by request)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._models import Ask
+
+CACHE_FILE = "writings.sqlite3"
+
+
+def default_cache_dir() -> Path:
+    """`$MRCR_GEN_CACHE`, else `$XDG_CACHE_HOME/mrcr-gen`, else `~/.cache/mrcr-gen`."""
+    if os.environ.get("MRCR_GEN_CACHE"):
+        return Path(os.environ["MRCR_GEN_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mrcr-gen"
+
+
+def cache_key(model: str, params: Mapping[str, Any], ask_text: str, variant: int) -> str:
+    payload = json.dumps({"model": model, "params": dict(params), "ask": ask_text, "variant": variant}, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class WritingCache:
+    """Finished writings in SQLite (WAL, synchronous=FULL): each one durable as soon as it is stored."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / CACHE_FILE
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(
+            """CREATE TABLE IF NOT EXISTS writings (
+                key TEXT PRIMARY KEY, model TEXT NOT NULL, params TEXT NOT NULL, ask TEXT NOT NULL,
+                variant INTEGER NOT NULL, text TEXT NOT NULL, prompt_tokens INTEGER,
+                completion_tokens INTEGER, finish_reason TEXT, served_model TEXT, created REAL NOT NULL)"""
+        )
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+        """key -> (text, finish_reason) for the keys present."""
+        found: dict[str, tuple[str, str | None]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for key, text, finish in self._db.execute(
+                f"SELECT key, text, finish_reason FROM writings WHERE key IN ({marks})", chunk
+            ):
+                found[key] = (text, finish)
+        return found
+
+    def put(self, key: str, model: str, params: Mapping[str, Any], ask: Ask, variant: int, result: Any) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO writings VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                key,
+                model,
+                json.dumps(dict(params), sort_keys=True),
+                ask.text,
+                variant,
+                result.text,
+                result.prompt_tokens,
+                result.completion_tokens,
+                result.finish_reason,
+                result.model,
+                time.time(),
+            ),
+        )
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM writings").fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,8 +1,0 @@
-"""Imported first by generation's fork server (see `mrcr_gen._generate.worker_preload`), so that its
-workers start with the offline writer's word pools filled (shared copy-on-write)."""
-
-from __future__ import annotations
-
-from ._offline import _pools
-
-_pools()
