@@ -38,18 +38,23 @@ _LAZY = {
             "EvalItem",
             "ResponsesError",
             "RunStats",
-            "compare_runs",
-            "grade_responses",
             "plot_summary",
-            "read_items",
             "render_table",
-            "run_eval",
-            "run_eval_async",
-            "write_report",
         ],
         "eval",
     ),
-    "summarize_run": "eval",
+    **dict.fromkeys(
+        [
+            "compare_runs",
+            "grade_responses",
+            "read_items",
+            "run_eval",
+            "run_eval_async",
+            "summarize_run",
+            "write_report",
+        ],
+        "_api",
+    ),
     **dict.fromkeys(["grade_v2", "grade_v2_lenient"], f"{_V2}._grade"),
     **dict.fromkeys(["V2Config", "generate_v2"], f"{_V2}._generate"),
     **dict.fromkeys(["read_v2_items", "v2_report"], f"{_V2}._eval"),
@@ -62,7 +67,7 @@ def __getattr__(name: str):
     import importlib
 
     module = importlib.import_module(f".{_LAZY[name]}", __name__)
-    value = getattr(module, "summarize" if name == "summarize_run" else name)
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -8,9 +8,11 @@ from there (`hub_source`).
 
 from __future__ import annotations
 
+import csv
 import glob
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from importlib.resources import files
 from pathlib import Path
@@ -120,3 +122,23 @@ def _data_dir(name: str) -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent / name
+
+
+def raise_csv_limit() -> None:
+    """Let the csv module read fields as long as MRCR v2's."""
+    csv.field_size_limit(min(sys.maxsize, 2**62))  # a v2 `queries` field holds up to ~35 MB
+
+
+def file_columns(path: str | os.PathLike) -> list[str] | None:
+    """The column names of a CSV or parquet file, None when it cannot be read as either."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".csv":
+            raise_csv_limit()
+            with open(path, newline="", encoding="utf-8") as handle:
+                return next(csv.reader(handle), [])
+        return list(pq.read_schema(path).names)
+    except Exception:
+        return None

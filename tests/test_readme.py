@@ -1,20 +1,25 @@
-"""Every command documented in README.md is run (the rule typer's docs follow).
+"""Every command documented in README.md and in the docs (docs/**/*.md) is run (the rule typer's
+docs follow).
 
-The commands are read from the README's ```bash blocks: continuation lines (ending in ``\\``)
-are joined, comments dropped, ``&&`` chains split, and every command that starts with
-``mrcr-gen``, ``mrcr-validate``, ``mrcr-grade`` or ``mrcr-eval`` becomes one test, run with
-bash in a temporary working directory shared by the module (one per xdist worker), as a reader
-following the README in one folder would. Setup commands (``pip``, ``python3 -m venv``, ``.``,
-``export``, ``vllm serve``, ``huggingface-cli``, ``ls``, the pytest line) are recognised and not
-run; anything else in a bash block fails `test_every_bash_line_is_classified`, so a new example
-can't escape. Each command must match exactly one rule of `RULES`, which says what it needs
-first (a setup below, or another README command whose output it uses), its exit code and what
-it must produce.
+The commands are read from the ```bash blocks of README.md and of every page under docs/:
+continuation lines (ending in ``\\``) are joined, comments dropped, ``&&`` chains split, and
+every command that starts with ``mrcr-gen``, ``mrcr-validate``, ``mrcr-grade`` or ``mrcr-eval``
+becomes one test, named by the file and line of every place it is written that way (an example
+the README shares with the docs is one test: ``README.md:25 docs/generating.md:4 mrcr-gen ...``),
+run with bash in a temporary working directory shared by the module (one per xdist worker), as a
+reader following the README and the docs in one folder would. Setup
+commands (``pip``, ``python3 -m venv``, ``.``, ``export``, ``vllm serve``, ``huggingface-cli``,
+``ls``, ``ray start``/``ray job submit``, the pytest line, the benchmarks' ``python bench/...``
+and ``mkdocs serve``/``build``, which tests/test_docs.py runs) are recognised and not run;
+anything else in a bash block fails `test_every_bash_line_is_classified`, so a new example can't
+escape. Each command must match exactly one rule of `RULES`, which says what it needs first (a
+setup below, or another documented command whose output it uses), its exit code and what it must
+produce.
 
 Scaling (`scale`) rewrites only these parts of a command, everything else is run verbatim:
 
 ============================================  ==============================================
-README text                                   run as
+documented text                               run as
 ============================================  ==============================================
 ``--samples N``                               ``--samples 1``
 ``--bin all`` / ``--bin N`` (any N)           ``--bin 8192`` (repeats collapsed to one)
@@ -60,6 +65,7 @@ from tests.support.tiny_tokenizer import write_tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 CLIS = ("mrcr-gen", "mrcr-validate", "mrcr-grade", "mrcr-eval")
 API_KEY = "sk-readme-test-0f9e8d7c6b5a"
 LOCAL_URL = "http://localhost:8000/v1"
@@ -76,6 +82,8 @@ IGNORED = (
     re.compile(r"^huggingface-cli download\b"),
     re.compile(r"^ls\b"),
     re.compile(r"^ray (start|job submit)\b"),  # a real cluster; --engine ray is tested in tests/engines
+    re.compile(r"^python bench/bench_\w+\.py\b"),  # minutes on an idle machine: run by hand
+    re.compile(r"^mkdocs (serve|build)\b"),  # tests/test_docs.py builds the site
 )
 
 
@@ -108,46 +116,62 @@ def _split_top_level(text: str, separator: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Command:
-    text: str  # as in the README (one line, comments dropped), without a `| ...` pipe
+    text: str  # as documented (one line, comments dropped), without a `| ...` pipe
     pipe: str | None  # e.g. "jq '.summary.by_check'"
-    line: int  # README line number where its block starts
+    where: tuple[str, ...]  # "FILE:LINE" of its first line wherever it is documented, FILE relative to the repository
 
     @property
     def id(self) -> str:
-        full = self.text if self.pipe is None else f"{self.text} | {self.pipe}"
-        return full if len(full) <= 72 else full[:69] + "..."
+        full = f"{' '.join(self.where)} {self.text if self.pipe is None else f'{self.text} | {self.pipe}'}"
+        return full if len(full) <= 120 else full[:117] + "..."
 
 
-def bash_lines(readme: str | None = None) -> list[tuple[int, str]]:
-    """(block line number, command) for every command of every ```bash block."""
-    readme = README.read_text() if readme is None else readme
+def documents() -> dict[str, str]:
+    """README.md and every page under docs/, by path relative to the repository."""
+    paths = [README, *sorted(DOCS.rglob("*.md"))]
+    return {str(path.relative_to(ROOT)): path.read_text() for path in paths}
+
+
+def bash_lines(text: str, name: str) -> list[tuple[str, str]]:
+    """("FILE:LINE", command) for every command of every ```bash block of one document."""
     found = []
-    for match in re.finditer(r"^```bash\n(.*?)^```", readme, re.MULTILINE | re.DOTALL):
-        line = readme.count("\n", 0, match.start()) + 1
-        block = re.sub(r"\\\n\s*", " ", match.group(1))
-        for raw in block.splitlines():
-            for part in _split_top_level(raw, "&&"):
+    for match in re.finditer(r"^```bash\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        first = text.count("\n", 0, match.start(1)) + 1  # the line number of the block's first line
+        pending, start = "", first
+        for number, raw in enumerate(match.group(1).splitlines(), first):
+            if not pending:
+                start = number
+            if raw.endswith("\\"):
+                pending += raw[:-1] + " "
+                continue
+            line, pending = pending + raw, ""
+            for part in _split_top_level(line, "&&"):
                 part = part.strip()
                 if part:
-                    found.append((line, part))
+                    found.append((f"{name}:{start}", part))
     return found
+
+
+def all_bash_lines() -> list[tuple[str, str]]:
+    return [found for name, text in documents().items() for found in bash_lines(text, name)]
 
 
 def is_ignored(text: str) -> bool:
     return any(p.search(text) for p in IGNORED)
 
 
-def readme_commands() -> list[Command]:
-    commands = []
-    for line, text in bash_lines():
+def documented_commands() -> list[Command]:
+    """Every distinct command, with the places it is documented (written the same way)."""
+    places: dict[tuple[str, str | None], list[str]] = {}
+    for where, text in all_bash_lines():
         if text.split()[0] in CLIS:
             left, *pipes = _split_top_level(text, "|")
-            assert len(pipes) <= 1, f"README line {line}: more than one pipe in {text!r}"
-            commands.append(Command(left.strip(), pipes[0].strip() if pipes else None, line))
-    return commands
+            assert len(pipes) <= 1, f"{where}: more than one pipe in {text!r}"
+            places.setdefault((left.strip(), pipes[0].strip() if pipes else None), []).append(where)
+    return [Command(text, pipe, tuple(where)) for (text, pipe), where in places.items()]
 
 
-COMMANDS = readme_commands()
+COMMANDS = documented_commands()
 
 
 # --------------------------------------------------------------------------- scaling
@@ -158,7 +182,7 @@ def _has(text: str, option: str) -> bool:
 
 
 def scale(text: str, server_url: str) -> str:
-    """The README command, scaled down (see the table in the module docstring)."""
+    """The documented command, scaled down (see the table in the module docstring)."""
     text = re.sub(r"--samples \d+", "--samples 1", text)
     text = re.sub(r"--bin (?:all|\d+)", "--bin 8192", text)
     while "--bin 8192 --bin 8192" in text:
@@ -186,7 +210,7 @@ def options(text: str, name: str) -> list[str]:
 
 
 def jq_path(value, program: str):
-    """The subset of jq the README uses: `.a.b.c`."""
+    """The subset of jq the docs use: `.a.b.c`."""
     assert re.fullmatch(r"(\.[A-Za-z_][A-Za-z0-9_]*)+", program), f"unsupported jq program {program!r}"
     for key in program.split(".")[1:]:
         assert isinstance(value, dict) and key in value, f"jq {program}: no key {key!r}"
@@ -205,7 +229,10 @@ class Run:
     stderr: str
 
     def explain(self) -> str:
-        return f"$ {self.command}\nexit {self.returncode}\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+        return (
+            f"$ {self.command}\nexit {self.returncode}\n"
+            f"--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+        )
 
 
 @dataclass
@@ -213,7 +240,7 @@ class Workspace:
     root: Path
     server: ChatServer
     hub: FakeHub
-    runs: dict[str, Run] = field(default_factory=dict)  # README command text -> its run
+    runs: dict[str, Run] = field(default_factory=dict)  # documented command text -> its run
     provided: set[str] = field(default_factory=set)
 
     def env(self) -> dict[str, str]:
@@ -238,7 +265,7 @@ class Workspace:
         return Run(text, proc.returncode, proc.stdout, proc.stderr)
 
     def run(self, command: Command) -> Run:
-        """Run a README command (scaled) once per workspace."""
+        """Run a documented command (scaled) once per workspace."""
         if command.text not in self.runs:
             self.runs[command.text] = self.sh(scale(command.text, self.server.base_url))
         return self.runs[command.text]
@@ -248,13 +275,13 @@ class Workspace:
             return
         if need in SETUPS:
             SETUPS[need](self)
-        else:  # another README command whose output this one uses
+        else:  # another documented command whose output this one uses
             rule = RULES[need]
             command = the_command(need)
             for sub in rule.needs:
                 self.provide(sub)
             run = self.run(command)
-            assert run.returncode == rule.exit, f"needed README command failed:\n{run.explain()}"
+            assert run.returncode == rule.exit, f"needed command {command.where[0]} failed:\n{run.explain()}"
         self.provided.add(need)
 
 
@@ -263,7 +290,9 @@ class Workspace:
 
 def setup_mrcr(ws: Workspace) -> None:
     """`mrcr/` as `huggingface-cli download openai/mrcr ... --local-dir mrcr` lays it out."""
-    run = ws.sh("mrcr-gen --out mrcr --needles 2 --needles 4 --needles 8 --bin 8192 --samples 2 --rows-per-file 1 --seed 3")
+    run = ws.sh(
+        "mrcr-gen --out mrcr --needles 2 --needles 4 --needles 8 --bin 8192 --samples 2 --rows-per-file 1 --seed 3"
+    )
     assert run.returncode == 0, run.explain()
     for extra in [ws.root / "mrcr" / "README.md", *ws.root.glob("mrcr/*/*.samples.jsonl")]:
         extra.unlink()
@@ -283,7 +312,8 @@ def setup_bad(ws: Workspace) -> None:
     from mrcr_gen import iter_rows, write_rows
 
     ws.provide("mrcr")
-    rows = [*iter_rows(ws.root / "mrcr/2needle/2needle_0.parquet"), *iter_rows(ws.root / "mrcr/2needle/2needle_1.parquet")]
+    rows = list(iter_rows(ws.root / "mrcr/2needle/2needle_0.parquet"))
+    rows += iter_rows(ws.root / "mrcr/2needle/2needle_1.parquet")
     row = rows[0]
     messages = json.loads(row.prompt)
     wrong = next(
@@ -295,7 +325,7 @@ def setup_bad(ws: Workspace) -> None:
 
 
 def setup_pool(ws: Workspace) -> None:
-    """The README's POOL.parquet placeholder: any pool; here the writings of `mrcr/`."""
+    """The docs' POOL.parquet placeholder: any pool; here the writings of `mrcr/`."""
     from mrcr_gen.recipes.openai_mrcr._harvest import harvest
 
     ws.provide("mrcr")
@@ -325,7 +355,8 @@ def setup_hub(ws: Workspace) -> None:
     """The fake Hub serves `mrcr/` as openai/mrcr and a trained tokenizer as Qwen/Qwen2.5-7B-Instruct."""
     ws.provide("mrcr")
     mrcr = ws.root / "mrcr"
-    ws.hub.add_commit("datasets", "openai/mrcr", {str(p.relative_to(mrcr)): p.read_bytes() for p in mrcr.rglob("*.parquet")})
+    files = {str(p.relative_to(mrcr)): p.read_bytes() for p in mrcr.rglob("*.parquet")}
+    ws.hub.add_commit("datasets", "openai/mrcr", files)
     # A larger vocabulary than the unit tests' tokenizer: it counts close to o200k, as a real model's does.
     folder = write_tiny_tokenizer(ws.root / ".model-tokenizer", vocab_size=8000, writings=400)
     files = {name: (folder / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json")}
@@ -436,7 +467,8 @@ def check_eval(ws: Workspace, command: Command, run: Run) -> None:
     assert sent
     for name in ("--temperature", "--max-output-tokens"):
         if option(command.text, name) is not None:
-            field_name = {"--temperature": "temperature"}.get(name, option(command.text, "--max-tokens-field", "max_completion_tokens"))
+            tokens_field = option(command.text, "--max-tokens-field", "max_completion_tokens")
+            field_name = {"--temperature": "temperature"}.get(name, tokens_field)
             assert all(float(r[field_name]) == float(option(command.text, name)) for r in sent), field_name
     if option(command.text, "--reasoning-effort") is not None:
         assert all(r["reasoning_effort"] == option(command.text, "--reasoning-effort") for r in sent)
@@ -529,7 +561,8 @@ def check_hub_validated(ws: Workspace, command: Command, run: Run) -> None:
 def check_hub_eval(ws: Workspace, command: Command, run: Run) -> None:
     check_eval(ws, command, run)
     record = json.loads((ws.root / option(command.text, "--out") / "run.json").read_text())
-    assert record["hub_sources"] and all(s.startswith("hf://datasets/openai/mrcr@") for s in record["hub_sources"].values())
+    sources = record["hub_sources"]
+    assert sources and all(s.startswith("hf://datasets/openai/mrcr@") for s in sources.values())
 
 
 def check_hub_harvested(ws: Workspace, command: Command, run: Run) -> None:
@@ -538,6 +571,15 @@ def check_hub_harvested(ws: Workspace, command: Command, run: Run) -> None:
     check_harvested(ws, command, run)
     catalog = json.loads(catalog_path(ws.root / option(command.text, "--out")).read_text())
     assert len(catalog["hub_sources"]) == 6
+
+
+def check_schemas(ws: Workspace, command: Command, run: Run) -> None:
+    written = {p.name: p.read_text() for p in (ws.root / "schemas").glob("*.schema.json")}
+    assert written and written == {p.name: p.read_text() for p in (ROOT / "schemas").glob("*.schema.json")}
+
+
+def check_schemas_current(ws: Workspace, command: Command, run: Run) -> None:
+    assert "out of date" not in run.stdout + run.stderr  # and exit code 0 (the rule's)
 
 
 def assert_no_key(ws: Workspace) -> None:
@@ -551,8 +593,8 @@ def assert_no_key(ws: Workspace) -> None:
 
 @dataclass(frozen=True)
 class Rule:
-    pattern: str  # re.search against the README command text
-    needs: tuple[str, ...] = ()  # SETUPS names or RULES names (README commands run first)
+    pattern: str  # re.search against the documented command text
+    needs: tuple[str, ...] = ()  # SETUPS names or RULES names (documented commands run first)
     exit: int = 0
     check: Callable[[Workspace, Command, Run], None] | None = None
     before: Callable[[Workspace, Command], None] | None = None
@@ -561,18 +603,28 @@ class Rule:
 RULES: dict[str, Rule] = {
     "gen-quickstart": Rule(r"^mrcr-gen --needles 4 --bin 65536$", check=check_generated),
     "gen-mrcr-data": Rule(r"^mrcr-gen .*--out mrcr-data$", check=check_generated),
-    "validate-dirs": Rule(r"^mrcr-validate mrcr/ mrcr-data/ ", needs=("mrcr", "other", "gen-mrcr-data"), check=check_validated),
+    "validate-dirs": Rule(
+        r"^mrcr-validate mrcr/ mrcr-data/ ", needs=("mrcr", "other", "gen-mrcr-data"), check=check_validated
+    ),
     "validate-json": Rule(r"^mrcr-validate \S+ --json -$", needs=("mrcr",), check=check_validate_json),
-    # README: "1 when any row has an error" - bad.parquet has one, --fix repairs it in fixed.parquet
-    "validate-fix": Rule(r"^mrcr-validate bad\.parquet --fix fixed\.parquet$", needs=("bad",), exit=1, check=check_fixed),
-    "validate-clean-folder": Rule(r"^mrcr-validate mrcr/ bad\.parquet --clean clean/$", needs=("mrcr", "bad"), exit=1, check=check_cleaned_folder),
+    # docs: "1 when any row has an error" - bad.parquet has one, --fix repairs it in fixed.parquet
+    "validate-fix": Rule(
+        r"^mrcr-validate bad\.parquet --fix fixed\.parquet$", needs=("bad",), exit=1, check=check_fixed
+    ),
+    "validate-clean-folder": Rule(
+        r"^mrcr-validate mrcr/ bad\.parquet --clean clean/$", needs=("mrcr", "bad"), exit=1, check=check_cleaned_folder
+    ),
     "gen-pool": Rule(r"^mrcr-gen --writer pool --pool POOL\.parquet ", needs=("POOL",), check=check_generated),
     "pool-build-openai": Rule(r"^mrcr-gen pool build --writer openai --model gpt-4o ", check=check_pool_built),
     "gen-openai": Rule(r"^mrcr-gen --writer openai ", check=check_generated),
     "pool-build-vllm": Rule(r"^mrcr-gen pool build .*--base-url ", check=check_pool_built),
-    "gen-qwen-pool": Rule(r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated),
+    "gen-qwen-pool": Rule(
+        r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated
+    ),
     "harvest": Rule(r"^mrcr-gen pool harvest mrcr/", needs=("mrcr",), check=check_harvested),
-    "gen-remix": Rule(r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated),
+    "gen-remix": Rule(
+        r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated
+    ),
     "eval-official": Rule(r"^mrcr-eval mrcr/8needle/(?!.*--reasoning-effort)", needs=("mrcr",), check=check_eval),
     "eval-reasoning": Rule(r"^mrcr-eval mrcr/8needle/.*--reasoning-effort ", needs=("mrcr",), check=check_eval),
     "eval-vllm": Rule(r"^mrcr-eval mrcr/2needle/(?!.*--extra-body).*--base-url ", needs=("mrcr",), check=check_eval),
@@ -587,17 +639,35 @@ RULES: dict[str, Rule] = {
     "gen-v2-tokens": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokens ", check=check_v2_generated),
     "validate-v2": Rule(r"^mrcr-validate v2-data/$", needs=("gen-v2",), check=check_validated),
     "eval-v2": Rule(r"^mrcr-eval v2-data/", needs=("gen-v2",), check=check_eval),
-    "gen-v2-tokenizer": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokenizer hf:Qwen/\S+ --out v2-qwen$", needs=("hub",), check=check_v2_generated_with_tokenizer),
-    "validate-v2-tokenizer": Rule(r"^mrcr-validate v2-qwen/$", needs=("gen-v2-tokenizer",), check=check_validated_with_card_tokenizer),
+    "gen-v2-tokenizer": Rule(
+        r"^mrcr-gen --recipe mrcr-v2 .*--tokenizer hf:Qwen/\S+ --out v2-qwen$",
+        needs=("hub",),
+        check=check_v2_generated_with_tokenizer,
+    ),
+    "validate-v2-tokenizer": Rule(
+        r"^mrcr-validate v2-qwen/$", needs=("gen-v2-tokenizer",), check=check_validated_with_card_tokenizer
+    ),
     "grade-v2": Rule(r"^mrcr-grade 'v2-data/", needs=("gen-v2", "v2-responses"), check=check_grade_v2),
-    "gen-tokenizer": Rule(r"^mrcr-gen .*--tokenizer hf:Qwen/\S+ --out qwen-data$", needs=("hub",), check=check_generated_with_tokenizer),
-    "validate-tokenizer": Rule(r"^mrcr-validate qwen-data/$", needs=("gen-tokenizer",), check=check_validated_with_card_tokenizer),
-    "eval-chat-template": Rule(r"^mrcr-eval qwen-data/.* --chat-template ", needs=("gen-tokenizer",), check=check_eval_counted),
-    "eval-count-with-server": Rule(r"^mrcr-eval qwen-data/.* --count-with-server ", needs=("gen-tokenizer",), check=check_eval_counted),
+    "gen-tokenizer": Rule(
+        r"^mrcr-gen .*--tokenizer hf:Qwen/\S+ --out qwen-data$", needs=("hub",), check=check_generated_with_tokenizer
+    ),
+    "validate-tokenizer": Rule(
+        r"^mrcr-validate qwen-data/$", needs=("gen-tokenizer",), check=check_validated_with_card_tokenizer
+    ),
+    "eval-chat-template": Rule(
+        r"^mrcr-eval qwen-data/.* --chat-template ", needs=("gen-tokenizer",), check=check_eval_counted
+    ),
+    "eval-count-with-server": Rule(
+        r"^mrcr-eval qwen-data/.* --count-with-server ", needs=("gen-tokenizer",), check=check_eval_counted
+    ),
     "validate-hub": Rule(r"^mrcr-validate 'hf://", needs=("hub",), check=check_hub_validated),
     "eval-hub": Rule(r"^mrcr-eval 'hf://", needs=("hub",), check=check_hub_eval),
     "harvest-hub": Rule(r"^mrcr-gen pool harvest 'hf://", needs=("hub",), check=check_hub_harvested),
-    "grade": Rule(r"^mrcr-grade mrcr/2needle/2needle_0\.parquet responses\.jsonl", needs=("mrcr", "responses"), check=check_grade),
+    "grade": Rule(
+        r"^mrcr-grade mrcr/2needle/2needle_0\.parquet responses\.jsonl", needs=("mrcr", "responses"), check=check_grade
+    ),
+    "schemas": Rule(r"^mrcr-gen schemas$", check=check_schemas),
+    "schemas-check": Rule(r"^mrcr-gen schemas --check$", needs=("schemas",), check=check_schemas_current),
 }
 
 
@@ -606,9 +676,10 @@ def rules_for(command: Command) -> list[str]:
 
 
 def the_command(rule_name: str) -> Command:
-    matching = [c for c in COMMANDS if rules_for(c) == [rule_name]]
-    assert len(matching) == 1, f"rule {rule_name} is needed by another command but matches {len(matching)} README commands"
-    return matching[0]
+    """The one command (written the same way wherever it is documented) a needed rule matches."""
+    matching = {c.text: c for c in COMMANDS if rules_for(c) == [rule_name]}
+    assert len(matching) == 1, f"rule {rule_name} is needed by another command but matches {len(matching)} commands"
+    return next(iter(matching.values()))
 
 
 # --------------------------------------------------------------------------- fixtures and tests
@@ -630,20 +701,35 @@ def workspace(tmp_path_factory):
 
 def test_every_bash_line_is_classified():
     """Each command of a ```bash block is either run here or a known setup step."""
-    unknown = [(line, text) for line, text in bash_lines() if text.split()[0] not in CLIS and not is_ignored(text)]
-    assert unknown == [], "README commands neither run by tests/test_readme.py nor known setup steps"
+    lines = all_bash_lines()
+    unknown = [(where, text) for where, text in lines if text.split()[0] not in CLIS and not is_ignored(text)]
+    assert unknown == [], "documented commands neither run by tests/test_readme.py nor known setup steps"
 
 
 def test_every_command_has_exactly_one_rule():
-    assert len(COMMANDS) >= 19  # the README's count today: a lost example shows up here
-    assert {c.text: rules_for(c) for c in COMMANDS if len(rules_for(c)) != 1} == {}
+    # today's counts: a lost example shows up here
+    assert sum(w.startswith("README.md:") for c in COMMANDS for w in c.where) >= 13
+    assert len(COMMANDS) >= 41
+    assert {c.where: (c.text, rules_for(c)) for c in COMMANDS if len(rules_for(c)) != 1} == {}
     used = {name for c in COMMANDS for name in rules_for(c)}
-    assert set(RULES) - used == set(), "rules whose README command is gone"
+    assert set(RULES) - used == set(), "rules whose documented command is gone"
+
+
+def test_the_docs_are_read():
+    names = {w.split(":")[0] for c in COMMANDS for w in c.where}
+    assert {"README.md", "docs/generating.md", "docs/evaluating.md", "docs/mrcr-v2.md"} <= names
 
 
 def test_extraction_handles_continuations_comments_and_chains():
-    readme = "x\n```bash\n# a comment\na && mrcr-gen --x 1 \\\n    --y 'a b' # tail\nmrcr-validate f --json - | jq '.s'\n```\n"
-    assert bash_lines(readme) == [(2, "a"), (2, "mrcr-gen --x 1 --y 'a b'"), (2, "mrcr-validate f --json - | jq '.s'")]
+    text = (
+        "x\n```bash\n# a comment\na && mrcr-gen --x 1 \\\n    --y 'a b' # tail\n"
+        "mrcr-validate f --json - | jq '.s'\n```\n"
+    )
+    assert bash_lines(text, "docs/x.md") == [
+        ("docs/x.md:4", "a"),
+        ("docs/x.md:4", "mrcr-gen --x 1 --y 'a b'"),
+        ("docs/x.md:6", "mrcr-validate f --json - | jq '.s'"),
+    ]
 
 
 def test_scaling_keeps_options():

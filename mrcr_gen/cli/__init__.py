@@ -1,10 +1,16 @@
 """Console entry points; each imports its command lazily so start-up stays fast."""
 
 
-def gen_main() -> None:
-    from ._gen import main
+def gen_main(args: list[str] | None = None) -> None:
+    """`mrcr-gen`, with its `pool` subcommands (their own command module) added here, so that
+    command modules never import each other."""
+    from ._common import run_app
+    from ._gen import app
+    from ._pool import pool_app
 
-    main()
+    if not any(group.name == "pool" for group in app.registered_groups):
+        app.add_typer(pool_app, name="pool")
+    run_app(app, "mrcr-gen", args)
 
 
 def validate_main() -> None:

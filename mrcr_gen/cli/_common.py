@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -17,6 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._bins import BINS, bin_by_upper
 from .._paths import find_parquet_files
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -115,3 +118,47 @@ def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> 
         print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def parse_bins(
+    values: list[str], by_upper: Callable[[int], Any] = bin_by_upper, default: tuple = BINS, every: tuple = BINS
+) -> tuple:
+    """`--bin` values: upper edges looked up with `by_upper` (which raises ValueError for an unknown
+    edge), `default` when none is given, `every` for 'all'."""
+    if not values:
+        return default
+    if "all" in values:
+        return every
+    uppers = []
+    for value in dict.fromkeys(values):
+        try:
+            uppers.append(int(value))
+        except ValueError:
+            raise CommandError(f"--bin takes an upper edge or 'all', got {values}") from None
+    try:
+        return tuple(by_upper(upper) for upper in uppers)
+    except ValueError as exc:
+        raise CommandError(f"--bin: {exc}") from None
+
+
+def option_error(error: ValidationError) -> str:
+    """The first problem of the config, named by the option the user typed (not its field)."""
+    first = error.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    return f"--{str(first['loc'][0]).replace('_', '-')}: {message}" if first["loc"] else message
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise CommandError(f"--shard takes K/N (e.g. 1/4), got {value!r}") from None
+    if not 1 <= index <= count:
+        raise CommandError(f"--shard {value}: K must be between 1 and N")
+    return index, count
+
+
+def print_build_report(report) -> None:
+    """A build report's summary lines on stderr."""
+    for line in report.summary_lines():
+        stderr.print(line, markup=False, highlight=False, soft_wrap=True)

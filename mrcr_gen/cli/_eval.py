@@ -11,9 +11,9 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from .._api import preflight, print_report, run_eval_async, write_report
 from .._bins import bin_by_upper
-from ..eval._report import print_report, write_report
-from ..eval._runner import EvalConfig, EvalError, EvalFatal, preflight, run_eval_async
+from ..eval import EvalConfig, EvalError, EvalFatal
 from ._common import (
     EXIT_FINDINGS,
     TOKENIZER_HELP,
@@ -267,7 +267,8 @@ def compare(
         None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."
     ),
 ) -> None:
-    from ..eval._compare import compare_runs, compare_table, plot_compare
+    from .._api import compare_runs
+    from ..eval._compare import compare_table, plot_compare
 
     for run_dir in run_dirs:
         _require_run_dir(run_dir)

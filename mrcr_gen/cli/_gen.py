@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +12,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from .._bins import BINS, bin_by_upper
+from .._bins import BINS
 from .._budget import AssemblyError
 from .._schemas import export_schemas, stale_schemas
-from ..recipes.openai_mrcr._generate import (
-    DEFAULT_DATE_ADDED,
-    FileFailed,
-    GenerateConfig,
-    generate_dataset,
-    summarize,
-    worker_preload,
-)
+from ..recipes import RECIPES
+from ..recipes.openai_mrcr._config import DEFAULT_DATE_ADDED, GenerateConfig
+from ..recipes.openai_mrcr._dataset_card import summarize
+from ..recipes.openai_mrcr._generate import FileFailed, generate_dataset, worker_preload
 from ..recipes.openai_mrcr._offline import OfflineWriter
 from ._common import (
     EXIT_FINDINGS,
@@ -32,7 +27,10 @@ from ._common import (
     checked_tokenizer,
     generating_progress,
     open_engine,
-    run_app,
+    option_error,
+    parse_bins,
+    parse_shard,
+    print_build_report,
     stderr,
 )
 
@@ -43,44 +41,6 @@ app = typer.Typer(
     "every bin, 100 rows per bin, offline writer, written to ./mrcr-data. With --recipe mrcr-v2: "
     "Google DeepMind's MRCR v2 (8 needles, the buckets up to 1048576, CSV in ./mrcr-v2-data).",
 )
-
-
-def parse_bins(
-    values: list[str], by_upper: Callable[[int], Any] = bin_by_upper, default: tuple = BINS, every: tuple = BINS
-) -> tuple:
-    """`--bin` values: upper edges looked up with `by_upper` (which raises ValueError for an unknown
-    edge), `default` when none is given, `every` for 'all'."""
-    if not values:
-        return default
-    if "all" in values:
-        return every
-    uppers = []
-    for value in dict.fromkeys(values):
-        try:
-            uppers.append(int(value))
-        except ValueError:
-            raise CommandError(f"--bin takes an upper edge or 'all', got {values}") from None
-    try:
-        return tuple(by_upper(upper) for upper in uppers)
-    except ValueError as exc:
-        raise CommandError(f"--bin: {exc}") from None
-
-
-def _option_error(error: ValidationError) -> str:
-    """The first problem of the config, named by the option the user typed (not its field)."""
-    first = error.errors()[0]
-    message = first["msg"].removeprefix("Value error, ")
-    return f"--{str(first['loc'][0]).replace('_', '-')}: {message}" if first["loc"] else message
-
-
-def parse_shard(value: str) -> tuple[int, int]:
-    try:
-        index, count = (int(part) for part in value.split("/"))
-    except ValueError:
-        raise CommandError(f"--shard takes K/N (e.g. 1/4), got {value!r}") from None
-    if not 1 <= index <= count:
-        raise CommandError(f"--shard {value}: K must be between 1 and N")
-    return index, count
 
 
 def make_writer(kind: str, seed: int, **options: Any):
@@ -95,7 +55,7 @@ def make_writer(kind: str, seed: int, **options: Any):
     if kind not in ("pool", "openai"):
         raise CommandError(f"unknown writer {kind!r}; choose offline, pool or openai")
     from ..pool import PoolError, PoolTooSmall, PoolWriter
-    from ..recipes.openai_mrcr._shortcut import pool_requirements
+    from ..recipes.openai_mrcr._shortcut import check_pool, pool_requirements
 
     needles = tuple(options.get("needles") or (4,))
     max_tokens, where = pool_requirements(needles, options.get("bins") or BINS, options.get("tokens"))
@@ -105,7 +65,7 @@ def make_writer(kind: str, seed: int, **options: Any):
         if options.get("pool") is None:
             raise CommandError("--writer pool needs --pool PATH (a pool from `mrcr-gen pool harvest` or `pool build`)")
         pool_writer = PoolWriter.from_file(Path(options["pool"]), tokenizer)
-        pool_writer.check(needles, max_tokens, where)
+        check_pool(pool_writer, needles, max_tokens, where)
     except (PoolError, PoolTooSmall) as exc:
         raise CommandError(str(exc)) from None
     return pool_writer
@@ -115,7 +75,6 @@ def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, o
     """`build_pool_for_request` with the --writer openai options, its summaries on stderr."""
     from ..recipes.openai_mrcr._pool_llm import BuildError
     from ..recipes.openai_mrcr._shortcut import WritingsFailed, build_pool_for_request
-    from ._pool import print_report
 
     if not options.get("model"):
         raise CommandError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
@@ -137,7 +96,7 @@ def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, o
             price_in=options.get("price_in"),
             price_out=options.get("price_out"),
             console=stderr,
-            on_report=print_report,
+            on_report=print_build_report,
         )
     except WritingsFailed as exc:
         raise CommandError(str(exc), 1) from None
@@ -255,8 +214,6 @@ def generate(
     if tokens is not None and bins:
         raise CommandError("--tokens and --bin are exclusive: --tokens N replaces the bins with one token target")
     if recipe == "mrcr-v2":
-        from ._gen_v2 import generate_v2_command
-
         return generate_v2_command(
             needles=needles,
             bins=bins or [],
@@ -297,7 +254,7 @@ def generate(
             tokenizer=checked_tokenizer(tokenizer),
         )
     except ValidationError as exc:
-        raise CommandError(_option_error(exc)) from None
+        raise CommandError(option_error(exc)) from None
     total = sum(len(f.rows) for f in config.shard_plan())
     chosen_writer = make_writer(
         writer,
@@ -343,6 +300,104 @@ def generate(
     print_summary(result.samples, config.out)
 
 
+# --- mrcr-gen --recipe mrcr-v2 -------------------------------------------------------------------
+
+
+def _buckets(values: list[str]) -> tuple:
+    from ..recipes.mrcr_v2._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, v2_bucket
+
+    return parse_bins(values, v2_bucket, DEFAULT_V2_BUCKETS, V2_BUCKETS)
+
+
+def _writer(kind: str, seed: int, tokenizer: str, **options):
+    from ..recipes.mrcr_v2._offline import V2OfflineWriter
+
+    if kind == "offline":
+        return V2OfflineWriter(seed, tokenizer=tokenizer)
+    if kind != "openai":
+        raise CommandError(f"--recipe mrcr-v2 takes --writer offline or openai, got {kind!r}")
+    if not options.get("model"):
+        raise CommandError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
+    from .._openai import ChatError
+    from ..recipes.mrcr_v2._llm import V2OpenAIWriter, WritingsFailed
+
+    writer = V2OpenAIWriter(
+        options["model"],
+        base_url=options.get("base_url"),
+        cache_dir=options.get("cache_dir"),
+        concurrency=options.get("concurrency") or 16,
+        temperature=options.get("temperature"),
+        max_tokens=options.get("max_tokens"),
+        tokenizer=tokenizer,
+    )
+    keys = writer.catalog_keys()
+    stderr.print(f"requesting the catalog's {len(keys)} writings from {options['model']} (cached ones are reused)")
+    try:
+        writer.prefetch(keys)
+    except ChatError as exc:
+        raise CommandError(str(exc)) from None
+    except WritingsFailed as exc:
+        raise CommandError(str(exc), 1) from None
+    return writer
+
+
+def generate_v2_command(
+    *,
+    needles,
+    bins,
+    tokens,
+    samples,
+    seed,
+    out,
+    file_format,
+    rows_per_transcript,
+    shard,
+    writer,
+    tokenizer="o200k_base",
+    **options,
+) -> None:
+    from ..recipes.mrcr_v2._generate import V2Config, generate_v2
+
+    try:
+        config = V2Config(
+            needles=tuple(needles or [8]),
+            buckets=_buckets(bins),
+            tokens=tokens,
+            samples=samples,
+            seed=seed,
+            out=out or Path("mrcr-v2-data"),
+            format=file_format,
+            rows_per_transcript=rows_per_transcript,
+            shard=shard,
+            tokenizer_spec=tokenizer,
+        )
+    except ValidationError as exc:
+        raise CommandError(option_error(exc)) from None
+    chosen = _writer(writer, seed, tokenizer, **options)
+    total = samples * len(config.shard_files())
+    command = shlex.join(["mrcr-gen", *sys.argv[1:]])
+    with generating_progress() as progress:
+        task = progress.add_task("rows", total=total)
+        try:
+            summaries = generate_v2(
+                config,
+                chosen,
+                command=command,
+                on_row=lambda _: progress.advance(task),
+                on_reused=lambda rows: progress.advance(task, rows),
+            )
+        except AssemblyError as exc:
+            raise CommandError(str(exc)) from None
+        except OSError as exc:
+            raise CommandError(f"cannot write {exc.filename or config.out}: {exc.strerror or exc}") from None
+    table = Table(title=f"MRCR v2 rows written to {config.out}")
+    for column in ("needles", "bucket", "rows", "transcripts", "min context_len", "median", "max"):
+        table.add_column(column, justify="right")
+    for s in summaries:
+        table.add_row(*(str(s[k]) for k in ("n_needles", "bucket", "rows", "transcripts", "min", "median", "max")))
+    Console().print(table)
+
+
 @app.command()
 def schemas(
     out: Path = typer.Option(Path("schemas"), "--out", "-o", help="Directory for the *.schema.json files."),
@@ -350,11 +405,11 @@ def schemas(
 ) -> None:
     """Export the JSON Schema of every data model (the Pydantic models are the source of truth)."""
     if check:
-        stale = stale_schemas(out)
+        stale = stale_schemas(out, RECIPES)
         for name in stale:
             print(f"out of date: {out / name}")
         raise typer.Exit(1 if stale else 0)
-    for path in export_schemas(out):
+    for path in export_schemas(out, RECIPES):
         print(path)
 
 
@@ -365,12 +420,3 @@ def print_summary(samples, out: Path) -> None:
     for group in summarize(samples):
         table.add_row(*(str(group[k]) for k in ("n_needles", "bin", "rows", "min", "median", "max")))
     Console().print(table)
-
-
-from ._pool import pool_app  # noqa: E402 - registered after the callback
-
-app.add_typer(pool_app, name="pool")
-
-
-def main(args: list[str] | None = None) -> None:
-    run_app(app, "mrcr-gen", args)

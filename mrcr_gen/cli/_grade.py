@@ -10,9 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .._api import grade_responses
 from .._bins import bin_sort_key
 from ..eval._items import FileError
-from ..eval._responses import ResponsesError, grade_responses, read_responses
+from ..eval._responses import ResponsesError, read_responses
 from ..recipes.mrcr_v2._rows import is_v2_file
 from ._common import CommandError, parquet_inputs, run_app
 

@@ -7,7 +7,15 @@ from pathlib import Path
 import typer
 from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ._common import EXIT_FINDINGS, TOKENIZER_HELP, CommandError, checked_tokenizer, parquet_inputs, stderr
+from ._common import (
+    EXIT_FINDINGS,
+    TOKENIZER_HELP,
+    CommandError,
+    checked_tokenizer,
+    parquet_inputs,
+    print_build_report,
+    stderr,
+)
 
 MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
@@ -171,11 +179,5 @@ def run_build(
         raise CommandError(str(exc)) from None
     except OSError as exc:  # the cache or --out cannot be written
         raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
-    print_report(report)
+    print_build_report(report)
     return report
-
-
-def print_report(report) -> None:
-    """A build report's summary lines on stderr."""
-    for line in report.summary_lines():
-        stderr.print(line, markup=False, highlight=False, soft_wrap=True)

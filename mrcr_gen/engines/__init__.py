@@ -7,8 +7,9 @@ results in the order the units were given. They know nothing of recipes.
 
 from __future__ import annotations
 
-from ._base import Engine, TaskFailed, available_cores, make_engine, report_progress
+from ._base import Engine, TaskFailed, available_cores, report_progress
 from ._local import LocalEngine
+from ._make import make_engine
 
 
 def __getattr__(name: str):

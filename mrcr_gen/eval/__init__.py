@@ -4,20 +4,21 @@ What a row sends and how its reply is graded is the recipe's (`mrcr_gen.recipes`
 from .._bins import bin_label
 from ._auc import auc, trapezoid_auc
 from ._compare import compare_runs, compare_table, plot_compare
+from ._config import EvalConfig, EvalError, EvalFatal
 from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
-from ._items import EvalItem, FileError, ItemError, Recipe, read_items, register_recipe
+from ._items import EvalItem, EvalRecipe, FileError, ItemError, read_items
 from ._report import plot_summary, print_report, render_table, summarize, summarize_records, write_report
 from ._responses import ResponsesError, grade_responses, read_responses
-from ._runner import EvalConfig, EvalError, EvalFatal, RunStats, preflight, run_eval, run_eval_async
+from ._runner import RunStats, preflight, run_eval, run_eval_async
 
 __all__ = [
     "EvalConfig",
     "EvalError",
     "EvalFatal",
     "EvalItem",
+    "EvalRecipe",
     "FileError",
     "ItemError",
-    "Recipe",
     "ResponsesError",
     "RunStats",
     "TooLong",
@@ -34,7 +35,6 @@ __all__ = [
     "prompt_counter",
     "read_items",
     "read_responses",
-    "register_recipe",
     "render_table",
     "rows_over_window",
     "run_eval",

@@ -10,14 +10,15 @@ from typing import Any
 from rich.table import Table
 
 from .._bins import bin_sort_key
+from ._items import EvalRecipe
 from ._report import _fmt, _short_bin, finish_bin_plot, summarize
 
 
-def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
+def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:
     """One entry per run: model, rows, mean, AUCs, per-bin means, errors, cost, completeness."""
     entries = []
     for run_dir in run_dirs:
-        summary = summarize(run_dir)
+        summary = summarize(run_dir, recipes=recipes)
         entries.append(
             {
                 "run": str(run_dir),

@@ -18,7 +18,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from .._tokens import DEFAULT_TOKENIZER, HFTokenizer, TokenizerError, load_tokenizer
-from ._items import read_items
+from ._items import EvalRecipe, read_items
 
 PromptCounter = Callable[[list[dict]], int]
 
@@ -158,6 +158,7 @@ def rows_over_window(
     max_context_window: int,
     count: PromptCounter,
     *,
+    recipes: Sequence[EvalRecipe],
     needles: Sequence[int] | None = None,
     on_row: Callable[[], None] | None = None,
 ) -> list[TooLong]:
@@ -166,7 +167,7 @@ def rows_over_window(
     wanted = set(needles) if needles else None
     over = []
     for path in files:
-        for item in read_items(path):
+        for item in read_items(path, recipes=recipes):
             if item.error is not None or (wanted is not None and item.n_needles not in wanted):
                 continue
             tokens = count(item.messages)

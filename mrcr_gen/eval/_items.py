@@ -1,19 +1,20 @@
 """What the runner sends: recipe-neutral items, one per row, and the recipes that make and grade them.
 
-A recipe (openai/mrcr here, MRCR v2 in its own package) contributes a reader that turns a data
-file into `EvalItem`s and a grader for the replies. The runner knows nothing else about it.
-Recipes are told apart by their columns: `prompt` => openai-mrcr, `queries` => mrcr-v2.
+A recipe (`EvalRecipe`) contributes a reader that turns a data file into `EvalItem`s, a grader
+for the replies and its report's extras; the runner knows nothing else about it. Which recipe
+reads a file is told by its columns (`EvalRecipe.recognises`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from .._bins import ABOVE_BINS, BELOW_BINS, BIN_UPPER_EDGES, BINS, bin_for_tokens
+from .._paths import file_columns
 
 
 class ItemError(BaseModel):
@@ -41,14 +42,8 @@ class EvalItem(BaseModel):
     prompt_tokens: int = 0  # what --max-context-window compares
     total_tokens: int = 0  # prompt + answer: what decides the bin
     group: str | None = None  # rows sharing a transcript: sent one after another
-    recipe: str = "openai-mrcr"
+    recipe: str  # the name of the recipe that read it
     error: ItemError | None = None
-
-    @property
-    def bin(self) -> str:
-        if self.recipe == "mrcr-v2":  # its buckets: (4096, 8192] ... (4194304, 8388608]
-            return f"({self.bin_upper // 2}, {self.bin_upper}]"
-        return bin_label_of_upper(self.bin_upper)
 
 
 BELOW_UPPER = BINS[0].lower - 1  # rows shorter than the first bin
@@ -77,77 +72,85 @@ class FileError(ValueError):
     """A data file that cannot be read (or stops being readable half-way): one line naming it."""
 
 
-@dataclass(frozen=True)
-class Recipe:
-    """A benchmark form as the runner sees it."""
+class EvalRecipe(Protocol):
+    """What the runner, `mrcr-grade` and the reports need of a benchmark form (a part of
+    `mrcr_gen.Recipe`); the recipes in `mrcr_gen.recipes.RECIPES` provide it."""
 
-    name: str
-    marker_column: str  # a file with this column belongs to the recipe
-    # read(path, *, tokenizer_spec, skip) -> items in row order; skip(row, digest) true means the
-    # runner already has that row: yield a bare item (source, row, digest) without parsing it.
-    read: Callable[..., Iterator[EvalItem]]
-    grade: Callable[[str, EvalItem], float]  # the official score of a reply
-    grade_lenient: Callable[[str, EvalItem], float] | None = None  # diagnostic, never the headline
-    # Optional extras recorded beside the score (e.g. reference floors); {} when none.
-    extras: Callable[[EvalItem], dict] = field(default=lambda item: {})
+    name: str  # the `recipe` of items and result records
+
+    def recognises(self, columns: Sequence[str]) -> bool:
+        """Whether a file with these columns is one of this recipe's."""
+        ...
+
+    def read_items(
+        self, path: str | os.PathLike, *, tokenizer_spec: str, skip: Callable[[int, str], bool] | None
+    ) -> Iterator[EvalItem]:
+        """Items in row order; `skip(row, digest)` true yields a bare item (source, row, digest)."""
+        ...
+
+    def grade(self, response: str, item: EvalItem) -> float:
+        """The official score of a reply."""
+        ...
+
+    def grade_lenient(self, response: str, item: EvalItem) -> float | None:
+        """A diagnostic score, never the headline; None when the recipe has none."""
+        ...
+
+    def item_extras(self, item: EvalItem) -> dict[str, Any]:
+        """Fields recorded beside the score (e.g. reference floors); {} when none."""
+        ...
+
+    def bin_label(self, upper: int) -> str:
+        """The label of the length bin with this upper edge."""
+        ...
+
+    def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
+        """Summary entries of this recipe's own (`records` are its rows, errors counted 0); {} when none."""
+        ...
+
+    def report_tables(self, summary: dict[str, Any]) -> list[Any]:
+        """Rich renderables `mrcr-eval report` prints after the common table, from its extras."""
+        ...
 
 
-RECIPES: dict[str, Recipe] = {}
-
-
-def register_recipe(recipe: Recipe) -> None:
-    RECIPES[recipe.name] = recipe
-
-
-def recipe_for_columns(names: list[str], path: str | os.PathLike) -> Recipe:
-    """The recipe whose marker column the file has; FileError when none is known."""
-    for recipe in RECIPES.values():
-        if recipe.marker_column in names:
+def recipe_for_columns(names: Sequence[str], path: str | os.PathLike, recipes: Sequence[EvalRecipe]) -> EvalRecipe:
+    """The recipe that recognises the file's columns; FileError when none does."""
+    for recipe in recipes:
+        if recipe.recognises(names):
             return recipe
-    if "queries" in names:
-        raise FileError(f"{path}: MRCR v2 files (column 'queries') need the mrcr-v2 recipe, which is not installed")
     raise FileError(f"{path}: not an MRCR file: no 'prompt' column (columns: {', '.join(names) or 'none'})")
+
+
+def recipe_named(name: str, recipes: Sequence[EvalRecipe]) -> EvalRecipe:
+    for recipe in recipes:
+        if recipe.name == name:
+            return recipe
+    raise KeyError(f"no recipe {name!r} among {', '.join(r.name for r in recipes)}")
 
 
 def read_items(
     path: str | os.PathLike,
     *,
+    recipes: Sequence[EvalRecipe],
     tokenizer_spec: str = "o200k_base",
     skip: Callable[[int, str], bool] | None = None,
 ) -> Iterator[EvalItem]:
-    """The items of one data file, whatever its recipe; FileError for an unreadable file."""
+    """The items of one data file, read by the recipe (of `recipes`) that recognises its columns;
+    FileError for an unreadable file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..recipes.mrcr_v2 import _eval  # noqa: F401 - registers mrcr-v2
-    from ..recipes.openai_mrcr import _eval as _mrcr  # noqa: F401 - registers openai-mrcr
-
     if str(path).lower().endswith(".csv"):  # MRCR v2's upstream layout
-        from ..recipes.mrcr_v2._rows import file_columns
-
         names = file_columns(path)
         if names is None:
             raise FileError(f"{path}: cannot read as CSV")
-        yield from recipe_for_columns(names, path).read(path, tokenizer_spec=tokenizer_spec, skip=skip)
+        yield from recipe_for_columns(names, path, recipes).read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
         return
     try:
         names = pq.read_schema(path).names
     except (OSError, pa.ArrowException) as exc:
         raise FileError(f"{path}: cannot read as parquet: {_first_line(exc)}") from None
-    yield from recipe_for_columns(names, path).read(path, tokenizer_spec=tokenizer_spec, skip=skip)
-
-
-def grade_item(response: str, item: EvalItem) -> float:
-    return RECIPES[item.recipe].grade(response, item)
-
-
-def grade_item_lenient(response: str, item: EvalItem) -> float | None:
-    lenient = RECIPES[item.recipe].grade_lenient
-    return None if lenient is None else lenient(response, item)
-
-
-def item_extras(item: EvalItem) -> dict:
-    return RECIPES[item.recipe].extras(item)
+    yield from recipe_for_columns(names, path, recipes).read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -6,6 +6,7 @@ import json
 import os
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from .._bins import bin_sort_key, bin_upper
 from .._files import atomic_path, write_text_atomic
 from .._prices import cost_usd
 from ._auc import auc_fields
+from ._items import EvalRecipe
 from ._results import (
     PLOT_NAME,
     RESULTS_NAME,
@@ -76,12 +78,15 @@ def _group_stats(members: list[dict[str, Any]], max_context_window: int | None) 
     }
 
 
-def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarize_records(
+    records: list[dict[str, Any]], run: dict[str, Any] | None = None, *, recipes: Sequence[EvalRecipe] = ()
+) -> dict[str, Any]:
     """The summary of a run from its results records (the latest current record per row).
 
     `mean_score` counts every row that was meant to be scored: an error counts as 0, so the
     headline never exceeds what the official loop would report; `mean_score_answered` leaves
-    errors out. `complete` is true only when the last run finished and nothing failed.
+    errors out. `complete` is true only when the last run finished and nothing failed. Each of
+    `recipes` adds its own entries (`EvalRecipe.report_extras`) from its rows.
     """
     run = run or {}
     final = [r for r in latest_records(records).values() if _is_current(r, run)]
@@ -129,14 +134,13 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
     settings = run.get("settings") or {}
     strip_think = bool(settings.get("strip_think"))
     overall = _group_stats(counted, window)
-    v2_rows = [
-        r if r.get("status") == STATUS_OK else r | {"score": 0.0} for r in counted if r.get("recipe") == "mrcr-v2"
-    ]
     extra: dict[str, Any] = {}
-    if v2_rows:
-        from ..recipes.mrcr_v2._eval import v2_report
-
-        extra["mrcr_v2"] = v2_report(v2_rows, window)
+    for recipe in recipes:
+        own = [
+            r if r.get("status") == STATUS_OK else r | {"score": 0.0} for r in counted if r.get("recipe") == recipe.name
+        ]
+        if own:
+            extra |= recipe.report_extras(own, window)
     return extra | {
         "model": run.get("model"),
         "base_url": run.get("base_url"),
@@ -204,7 +208,7 @@ def summarize_records(records: list[dict[str, Any]], run: dict[str, Any] | None 
     }
 
 
-def summarize(run_dir: str | os.PathLike) -> dict[str, Any]:
+def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
     """The summary of RUN_DIR (results.jsonl and run.json), without writing anything."""
     run_dir = Path(run_dir)
     results = run_dir / RESULTS_NAME
@@ -215,7 +219,7 @@ def summarize(run_dir: str | os.PathLike) -> dict[str, Any]:
         run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
     except ValueError:
         raise ValueError(f"{run_file} is not valid JSON") from None
-    return summarize_records(read_results(results), run)
+    return summarize_records(read_results(results), run, recipes=recipes)
 
 
 def _fmt(value: float | None) -> str:
@@ -317,19 +321,21 @@ def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend:
         figure.savefig(tmp, format="png")
 
 
-def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
+def write_report(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
     """Write RUN_DIR/summary.json and RUN_DIR/plot.png; return the summary."""
     run_dir = Path(run_dir)
-    summary = summarize(run_dir)
+    summary = summarize(run_dir, recipes=recipes)
     write_text_atomic(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2) + "\n")
     plot_summary(summary, run_dir / PLOT_NAME)
     return summary
 
 
-def print_report(summary: dict[str, Any], console: Console | None = None) -> None:
+def print_report(
+    summary: dict[str, Any], console: Console | None = None, *, recipes: Sequence[EvalRecipe] = ()
+) -> None:
+    """The summary's table, then each recipe's own tables (`EvalRecipe.report_tables`)."""
     console = console or Console()
     console.print(render_table(summary))
-    if summary.get("mrcr_v2"):
-        from ..recipes.mrcr_v2._eval import render_v2_table
-
-        console.print(render_v2_table(summary["mrcr_v2"]))
+    for recipe in recipes:
+        for table in recipe.report_tables(summary):
+            console.print(table)

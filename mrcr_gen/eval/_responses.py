@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
 from .._bins import bin_sort_key
-from ._items import FileError, grade_item, read_items
+from ._items import EvalRecipe, FileError, read_items, recipe_named
 
 
 class ResponsesError(ValueError):
@@ -58,6 +59,7 @@ def grade_responses(
     data: str | os.PathLike,
     responses: str | os.PathLike | dict[int, str],
     *,
+    recipes: Sequence[EvalRecipe],
     allow_missing: bool = False,
 ) -> dict[str, Any]:
     """Grade responses against DATA with the official grader.
@@ -72,7 +74,7 @@ def grade_responses(
     rows_out: list[GradedRow] = []
     missing: list[int] = []
     n_data = 0
-    for item in read_items(data, skip=lambda row, digest: row not in given):
+    for item in read_items(data, recipes=recipes, skip=lambda row, digest: row not in given):
         n_data += 1
         if item.row not in given:
             missing.append(item.row)
@@ -80,7 +82,12 @@ def grade_responses(
         if item.error is not None:
             raise FileError(f"{data}: row {item.row}: {item.error.check}: {item.error.message}")
         rows_out.append(
-            {"row": item.row, "score": grade_item(given[item.row], item), "bin": item.bin, "n_needles": item.n_needles}
+            {
+                "row": item.row,
+                "score": recipe_named(item.recipe, recipes).grade(given[item.row], item),
+                "bin": recipe_named(item.recipe, recipes).bin_label(item.bin_upper),
+                "n_needles": item.n_needles,
+            }
         )
     extra = sorted(i for i in given if i >= n_data)
     if extra:

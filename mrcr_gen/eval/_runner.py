@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from .._files import file_sha256
 from .._openai import (
-    DEFAULT_TIMEOUT,
     ChatError,
     ChatStopped,
     chat_completion,
@@ -39,13 +36,14 @@ from .._openai import (
 )
 from .._paths import hub_source
 from .._tokens import TokenizerError
+from ._config import EvalConfig, EvalError, EvalFatal, settings_differences, settings_fingerprint
 from ._fit import TooLong, prompt_counter, rows_over_window
-from ._items import EvalItem, FileError, grade_item, grade_item_lenient, item_extras, read_items
+from ._items import EvalItem, EvalRecipe, FileError, recipe_named
+from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
 from ._results import (
     RESULTS_NAME,
     RUN_NAME,
     STATUS_ERROR,
-    STATUS_OK,
     STATUS_SKIPPED,
     ResultsWriter,
     latest_records,
@@ -53,103 +51,6 @@ from ._results import (
 )
 
 log = logging.getLogger(__name__)
-
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-THINK_TAG = "<think>"
-_THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
-
-
-class EvalError(RuntimeError):
-    """Bad input for a run (missing file, changed settings, ...): exit code 2."""
-
-
-class EvalFatal(EvalError):
-    """The server refused in a way no retry can fix (bad key, unknown model, wrong URL)."""
-
-
-class EvalConfig(BaseModel):
-    """Everything that defines a run. Never holds the API key."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    data: list[str] = Field(min_length=1)
-    model: str
-    out: str
-    base_url: str | None = None
-    concurrency: int = Field(default=8, ge=1)
-    max_context_window: int | None = Field(default=None, ge=1)
-    needles: list[int] | None = None
-    bins: list[int] | None = Field(default=None, description="upper edges of the bins to keep")
-    limit: int | None = Field(default=None, ge=0)
-    temperature: float | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
-    reasoning_effort: str | None = None
-    extra_body: dict[str, Any] | None = Field(default=None, description="merged into every request body")
-    strip_think: bool = Field(default=False, description="grade replies without <think> blocks (NOT official)")
-    max_retries: int = Field(default=8, ge=0)
-    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
-    retry_errors: bool = True
-    price_in: float | None = Field(default=None, ge=0, description="USD per 1M prompt tokens")
-    price_out: float | None = Field(default=None, ge=0, description="USD per 1M completion tokens")
-    tokenizer_spec: str = "o200k_base"
-    # How --max-context-window counts a prompt (see _fit): contents with `tokenizer_spec`, the
-    # chat template rendered with it, or the server's /tokenize.
-    chat_template: bool = False
-    count_with_server: bool = False
-
-    @property
-    def counts_as_seed(self) -> bool:
-        """Whether prompts are counted as the seed counts them (o200k over the contents)."""
-        return self.tokenizer_spec == "o200k_base" and not self.chat_template and not self.count_with_server
-
-    def request_params(self) -> dict[str, Any]:
-        """Keyword arguments of every `chat.completions.create` call besides model and messages."""
-        params: dict[str, Any] = {}
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
-        if self.max_output_tokens is not None:
-            params[self.max_tokens_field] = self.max_output_tokens
-        if self.reasoning_effort is not None:
-            params["reasoning_effort"] = self.reasoning_effort
-        if self.extra_body:
-            params["extra_body"] = dict(self.extra_body)
-        return params
-
-    def settings(self) -> dict[str, Any]:
-        """What decides the replies and their scores: a rerun must use the same."""
-        return {
-            "model": self.model,
-            "base_url": (self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/"),
-            "request": self.request_params(),
-            "strip_think": self.strip_think,
-        }
-
-
-def settings_fingerprint(settings: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        flat: dict[str, Any] = {}
-        for key, inner in value.items():
-            flat.update(_flatten(inner, f"{prefix}{key}."))
-        return flat
-    return {prefix.rstrip("."): value}
-
-
-def settings_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """`name: old -> new` for every setting that differs (nested ones dotted, e.g. request.temperature)."""
-    old, new = _flatten(before), _flatten(after)
-    missing = object()
-    lines = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key, missing), new.get(key, missing)
-        if a != b:
-            show = lambda v: "(not set)" if v is missing else json.dumps(v)  # noqa: E731
-            lines.append(f"{key}: {show(a)} -> {show(b)}")
-    return lines
 
 
 class RunStats(BaseModel):
@@ -168,186 +69,6 @@ def resolve_inputs(paths: list[str]) -> list[str]:
     for path in paths:
         seen.setdefault(str(Path(path).resolve()), None)
     return list(seen)
-
-
-def graded_text(response: str, strip_think: bool) -> str:
-    """The text the grader sees: the reply itself, or (--strip-think, not official) without <think> blocks."""
-    return _THINK_BLOCK.sub("", response) if strip_think else response
-
-
-_JOB = "job"
-_RECORD = "record"
-_FILE_ERROR = "file_error"
-
-
-class _Planner:
-    """Walks the data in order and says what to do with each row: send it (a job: the items of
-    one transcript group), or write a record at once (skipped, unreadable, carried over).
-
-    Filters apply in this order: needles, bin, limit (rows already done count toward the limit),
-    then the context window. Rows already done are neither parsed nor tokenized again.
-    """
-
-    def __init__(
-        self,
-        config: EvalConfig,
-        files: list[str],
-        shas: dict[str, str],
-        final: dict,
-        base: dict,
-        too_long: dict[tuple[str, int], int] | None = None,
-    ):
-        self.config = config
-        self.too_long = too_long  # (source, row) -> prompt tokens, when a pre-flight counted them
-        self.files = files
-        self.shas = shas
-        self.final = final
-        self.base = base  # digest-independent fields of every record (settings fingerprint)
-        self.taken = 0
-        self.resumed = 0
-
-    def _done(self, key: tuple[str, int], digest: str) -> dict | None:
-        previous = self.final.get(key)
-        if previous is None or previous.get("digest") != digest or previous.get("settings") != self.base["settings"]:
-            return None
-        status = previous.get("status")
-        if status == STATUS_OK:
-            return previous
-        if status == STATUS_ERROR and not self.config.retry_errors:
-            return previous
-        if status == STATUS_SKIPPED and previous.get("max_context_window") == self.config.max_context_window:
-            return previous
-        return None
-
-    def _over_window(self, item: EvalItem, window: int) -> bool:
-        if self.too_long is not None:
-            return (item.source, item.row) in self.too_long
-        return item.prompt_tokens > window
-
-    def _wanted(self, n_needles: int, bin_upper: int) -> bool:
-        config = self.config
-        if config.needles and n_needles not in config.needles:
-            return False
-        return not (config.bins and bin_upper not in config.bins)
-
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        config = self.config
-        for path in self.files:
-            if config.limit is not None and self.taken >= config.limit:
-                return
-            sha = self.shas[path]
-            group: list[EvalItem] = []
-            done_now: dict[int, dict] = {}
-
-            def skip(row: int, digest: str, path: str = path, done_now: dict[int, dict] = done_now) -> bool:
-                previous = self._done((path, row), digest)
-                if previous is not None:
-                    done_now[row] = previous
-                return previous is not None
-
-            try:
-                for item in read_items(path, tokenizer_spec=config.tokenizer_spec, skip=skip):
-                    if config.limit is not None and self.taken >= config.limit:
-                        break
-                    previous = done_now.pop(item.row, None)
-                    if previous is not None:
-                        if previous.get("data_sha256") != sha:  # same row in a rewritten file: still valid
-                            yield _RECORD, previous | {"data_sha256": sha}
-                        if self._wanted(int(previous.get("n_needles") or 0), int(previous.get("bin_upper") or 0)):
-                            self.taken += 1
-                            self.resumed += previous.get("status") == STATUS_OK
-                        continue
-                    if item.error is None and not self._wanted(item.n_needles, item.bin_upper):
-                        continue
-                    self.taken += 1
-                    record = self.base | base_record(item, sha)
-                    if item.error is not None:
-                        yield (
-                            _RECORD,
-                            record
-                            | {
-                                "status": STATUS_ERROR,
-                                "check": item.error.check,
-                                "error": item.error.message,
-                                "attempts": 0,
-                            },
-                        )
-                    elif config.max_context_window is not None and self._over_window(item, config.max_context_window):
-                        yield (
-                            _RECORD,
-                            record
-                            | {
-                                "status": STATUS_SKIPPED,
-                                "reason": "context",
-                                "max_context_window": config.max_context_window,
-                            }
-                            | (
-                                {}
-                                if self.too_long is None
-                                else {"context_tokens": self.too_long[(item.source, item.row)]}
-                            ),
-                        )
-                    elif group and item.group is not None and item.group == group[-1].group:
-                        group.append(item)
-                    else:
-                        if group:
-                            yield _JOB, group
-                        group = [item]
-                if group:
-                    yield _JOB, group
-            except FileError as exc:
-                if group:
-                    yield _JOB, group
-                yield (
-                    _FILE_ERROR,
-                    {
-                        "file": path,
-                        "row": None,
-                        "status": STATUS_ERROR,
-                        "check": "file",
-                        "error": str(exc),
-                        "data_sha256": sha,
-                    }
-                    | self.base,
-                )
-
-
-def base_record(item: EvalItem, data_sha256: str) -> dict[str, Any]:
-    return {
-        "file": item.source,
-        "row": item.row,
-        "digest": item.digest,
-        "data_sha256": data_sha256,
-        "recipe": item.recipe,
-        "bin": item.bin,
-        "bin_upper": item.bin_upper,
-        "n_needles": item.n_needles,
-        "o200k_prompt_tokens": item.prompt_tokens,
-        "o200k_tokens": item.total_tokens,
-    }
-
-
-def scored_record(item: EvalItem, result: Any, strip_think: bool) -> dict[str, Any]:
-    """The fields of a graded row (the reply, its scores, usage, finish_reason, extras)."""
-    text = graded_text(result.text, strip_think)
-    return {
-        "status": STATUS_OK,
-        "response": result.text,
-        "score": grade_item(text, item),
-        "score_lenient": grade_item_lenient(text, item),
-        "content_null": result.content_null,
-        "think": THINK_TAG in result.text,
-        "reasoning_chars": result.reasoning_chars,
-        "finish_reason": result.finish_reason,
-        "latency_s": result.latency_s,
-        "attempts": result.attempts,
-        "usage": {
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "reasoning_tokens": result.reasoning_tokens,
-            "cached_tokens": result.cached_tokens,
-        },
-    } | item_extras(item)
 
 
 def _read_run_file(out: Path) -> dict | None:
@@ -422,6 +143,7 @@ def _write_run_file(out: Path, record: dict) -> None:
 async def run_eval_async(
     config: EvalConfig,
     *,
+    recipes: Sequence[EvalRecipe],
     api_key: str | None = None,
     client: Any = None,
     on_record: Callable[[dict], None] | None = None,
@@ -431,7 +153,8 @@ async def run_eval_async(
     call `write_report` (or use `run_eval`) for summary.json and plot.png.
 
     Raises EvalError for bad input or changed settings (nothing is sent), EvalFatal when the
-    server refused for good (what was in flight is recorded first).
+    server refused for good (what was in flight is recorded first). `recipes` read the files and
+    grade the replies (`mrcr_gen.recipes.RECIPES`; `mrcr_gen.run_eval_async` passes them).
     """
     files = resolve_inputs(config.data)
     for path in files:
@@ -458,7 +181,7 @@ async def run_eval_async(
     over_window = None
     if config.max_context_window is not None and (too_long is not None or not config.counts_as_seed):
         if too_long is None:  # counted here, still before any request is sent
-            too_long = await asyncio.to_thread(preflight, config, api_key)
+            too_long = await asyncio.to_thread(preflight, config, api_key, recipes=recipes)
         over_window = {(t.file, t.row): t.prompt_tokens for t in too_long}
     stats = RunStats()
     params = config.request_params()
@@ -480,7 +203,8 @@ async def run_eval_async(
 
         async def send(item: EvalItem, sha: str) -> None:
             nonlocal in_flight
-            record = base | base_record(item, sha)
+            recipe = recipe_named(item.recipe, recipes)
+            record = base | base_record(item, recipe, sha)
             in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, in_flight)
             try:
@@ -535,7 +259,7 @@ async def run_eval_async(
             finally:
                 in_flight -= 1
             stats.sent += 1
-            graded = await asyncio.to_thread(scored_record, item, result, config.strip_think)
+            graded = await asyncio.to_thread(scored_record, item, recipe, result, config.strip_think)
             stats.scored += 1
             emit(record | graded)
 
@@ -545,7 +269,7 @@ async def run_eval_async(
                     return
                 await send(item, sha)
 
-        planner = _Planner(config, files, shas, final, base, over_window)
+        planner = Planner(config, recipes, files, shas, final, base, over_window)
         plan = iter(planner)
         finished = False
 
@@ -565,9 +289,9 @@ async def run_eval_async(
                     finished = True
                     break
                 kind, payload = step
-                if kind != _JOB:
+                if kind != JOB:
                     semaphore.release()
-                    if kind == _FILE_ERROR:
+                    if kind == FILE_ERROR:
                         stats.file_errors += 1
                     elif payload.get("status") == STATUS_SKIPPED:
                         stats.skipped += 1
@@ -599,7 +323,11 @@ async def run_eval_async(
 
 
 def preflight(
-    config: EvalConfig, api_key: str | None = None, on_row: Callable[[], None] | None = None
+    config: EvalConfig,
+    api_key: str | None = None,
+    on_row: Callable[[], None] | None = None,
+    *,
+    recipes: Sequence[EvalRecipe],
 ) -> list[TooLong]:
     """The rows whose prompt exceeds `max_context_window` as `config` counts them (its tokenizer,
     chat template or the server's /tokenize), found before any request is sent."""
@@ -614,17 +342,19 @@ def preflight(
         key = api_key or os.environ.get("OPENAI_API_KEY")
         count = prompt_counter(config.tokenizer_spec, chat_template=config.chat_template, server=server, api_key=key)
         files = resolve_inputs(config.data)
-        return rows_over_window(files, config.max_context_window, count, needles=config.needles, on_row=on_row)
+        return rows_over_window(
+            files, config.max_context_window, count, recipes=recipes, needles=config.needles, on_row=on_row
+        )
     except (TokenizerError, FileError) as exc:
         raise EvalError(str(exc)) from None
 
 
-def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStats, dict]:
+def run_eval(config: EvalConfig, *, recipes: Sequence[EvalRecipe], api_key: str | None = None) -> tuple[RunStats, dict]:
     """Run (or resume) an evaluation, then write summary.json and plot.png; returns (stats, summary)."""
     from ._report import write_report
 
-    stats = asyncio.run(run_eval_async(config, api_key=api_key))
-    summary = write_report(config.out)
+    stats = asyncio.run(run_eval_async(config, recipes=recipes, api_key=api_key))
+    summary = write_report(config.out, recipes=recipes)
     return stats, summary
 
 

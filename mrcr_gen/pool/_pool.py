@@ -235,31 +235,6 @@ class PoolWriter:
     def total_tokens(self) -> int:
         return sum(w.n_tokens for v in self._pool.values() for w in v)
 
-    def check(self, needles: Iterable[int], max_tokens: int, where: str) -> None:
-        """Raise PoolTooSmall saying exactly what is missing when the pool cannot fill a request.
-
-        Needs, for every needle count n, what the assembler needs (an ask with n distinct
-        writings, other asks for distractors, another ask with 2 writings for the preamble), and
-        at least `max_tokens` of distinct writings in all, so that no row is padded out of a
-        handful of repeated writings.
-        """
-        from ..recipes.openai_mrcr._assembler import Assembler
-
-        if not self._asks:
-            raise PoolTooSmall("pool is empty")
-        assembler = Assembler(self, date_added="01-01-2000", tokenizer=self.tokenizer)
-        for n in sorted(set(needles), reverse=True):
-            try:
-                assembler._needle_candidates(n)
-            except AssemblyError as exc:
-                raise PoolTooSmall(str(exc)) from None
-        total = self.total_tokens
-        if total < max_tokens:
-            raise PoolTooSmall(
-                f"pool has {total:,} tokens of distinct writings ({self.n_writings:,} writings) but {where} needs "
-                f"up to {max_tokens:,}: add {max_tokens - total:,}+ tokens of writings or choose a smaller bin"
-            )
-
 
 def catalog_summary(writings: Sequence[PoolWriting], pair_counts: tuple[Counter, Counter] | None = None) -> dict:
     """Entities and formats of a pool with counts (writings per name; pairs seen when given)."""

@@ -91,7 +91,7 @@ def test_validation_findings_on_ray_equal_local(tmp_path: Path) -> None:
 
 
 def test_the_commands_with_engine_ray(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from mrcr_gen.cli._gen import main as gen_main
+    from mrcr_gen.cli import gen_main
     from mrcr_gen.cli._validate import validate_main
 
     def run(main, *args: str) -> int:

@@ -274,7 +274,7 @@ def test_sigkill_then_resume_repeats_no_finished_call(small_data, tmp_path):
         assert 4 <= len(done_before) < 12
         sent_before = _stats(port)["total_requests"]
         assert sent_before <= len(done_before) + 2  # at most `concurrency` calls were in flight
-        from mrcr_gen.eval import summarize
+        from mrcr_gen import summarize_run as summarize
 
         assert not summarize(out)["complete"]  # the killed run never finished
 

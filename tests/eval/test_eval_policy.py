@@ -12,9 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mrcr_gen import MRCR_SCHEMA, iter_rows
+from mrcr_gen import MRCR_SCHEMA, iter_rows, run_eval, run_eval_async
+from mrcr_gen import summarize_run as summarize
 from mrcr_gen.cli._eval import eval_main
-from mrcr_gen.eval import EvalConfig, EvalError, EvalFatal, run_eval, run_eval_async, summarize
+from mrcr_gen.eval import EvalConfig, EvalError, EvalFatal
 from mrcr_gen.recipes.openai_mrcr import _eval as _mrcr
 from tests.support.chat_server import CACHED_TOKENS, REASONING_TOKENS, ChatServer, Fault
 from tests.support.rowkit import make_row
@@ -346,15 +347,43 @@ def test_a_run_dir_of_an_older_version_is_refused(small_data, tmp_path, api_key)
 
 
 def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_key):
-    """The runner knows items only: a recipe found by its marker column supplies and grades them,
-    and the items of one transcript group are sent one after another."""
-    from mrcr_gen.eval import EvalItem, Recipe, register_recipe
-    from mrcr_gen.eval._items import RECIPES
+    """The runner knows items only: a recipe it is given (any object with the EvalRecipe methods)
+    recognises the file by its columns, supplies and grades its items, and the items of one
+    transcript group are sent one after another."""
+    from mrcr_gen.eval import EvalItem
+    from mrcr_gen.eval import run_eval as run_eval_with
 
     data = tmp_path / "groups.parquet"
     pq.write_table(pa.table({"toy_queries": ["a", "b", "c", "d", "e", "f"], "toy_group": ["g1", "g1", "g1", "g2", "g2", "g3"]}), data)
 
-    def read(path, *, tokenizer_spec, skip=None):
+    class Toy:
+        name = "toy"
+
+        def recognises(self, columns):
+            return "toy_queries" in columns
+
+        def read_items(self, path, *, tokenizer_spec, skip=None):
+            return read(path)
+
+        def grade(self, response, item):
+            return float(response == item.answer)
+
+        def grade_lenient(self, response, item):
+            return None
+
+        def item_extras(self, item):
+            return {}
+
+        def bin_label(self, upper):
+            return "(4096, 8192]"
+
+        def report_extras(self, records, max_context_window):
+            return {}
+
+        def report_tables(self, summary):
+            return []
+
+    def read(path):
         table = pq.read_table(path)
         for row, (query, group) in enumerate(zip(table["toy_queries"].to_pylist(), table["toy_group"].to_pylist())):
             messages = [{"role": "user", "content": f"Prepend PFX to the 1st (1 indexed) poem about {query}. "
@@ -362,8 +391,6 @@ def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_ke
             yield EvalItem(source=str(path), row=row, digest=query, messages=messages, answer="PFX" + query,
                            prefix="PFX", n_needles=1, bin_upper=8192, group=group, recipe="toy")
 
-    register_recipe(Recipe(name="toy", marker_column="toy_queries", read=read,
-                           grade=lambda response, item: float(response == item.answer)))
     started: dict[str, float] = {}
     finished: dict[str, float] = {}
 
@@ -378,12 +405,9 @@ def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_ke
         finished[query_of(messages)] = time.monotonic()
         return "PFX" + query_of(messages)
 
-    try:
-        with ChatServer(policy, watch) as server:
-            _, summary = run_eval(config([data], tmp_path / "run", server, concurrency=3))
-            order = [b["messages"][-1]["content"].split(" about ")[1][0] for b in server.requests]
-    finally:
-        RECIPES.pop("toy")
+    with ChatServer(policy, watch) as server:
+        _, summary = run_eval_with(config([data], tmp_path / "run", server, concurrency=3), recipes=(Toy(),))
+        order = [b["messages"][-1]["content"].split(" about ")[1][0] for b in server.requests]
     assert summary["mean_score"] == 1.0 and summary["n_scored"] == 6
     assert [q for q in order if q in "abc"] == ["a", "b", "c"] and [q for q in order if q in "de"] == ["d", "e"]
     for earlier, later in ("ab", "bc", "de"):  # within a group: the next is sent once the last is answered

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mrcr_gen import iter_rows
-from mrcr_gen.eval import EvalConfig, run_eval
+from mrcr_gen import iter_rows, run_eval
+from mrcr_gen.eval import EvalConfig
 from mrcr_gen.recipes.openai_mrcr._floors import row_floors
 from mrcr_gen.recipes.openai_mrcr._grade import grade
 from tests.support import REAL_ROWS

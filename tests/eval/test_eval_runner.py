@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from mrcr_gen import iter_rows
-from mrcr_gen.eval import EvalConfig, EvalError, run_eval, run_eval_async, summarize, write_report
+from mrcr_gen import iter_rows, run_eval, run_eval_async, write_report
+from mrcr_gen import summarize_run as summarize
+from mrcr_gen.eval import EvalConfig, EvalError
 from mrcr_gen.eval._runner import resolve_inputs
 from mrcr_gen.recipes.openai_mrcr._grade import grade
 from tests.support.chat_server import ChatServer, Fault, first_needle

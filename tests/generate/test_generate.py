@@ -24,7 +24,8 @@ from mrcr_gen import (
 from mrcr_gen._card import sidecar_path
 from mrcr_gen.engines import LocalEngine
 from mrcr_gen.recipes.openai_mrcr._assembler import tokens_window
-from mrcr_gen.recipes.openai_mrcr._generate import TOKENS_RANGE, FileFailed
+from mrcr_gen.recipes.openai_mrcr._config import TOKENS_RANGE
+from mrcr_gen.recipes.openai_mrcr._generate import FileFailed
 
 from ..engines.units import cut_files_into_chunks
 from .structure import assert_mrcr_structure

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from mrcr_gen import Ask
-from mrcr_gen.cli._gen import main as gen_main
+from mrcr_gen.cli import gen_main
 from mrcr_gen.pool import PoolTooSmall, PoolWriter, PoolWriting, read_pool
 from mrcr_gen.pool._cache import CACHE_FILE
 from mrcr_gen.recipes.openai_mrcr._pool_llm import build_pool_openai, plan_asks
-from mrcr_gen.recipes.openai_mrcr._shortcut import build_pool_for_request, repeated_asks, request_plan
+from mrcr_gen.recipes.openai_mrcr._shortcut import build_pool_for_request, check_pool, repeated_asks, request_plan
 from tests.support.chat_server import ChatServer, Fault
 
 from .pool_checks import check_dataset
@@ -244,7 +244,7 @@ def test_build_pool_for_request_is_usable_for_one_row(tmp_path):
         )
         requests = server.stats()["total_requests"]
         assert path.parent == tmp_path / "c" / "pools" and path.name.startswith("test-model-")
-        PoolWriter.from_file(path).check((2,), 8192, "bin 8192")
+        check_pool(PoolWriter.from_file(path), (2,), 8192, "bin 8192")
         assert reports and reports[-1].tokens >= 8192 and sum(r.written for r in reports) == requests
         server.reset()
         again = build_pool_for_request(  # same request: the same cached pool, no request

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from mrcr_gen import Ask, Assembler, AssemblyError, GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
-from mrcr_gen.cli._gen import main as gen_main
+from mrcr_gen.cli import gen_main
 from mrcr_gen.pool import PoolError, PoolTooSmall, PoolWriter, PoolWriting, read_pool, write_pool
 from mrcr_gen.recipes.openai_mrcr._harvest import harvest
+from mrcr_gen.recipes.openai_mrcr._shortcut import check_pool
 from tests.support import REAL_ROWS
 
 from .pool_checks import check_dataset
@@ -126,7 +127,7 @@ def test_preamble_and_distractor_requirements():
     other = Ask(format="song", entity="dogs")
     writer = PoolWriter([PoolWriting.make(only, f"t{i}", 5, "x") for i in range(4)] + [PoolWriting.make(other, "s", 5, "x")])
     with pytest.raises(PoolTooSmall, match="only 'write a poem about cats' with 2 distinct writings besides the needle ask"):
-        writer.check([2], 10, "x")
+        check_pool(writer, [2], 10, "x")
 
 
 def test_bad_pool_files(tmp_path, capsys):

@@ -12,6 +12,7 @@ from mrcr_gen import iter_rows
 from mrcr_gen._tokens import TokenizerError
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.eval._fit import chat_template_counter, contents_counter, rows_over_window, server_counter
+from mrcr_gen.recipes import RECIPES
 from tests.support.chat_server import ChatServer, word_tokens
 
 API_KEY = "sk-test-fit-0123456789"
@@ -56,7 +57,7 @@ def test_rows_over_window_lists_exactly_the_rows_above(tiny_spec, tiny_data):
     count = chat_template_counter(tiny_spec)
     counts = [count(m) for f in files for m in rows_of(f)]
     window = sorted(counts)[len(counts) // 2]
-    over = rows_over_window(files, window, count)
+    over = rows_over_window(files, window, count, recipes=RECIPES)
     assert sorted(t.prompt_tokens for t in over) == sorted(c for c in counts if c > window)
     assert len(over) >= 1 and all(t.prompt_tokens > window for t in over)
 

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrcr_gen import Finding, validate_row
+from mrcr_gen import Finding, normalize_ask, validate_row
 from mrcr_gen.recipes.openai_mrcr._checks import check_row
-from mrcr_gen import normalize_ask
 from tests.support.rowkit import (
     MUTATIONS,
     make_row,

@@ -10,7 +10,7 @@ import pytest
 
 from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
 from mrcr_gen.recipes.openai_mrcr._repair import fix_record
-from mrcr_gen.recipes.openai_mrcr._validate import ROWS, repair
+from mrcr_gen.recipes.openai_mrcr._validate import repair
 from mrcr_gen.validate import _files
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 

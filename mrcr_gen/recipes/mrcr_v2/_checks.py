@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._bins import Bin
-from ..._paths import find_parquet_files, hub_source
+from ..._paths import file_columns, find_parquet_files, hub_source
 from ..._tokens import (
     DEFAULT_TOKENIZER,
     RepeatedTextCounter,
@@ -41,7 +41,7 @@ from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResul
 from ...validate._provenance import dataset_tokenizer
 from ...validate._repair import FileRepair, RepairResult, output_paths
 from ._generate import V2_BUCKETS, build_path, tokens_range, v2_bucket_for
-from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, file_columns, is_v2_csv, is_v2_file, iter_records
+from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, is_v2_csv, is_v2_file, iter_records
 from ._text import HASH_PATTERN, parse_query, split_transcript
 
 ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)

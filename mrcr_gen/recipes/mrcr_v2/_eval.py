@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ..._tokens import count_tokens
 from ...eval._auc import auc_fields
-from ...eval._items import EvalItem, FileError, ItemError, Recipe, register_recipe
+from ...eval._items import EvalItem, FileError, ItemError
 from ...eval._report import _mean, mean_of
 from ._checks import transcript_id
 from ._generate import V2_BUCKETS, v2_bucket_for
@@ -121,14 +121,6 @@ def make_v2_item(
         total_tokens=prompt_tokens,  # v2 lengths count the text sent, not the answer
         group=group,
     )
-
-
-def grade_item(response: str, item: EvalItem) -> float:
-    return grade_v2(response, item.answer)
-
-
-def grade_item_lenient(response: str, item: EvalItem) -> float:
-    return grade_v2_lenient(response, item.answer)
 
 
 def row_floors(queries: str, answer: str, *, writing_samples: int = DEFAULT_WRITING_SAMPLES) -> dict[str, float | None]:
@@ -309,15 +301,3 @@ def render_v2_table(report: dict[str, Any]):
             fmt(entry["floor_random_writing"]),
         )
     return table
-
-
-register_recipe(
-    Recipe(
-        name=RECIPE,
-        marker_column="queries",
-        read=read_v2_items,
-        grade=grade_item,
-        grade_lenient=grade_item_lenient,
-        extras=item_extras,
-    )
-)

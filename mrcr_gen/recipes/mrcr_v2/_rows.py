@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import csv
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from pydantic import Field, model_validator
 
 from ..._files import atomic_path
 from ..._models import _Frozen
+from ..._paths import file_columns, raise_csv_limit
 
 V2_COLUMNS: tuple[str, ...] = (
     "queries",
@@ -92,23 +92,6 @@ class V2Row(_Frozen):
 # --- detection ---------------------------------------------------------------------------------
 
 
-def _raise_csv_limit() -> None:
-    csv.field_size_limit(min(sys.maxsize, 2**62))  # a v2 `queries` field holds up to ~35 MB
-
-
-def file_columns(path: str | os.PathLike) -> list[str] | None:
-    """The column names of a CSV or parquet file, None when it cannot be read as either."""
-    path = Path(path)
-    try:
-        if path.suffix.lower() == ".csv":
-            _raise_csv_limit()
-            with open(path, newline="", encoding="utf-8") as handle:
-                return next(csv.reader(handle), [])
-        return list(pq.read_schema(path).names)
-    except Exception:
-        return None
-
-
 #: A CSV found in a folder is an MRCR v2 file only when its header has these columns.
 V2_CSV_MARKERS = ("queries", "answer")
 
@@ -149,7 +132,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     """Raw records of a v2 file (CSV cells are strings; parquet cells typed), one at a time."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
-        _raise_csv_limit()
+        raise_csv_limit()
         with open(path, newline="", encoding="utf-8") as handle:
             yield from csv.DictReader(handle)
         return

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..._tokens import count_tokens_batch
-from ...eval._items import EvalItem, FileError, ItemError, Recipe, bin_upper_of_tokens, register_recipe
-from ._floors import needle_indices, row_floors
-from ._grade import grade, grade_lenient
+from ...eval._items import EvalItem, FileError, ItemError, bin_upper_of_tokens
+from ._floors import needle_indices
 
 RECIPE = "openai-mrcr"
 REQUIRED_COLUMNS = ("prompt", "answer", "random_string_to_prepend")
@@ -126,28 +125,3 @@ def read_mrcr_items(
         where = "cannot read as parquet" if index == 0 else f"cannot read past row {index - 1}"
         lines = str(exc).strip().splitlines()
         raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
-
-
-def _grade(response: str, item: EvalItem) -> float:
-    return grade(response, item.answer, item.prefix)
-
-
-def _grade_lenient(response: str, item: EvalItem) -> float:
-    return grade_lenient(response, item.answer, item.prefix)
-
-
-def _floors(item: EvalItem) -> dict:
-    floors = row_floors(item.messages, item.answer, item.prefix)
-    return {"floor_random_needle": floors.random_needle, "floor_random_writing": floors.random_writing}
-
-
-register_recipe(
-    Recipe(
-        name=RECIPE,
-        marker_column="prompt",
-        read=read_mrcr_items,
-        grade=_grade,
-        grade_lenient=_grade_lenient,
-        extras=_floors,
-    )
-)

@@ -16,9 +16,11 @@ from pathlib import Path
 from rich.console import Console
 
 from ..._bins import Bin
+from ..._budget import AssemblyError
 from ..._models import Ask
 from ...pool._cache import default_cache_dir
 from ...pool._pool import PoolError, PoolTooSmall, PoolWriter
+from ._assembler import Assembler
 from ._catalog import load_catalog
 from ._pool_llm import DEFAULT_CONCURRENCY, BuildError, BuildReport, _params, build_pool_openai, plan_asks, price_for
 
@@ -141,14 +143,14 @@ def build_pool_for_request(
             raise WritingsFailed(report)
         pool = PoolWriter.from_file(path)
         try:  # more asks cannot help when the model repeats itself for one ask
-            pool.check(needles, 0, where)
+            check_pool(pool, needles, 0, where)
         except PoolTooSmall as exc:
             raise _explain(exc, model, repeated_asks(pool, chosen)) from None
         if report.tokens >= max_tokens or count >= len(plan):
             break
         per_ask = max(1, report.tokens // max(1, report.writings)) * per_pair
         count = min(len(plan), count + (max_tokens - report.tokens) * 11 // 10 // per_ask + 1)
-    PoolWriter.from_file(path).check(needles, max_tokens, where)
+    check_pool(PoolWriter.from_file(path), needles, max_tokens, where)
     return path
 
 
@@ -172,3 +174,27 @@ def pool_requirements(needles: Iterable[int], bins: Sequence[Bin] | None, tokens
         raise ValueError("give bins or tokens")
     largest = max(bins, key=lambda b: b.upper)
     return largest.upper, f"bin {largest}"
+
+
+def check_pool(pool: PoolWriter, needles: Iterable[int], max_tokens: int, where: str) -> None:
+    """Raise PoolTooSmall saying exactly what is missing when the pool cannot fill a request.
+
+    Needs, for every needle count n, what the assembler needs (an ask with n distinct
+    writings, other asks for distractors, another ask with 2 writings for the preamble), and
+    at least `max_tokens` of distinct writings in all, so that no row is padded out of a
+    handful of repeated writings.
+    """
+    if not pool._asks:
+        raise PoolTooSmall("pool is empty")
+    assembler = Assembler(pool, date_added="01-01-2000", tokenizer=pool.tokenizer)
+    for n in sorted(set(needles), reverse=True):
+        try:
+            assembler._needle_candidates(n)
+        except AssemblyError as exc:
+            raise PoolTooSmall(str(exc)) from None
+    total = pool.total_tokens
+    if total < max_tokens:
+        raise PoolTooSmall(
+            f"pool has {total:,} tokens of distinct writings ({pool.n_writings:,} writings) but {where} needs "
+            f"up to {max_tokens:,}: add {max_tokens - total:,}+ tokens of writings or choose a smaller bin"
+        )

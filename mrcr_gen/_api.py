@@ -1,0 +1,71 @@
+"""The public functions that take any recipe's files, bound to the registry (`mrcr_gen.recipes.RECIPES`).
+
+The recipe-neutral layers (`mrcr_gen.eval`) take the recipes as an argument; these are what
+`mrcr_gen` exports and the commands call, so users never pass them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from .eval import _compare, _items, _report, _responses, _runner
+from .eval._config import EvalConfig
+from .eval._fit import TooLong
+from .eval._items import EvalItem
+from .eval._runner import RunStats
+from .recipes import RECIPES
+
+
+def read_items(
+    path: str | os.PathLike, *, tokenizer_spec: str = "o200k_base", skip: Callable[[int, str], bool] | None = None
+) -> Iterator[EvalItem]:
+    """The items of one data file, whatever its recipe; FileError for an unreadable file."""
+    return _items.read_items(path, recipes=RECIPES, tokenizer_spec=tokenizer_spec, skip=skip)
+
+
+async def run_eval_async(config: EvalConfig, **options: Any) -> RunStats:
+    """Evaluate (see `mrcr_gen.eval.run_eval_async` for `options`); writes results.jsonl and run.json."""
+    return await _runner.run_eval_async(config, recipes=RECIPES, **options)
+
+
+def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStats, dict]:
+    """Run (or resume) an evaluation, then write summary.json and plot.png; returns (stats, summary)."""
+    return _runner.run_eval(config, recipes=RECIPES, api_key=api_key)
+
+
+def preflight(
+    config: EvalConfig, api_key: str | None = None, on_row: Callable[[], None] | None = None
+) -> list[TooLong]:
+    """The rows whose prompt exceeds `config.max_context_window` as `config` counts them."""
+    return _runner.preflight(config, api_key, on_row, recipes=RECIPES)
+
+
+def summarize_run(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The summary of RUN_DIR (results.jsonl and run.json), without writing anything."""
+    return _report.summarize(run_dir, recipes=RECIPES)
+
+
+def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """Write RUN_DIR/summary.json and RUN_DIR/plot.png; return the summary."""
+    return _report.write_report(run_dir, recipes=RECIPES)
+
+
+def print_report(summary: dict[str, Any], console: Console | None = None) -> None:
+    """The summary's table, then each recipe's own tables."""
+    _report.print_report(summary, console, recipes=RECIPES)
+
+
+def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
+    """One entry per run: its model, settings, means, AUC and per-bin means (`mrcr-eval compare`)."""
+    return _compare.compare_runs(run_dirs, recipes=RECIPES)
+
+
+def grade_responses(
+    data: str | os.PathLike, responses: str | os.PathLike | dict[int, str], *, allow_missing: bool = False
+) -> dict[str, Any]:
+    """Grade responses against DATA with its recipe's official grader (see `mrcr_gen.eval.grade_responses`)."""
+    return _responses.grade_responses(data, responses, recipes=RECIPES, allow_missing=allow_missing)

@@ -1,0 +1,107 @@
+"""What defines an `mrcr-eval` run (`EvalConfig`), its settings fingerprint, and its errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._openai import DEFAULT_TIMEOUT
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class EvalError(RuntimeError):
+    """Bad input for a run (missing file, changed settings, ...): exit code 2."""
+
+
+class EvalFatal(EvalError):
+    """The server refused in a way no retry can fix (bad key, unknown model, wrong URL)."""
+
+
+class EvalConfig(BaseModel):
+    """Everything that defines a run. Never holds the API key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: list[str] = Field(min_length=1)
+    model: str
+    out: str
+    base_url: str | None = None
+    concurrency: int = Field(default=8, ge=1)
+    max_context_window: int | None = Field(default=None, ge=1)
+    needles: list[int] | None = None
+    bins: list[int] | None = Field(default=None, description="upper edges of the bins to keep")
+    limit: int | None = Field(default=None, ge=0)
+    temperature: float | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    reasoning_effort: str | None = None
+    extra_body: dict[str, Any] | None = Field(default=None, description="merged into every request body")
+    strip_think: bool = Field(default=False, description="grade replies without <think> blocks (NOT official)")
+    max_retries: int = Field(default=8, ge=0)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    retry_errors: bool = True
+    price_in: float | None = Field(default=None, ge=0, description="USD per 1M prompt tokens")
+    price_out: float | None = Field(default=None, ge=0, description="USD per 1M completion tokens")
+    tokenizer_spec: str = "o200k_base"
+    # How --max-context-window counts a prompt (see _fit): contents with `tokenizer_spec`, the
+    # chat template rendered with it, or the server's /tokenize.
+    chat_template: bool = False
+    count_with_server: bool = False
+
+    @property
+    def counts_as_seed(self) -> bool:
+        """Whether prompts are counted as the seed counts them (o200k over the contents)."""
+        return self.tokenizer_spec == "o200k_base" and not self.chat_template and not self.count_with_server
+
+    def request_params(self) -> dict[str, Any]:
+        """Keyword arguments of every `chat.completions.create` call besides model and messages."""
+        params: dict[str, Any] = {}
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.max_output_tokens is not None:
+            params[self.max_tokens_field] = self.max_output_tokens
+        if self.reasoning_effort is not None:
+            params["reasoning_effort"] = self.reasoning_effort
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params
+
+    def settings(self) -> dict[str, Any]:
+        """What decides the replies and their scores: a rerun must use the same."""
+        return {
+            "model": self.model,
+            "base_url": (self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/"),
+            "request": self.request_params(),
+            "strip_think": self.strip_think,
+        }
+
+
+def settings_fingerprint(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        flat: dict[str, Any] = {}
+        for key, inner in value.items():
+            flat.update(_flatten(inner, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): value}
+
+
+def settings_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """`name: old -> new` for every setting that differs (nested ones dotted, e.g. request.temperature)."""
+    old, new = _flatten(before), _flatten(after)
+    missing = object()
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, missing), new.get(key, missing)
+        if a != b:
+            show = lambda v: "(not set)" if v is missing else json.dumps(v)  # noqa: E731
+            lines.append(f"{key}: {show(a)} -> {show(b)}")
+    return lines

@@ -1,0 +1,84 @@
+"""openai/mrcr as the commands see it: the `Recipe` every command dispatches through.
+
+Module level stays light (the registry imports it at start-up); each method loads what it needs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from ...eval._items import EvalItem, bin_label_of_upper
+
+NAME = "openai-mrcr"
+
+
+class OpenaiMrcr:
+    """2, 4 or 8 identical asks in a long chat, asked for by ordinal (the `openai/mrcr` dataset)."""
+
+    name = NAME
+    title = "openai/mrcr"
+
+    def recognises(self, columns: Sequence[str]) -> bool:
+        # A file that also has MRCR v2's `queries` is v2's (as it always was).
+        return "prompt" in columns and "queries" not in columns
+
+    def schemas(self) -> dict[str, type[BaseModel]]:
+        from ..._models import Ask, FormatSpec, Message, Writing
+        from ._models import Answer, Conversation, MrcrRow, Needle, Sample
+
+        return {
+            "message": Message,
+            "conversation": Conversation,
+            "ask": Ask,
+            "writing": Writing,
+            "needle": Needle,
+            "answer": Answer,
+            "mrcr_row": MrcrRow,
+            "sample": Sample,
+            "format_spec": FormatSpec,
+        }
+
+    # --- eval -------------------------------------------------------------------------------
+
+    def read_items(
+        self,
+        path: str | os.PathLike,
+        *,
+        tokenizer_spec: str = "o200k_base",
+        skip: Callable[[int, str], bool] | None = None,
+    ) -> Iterator[EvalItem]:
+        from ._eval import read_mrcr_items
+
+        return read_mrcr_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
+
+    def grade(self, response: str, item: EvalItem) -> float:
+        from ._grade import grade
+
+        return grade(response, item.answer, item.prefix)
+
+    def grade_lenient(self, response: str, item: EvalItem) -> float | None:
+        from ._grade import grade_lenient
+
+        return grade_lenient(response, item.answer, item.prefix)
+
+    def item_extras(self, item: EvalItem) -> dict[str, Any]:
+        from ._floors import row_floors
+
+        floors = row_floors(item.messages, item.answer, item.prefix)
+        return {"floor_random_needle": floors.random_needle, "floor_random_writing": floors.random_writing}
+
+    def bin_label(self, upper: int) -> str:
+        return bin_label_of_upper(upper)
+
+    def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
+        return {}  # the common summary is openai/mrcr's own
+
+    def report_tables(self, summary: dict[str, Any]) -> list[Any]:
+        return []
+
+
+RECIPE = OpenaiMrcr()
