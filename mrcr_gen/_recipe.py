@@ -11,6 +11,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
+from ._request import Generated, GenerateRequest, ProgressBar
 from .eval._items import EvalRecipe
 
 
@@ -23,4 +24,8 @@ class Recipe(EvalRecipe, Protocol):
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         """The Pydantic models of its data, by the stem of their file in `schemas/`."""
+        ...
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        """Write the dataset `request` asks for (`mrcr-gen`); RequestError when it cannot."""
         ...

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -19,17 +19,19 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from .._bins import BINS, bin_by_upper
 from .._paths import find_parquet_files
+from .._request import RequestError, checked_tokenizer, open_engine, option_error, parse_bins, parse_shard
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 stderr = Console(stderr=True)
 
 
-def generating_progress() -> Progress:
-    """The progress bar of `mrcr-gen` (rows written), on stderr so that stdout stays for results."""
-    return Progress(
+@contextmanager
+def generating_bar(total: int) -> Iterator[Callable[[int], None]]:
+    """The progress bar of `mrcr-gen` (rows written, of `total`), on stderr so that stdout stays
+    for results; yields `advance(rows)` (a recipe's `generate` is given this)."""
+    progress = Progress(
         TextColumn("[bold]generating"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -37,14 +39,13 @@ def generating_progress() -> Progress:
         TimeRemainingColumn(),
         console=stderr,
     )
+    with progress:
+        task = progress.add_task("rows", total=total)
+        yield lambda rows: progress.advance(task, rows)
 
 
-class CommandError(Exception):
+class CommandError(RequestError):
     """A problem with the user's input: printed as one line, exit code 2 unless given."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def parquet_inputs(paths: list[str], v2_csv: bool = False) -> list[Path]:
@@ -61,35 +62,10 @@ def parquet_inputs(paths: list[str], v2_csv: bool = False) -> list[Path]:
     return files
 
 
-def open_engine(kind: str, workers: int | None, address: str | None, *, preload: tuple[str, ...] = ()):
-    """The engine for `--engine/--workers/--address`, or a one-line error."""
-    from ..engines import make_engine
-
-    if address is not None and kind != "ray":
-        raise CommandError("--address is for --engine ray")
-    try:
-        return make_engine(kind, workers=workers, address=address, preload=preload)
-    except ValueError as exc:
-        raise CommandError(f"--engine: {exc}") from None
-    except (RuntimeError, ConnectionError) as exc:  # Ray missing, or no cluster at --address
-        raise CommandError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
-
-
 TOKENIZER_HELP = (
     "Tokenizer that counts: o200k_base (default, the benchmark's), another tiktoken encoding, "
     "hf:PATH (a tokenizer.json or a folder holding one) or hf:ORG/NAME (a Hub model's, cached)."
 )
-
-
-def checked_tokenizer(spec: str) -> str:
-    """The spec, once it loads (so a bad one is a one-line error before any work starts)."""
-    from .._tokens import TokenizerError, load_tokenizer
-
-    try:
-        load_tokenizer(spec)
-    except TokenizerError as exc:
-        raise CommandError(f"--tokenizer: {exc}") from None
-    return spec
 
 
 def one_line(error: ValidationError) -> str:
@@ -101,11 +77,11 @@ def one_line(error: ValidationError) -> str:
 
 
 def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> None:
-    """Run a typer app; usage errors and CommandError become `prog: error: ...` and exit 2."""
+    """Run a typer app; usage errors, CommandError and RequestError become `prog: error: ...` and exit 2."""
     command = typer.main.get_command(app)
     try:
         code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-    except CommandError as exc:
+    except RequestError as exc:  # CommandError, or a recipe's refusal
         print(f"{prog_name}: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
@@ -120,45 +96,20 @@ def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> 
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
-def parse_bins(
-    values: list[str], by_upper: Callable[[int], Any] = bin_by_upper, default: tuple = BINS, every: tuple = BINS
-) -> tuple:
-    """`--bin` values: upper edges looked up with `by_upper` (which raises ValueError for an unknown
-    edge), `default` when none is given, `every` for 'all'."""
-    if not values:
-        return default
-    if "all" in values:
-        return every
-    uppers = []
-    for value in dict.fromkeys(values):
-        try:
-            uppers.append(int(value))
-        except ValueError:
-            raise CommandError(f"--bin takes an upper edge or 'all', got {values}") from None
-    try:
-        return tuple(by_upper(upper) for upper in uppers)
-    except ValueError as exc:
-        raise CommandError(f"--bin: {exc}") from None
-
-
-def option_error(error: ValidationError) -> str:
-    """The first problem of the config, named by the option the user typed (not its field)."""
-    first = error.errors()[0]
-    message = first["msg"].removeprefix("Value error, ")
-    return f"--{str(first['loc'][0]).replace('_', '-')}: {message}" if first["loc"] else message
-
-
-def parse_shard(value: str) -> tuple[int, int]:
-    try:
-        index, count = (int(part) for part in value.split("/"))
-    except ValueError:
-        raise CommandError(f"--shard takes K/N (e.g. 1/4), got {value!r}") from None
-    if not 1 <= index <= count:
-        raise CommandError(f"--shard {value}: K must be between 1 and N")
-    return index, count
-
-
-def print_build_report(report) -> None:
-    """A build report's summary lines on stderr."""
-    for line in report.summary_lines():
-        stderr.print(line, markup=False, highlight=False, soft_wrap=True)
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "TOKENIZER_HELP",
+    "CommandError",
+    "checked_tokenizer",
+    "generating_bar",
+    "one_line",
+    "open_engine",
+    "option_error",
+    "parquet_inputs",
+    "parse_bins",
+    "parse_shard",
+    "run_app",
+    "stderr",
+]

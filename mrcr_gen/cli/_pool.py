@@ -13,7 +13,6 @@ from ._common import (
     CommandError,
     checked_tokenizer,
     parquet_inputs,
-    print_build_report,
     stderr,
 )
 
@@ -160,7 +159,7 @@ def run_build(
 ):
     """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
     from ..pool._pool import PoolError
-    from ..recipes.openai_mrcr._pool_llm import BuildError, _params, build_pool_openai, price_for
+    from ..recipes.openai_mrcr._pool_llm import BuildError, _params, build_pool_openai, price_for, print_build_report
 
     try:
         report = build_pool_openai(
@@ -179,5 +178,5 @@ def run_build(
         raise CommandError(str(exc)) from None
     except OSError as exc:  # the cache or --out cannot be written
         raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
-    print_build_report(report)
+    print_build_report(report, stderr)
     return report

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..._request import Generated, GenerateRequest, ProgressBar
 from ...eval._items import EvalItem
 
 NAME = "mrcr-v2"
@@ -30,6 +31,13 @@ class MrcrV2:
         from ._rows import V2Row
 
         return {"mrcr_v2_row": V2Row}
+
+    # --- generation --------------------------------------------------------------------------
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        from ._command import generate
+
+        return generate(request, progress)
 
     # --- eval -------------------------------------------------------------------------------
 

@@ -275,3 +275,9 @@ def build_pool_openai(
         elapsed_s=time.perf_counter() - started,
         max_in_flight=runner.max_in_flight,
     )
+
+
+def print_build_report(report: BuildReport, console: Console) -> None:
+    """A build report's summary lines on `console` (stderr in the commands)."""
+    for line in report.summary_lines():
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

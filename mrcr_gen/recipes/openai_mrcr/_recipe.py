@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..._request import Generated, GenerateRequest, ProgressBar
 from ...eval._items import EvalItem, bin_label_of_upper
 
 NAME = "openai-mrcr"
@@ -41,6 +42,13 @@ class OpenaiMrcr:
             "sample": Sample,
             "format_spec": FormatSpec,
         }
+
+    # --- generation --------------------------------------------------------------------------
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        from ._command import generate
+
+        return generate(request, progress)
 
     # --- eval -------------------------------------------------------------------------------
 
