@@ -103,7 +103,7 @@ def eval_read(paths: list[str]) -> dict:
     """What mrcr-eval does with a data file before sending anything: its reader turns every row
     into an item (messages parsed, tokens counted); this measures that reader's memory."""
     try:
-        from mrcr_gen.eval._items import read_items
+        from mrcr_gen import read_items  # every recipe's reader, through the registry
     except ImportError:  # an older layout: the shared row iterator
         from mrcr_gen import iter_rows
 

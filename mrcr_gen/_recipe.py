@@ -7,12 +7,15 @@ evaluation, `RowChecks` for the streaming validator). The recipes live in `mrcr_
 
 from __future__ import annotations
 
-from typing import Protocol
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from ._request import Generated, GenerateRequest, ProgressBar
+from ._request import Generated, GenerateRequest, ProgressBar, ValidateRequest
 from .eval._items import EvalRecipe
+from .validate import RepairResult
 
 
 class Recipe(EvalRecipe, Protocol):
@@ -28,4 +31,32 @@ class Recipe(EvalRecipe, Protocol):
 
     def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
         """Write the dataset `request` asks for (`mrcr-gen`); RequestError when it cannot."""
+        ...
+
+    def finds_csv(self, path: str | os.PathLike) -> bool:
+        """Whether a CSV file found in a folder is one of this recipe's."""
+        ...
+
+    def claims_file(self, path: str | os.PathLike) -> bool:
+        """Whether a file (named, or found in a folder) is one of this recipe's."""
+        ...
+
+    def repair_refusal(self, mode: str) -> str | None:
+        """Why `mode` ("clean" or "fix") does not apply to its files, or None when it does."""
+        ...
+
+    def grade_responses(
+        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+    ) -> dict[str, Any]:
+        """`mrcr-grade`: the replies of RESPONSES.jsonl graded against DATA, with per-bin means
+        (`rows`, `cells`, `mean`, `n_rows`, `missing`); RequestError naming what does not match."""
+        ...
+
+    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        """What `mrcr-grade` prints of `result`: lines before the per-bin table, tables after it."""
+        ...
+
+    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
+        """Check its files (`mrcr-validate`) and, with mode clean or fix, write the rows kept to
+        `request.out`; `inputs` may name what is not a file (its report then says so)."""
         ...

@@ -1,4 +1,5 @@
-"""What every command shares: one-line errors, exit codes, a stderr console."""
+"""What every command shares: one-line errors, exit codes, a stderr console, the progress bar, the
+inputs named on the command line (`checked_tokenizer` and `open_engine` come from `mrcr_gen._request`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from rich.progress import (
 )
 
 from .._paths import find_parquet_files
-from .._request import RequestError, checked_tokenizer, open_engine, option_error, parse_bins, parse_shard
+from .._request import RequestError, checked_tokenizer, open_engine
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -48,14 +49,16 @@ class CommandError(RequestError):
     """A problem with the user's input: printed as one line, exit code 2 unless given."""
 
 
-def parquet_inputs(paths: list[str], v2_csv: bool = False) -> list[Path]:
+def data_inputs(paths: list[str], with_csv: bool = False) -> list[Path]:
     """The parquet files named by files, directories and globs; a CommandError if any names none.
-    `v2_csv`: directories also give their MRCR v2 CSV files."""
+    `with_csv`: directories also give the CSV files a recipe finds there (MRCR v2's)."""
     csv_filter = None
-    if v2_csv:
-        from ..recipes.mrcr_v2._rows import is_v2_csv
+    if with_csv:
+        from ..recipes import RECIPES
 
-        csv_filter = is_v2_csv
+        def csv_filter(path: Path) -> bool:
+            return any(recipe.finds_csv(path) for recipe in RECIPES)
+
     files, problems = find_parquet_files(paths, csv_filter)
     if problems:
         raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
@@ -103,13 +106,10 @@ __all__ = [
     "TOKENIZER_HELP",
     "CommandError",
     "checked_tokenizer",
+    "data_inputs",
     "generating_bar",
     "one_line",
     "open_engine",
-    "option_error",
-    "parquet_inputs",
-    "parse_bins",
-    "parse_shard",
     "run_app",
     "stderr",
 ]

@@ -19,8 +19,8 @@ from ._common import (
     TOKENIZER_HELP,
     CommandError,
     checked_tokenizer,
+    data_inputs,
     one_line,
-    parquet_inputs,
     run_app,
     stderr,
 )
@@ -153,7 +153,7 @@ def evaluate(
             raise CommandError(f"--bin: {exc}") from None
     if tokenizer != "o200k_base" or chat_template:
         checked_tokenizer(tokenizer)
-    files = parquet_inputs(data, v2_csv=True)
+    files = data_inputs(data, with_csv=True)
     try:
         config = EvalConfig(
             data=[str(p) for p in files],

@@ -10,12 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._api import grade_responses
 from .._bins import bin_sort_key
-from ..eval._items import FileError
-from ..eval._responses import ResponsesError, read_responses
-from ..recipes.mrcr_v2._rows import is_v2_file
-from ._common import CommandError, parquet_inputs, run_app
+from ..recipes import recipe_claiming
+from ._common import CommandError, data_inputs, run_app
 
 app = typer.Typer(
     add_completion=False,
@@ -52,48 +49,24 @@ def grade(
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
 ) -> None:
     if data.startswith("hf://") or Path(data).is_dir() or glob.has_magic(data):
-        files = parquet_inputs([data], v2_csv=True)
+        files = data_inputs([data], with_csv=True)
         if len(files) != 1:
             raise CommandError(f"{data} names {len(files)} files; mrcr-grade grades one")
         data = str(files[0])
     for path in (Path(data), responses):
         if not path.is_file():
             raise CommandError(f"file not found: {path}")
-    if is_v2_file(data):
-        return _grade_v2(Path(data), responses, as_json, allow_missing)
-    try:
-        result = grade_responses(data, responses, allow_missing=allow_missing)
-    except (ResponsesError, FileError) as exc:
-        raise CommandError(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise CommandError(f"cannot read {data}: {exc}".splitlines()[0]) from None
+    recipe = recipe_claiming(data)
+    result = recipe.grade_responses(data, responses, allow_missing=allow_missing)
     if as_json:
         print(json.dumps(result))
         return
     console = Console()
-    mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
-    console.print(f"mean score {mean} over {result['n_rows']} rows")
-    if result["missing"]:
-        console.print(f"{len(result['missing'])} rows had no response and were not graded")
-    console.print(_table(result))
-
-
-def _grade_v2(data: Path, responses: Path, as_json: bool, allow_missing: bool) -> None:
-    """MRCR v2 files (column `queries`): grade_v2, per-bucket means and Google's summary numbers."""
-    from ..recipes.mrcr_v2._eval import grade_v2_responses, render_v2_table
-
-    try:
-        result = grade_v2_responses(data, read_responses(responses), allow_missing=allow_missing)
-    except (ResponsesError, ValueError, OSError) as exc:
-        raise CommandError(str(exc).splitlines()[0]) from None
-    if as_json:
-        print(json.dumps(result))
-        return
-    console = Console()
-    mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
-    console.print(f"MRCR v2: mean score {mean} over {result['n_rows']} rows (grade_v2, strict)")
-    console.print(_table(result))
-    console.print(render_v2_table(result["report"]))
+    lines, tables = recipe.grade_report(result)
+    for line in lines:
+        console.print(line)
+    for table in [_table(result), *tables]:
+        console.print(table)
 
 
 def grade_main(args: list[str] | None = None) -> None:

@@ -12,7 +12,7 @@ from ._common import (
     TOKENIZER_HELP,
     CommandError,
     checked_tokenizer,
-    parquet_inputs,
+    data_inputs,
     stderr,
 )
 
@@ -38,7 +38,7 @@ def harvest_command(
     from ..recipes.openai_mrcr._harvest import harvest
 
     checked_tokenizer(tokenizer)
-    files = parquet_inputs(inputs)
+    files = data_inputs(inputs)
     with Progress(
         TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn(), console=stderr
     ) as bar:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Literal
 
 import typer
 from rich.console import Console, JustifyMethod
@@ -20,9 +21,9 @@ from rich.progress import (
 from rich.table import Table
 
 from .._parquet import use_lean_memory_pool
-from ..recipes.mrcr_v2._checks import expand_inputs, merge_reports, validate_v2_paths
-from ..recipes.openai_mrcr._validate import repair, validate_paths
-from ..validate import RepairResult, ValidationReport, default_workers
+from .._request import ValidateRequest
+from ..recipes import group_inputs
+from ..validate import RepairResult, ValidationReport, merge_reports
 from ..validate._findings import CHECKS, Finding
 from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
@@ -210,60 +211,31 @@ def validate(
                 tasks[file] = progress.add_task(Path(file).name, total=total)
             progress.advance(tasks[file], done)
 
-        v2_files, other_files, problems = expand_inputs(paths)
-        if v2_files:
-            if fix is not None:
-                raise CommandError("--fix does not apply to MRCR v2 files (column 'queries'); use --clean")
-            if clean is not None and (other_files or problems):
-                raise CommandError("--clean takes MRCR v2 files or openai/mrcr files, not both at once")
-            paths = [str(p) for p in other_files] + [text for text, _ in problems]
-        if not paths:
-            report = ValidationReport()
-        elif out is not None:
-            try:
-                result = repair(
-                    paths,
-                    out,
-                    mode="fix" if fix is not None else "clean",
-                    tokens=tokens,
-                    workers=workers,
-                    engine=runner,
-                    strict=strict,
-                    progress=advance,
-                    on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
-                    tokenizer=tokenizer,
-                )
-            except (ValueError, OSError) as exc:
-                raise CommandError(str(exc)) from None
-            report = result.report
-        else:
-            report = validate_paths(
-                paths,
-                tokens=tokens,
-                workers=workers,
-                engine=runner,
-                progress=advance,
-                strict=strict,
-                tokenizer=tokenizer,
-            )
-        if v2_files:
-            try:
-                v2_result = validate_v2_paths(
-                    v2_files,
-                    tokens=tokens,
-                    threads=workers or default_workers(),
-                    strict=strict,
-                    progress=advance,
-                    clean=clean,
-                    tokenizer=tokenizer,
-                    on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
-                )
-            except (ValueError, OSError) as exc:
-                raise CommandError(str(exc)) from None
-            report = merge_reports(report, v2_result.report)
-            if clean is not None:
-                result = v2_result
-
+        groups = group_inputs(paths)
+        mode: Literal["check", "clean", "fix"] = "fix" if fix is not None else "clean" if clean is not None else "check"
+        if out is not None:
+            for recipe, _ in groups:
+                refusal = recipe.repair_refusal(mode)
+                if refusal is not None:
+                    raise CommandError(refusal)
+            if len(groups) > 1:
+                kinds = " or ".join(sorted(f"{recipe.title} files" for recipe, _ in groups))
+                raise CommandError(f"--clean takes {kinds}, not both at once")
+        request = ValidateRequest(
+            tokens=tokens,
+            workers=workers,
+            engine=runner,
+            strict=strict,
+            tokenizer=tokenizer,
+            mode=mode,
+            out=out,
+            progress=advance,
+            on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+        )
+        results = [recipe.validate(inputs, request) for recipe, inputs in groups]
+        report = results[0].report if results else ValidationReport()
+        for more in results[1:]:
+            report = merge_reports(report, more.report)
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")
     if json_out is not None:
@@ -280,8 +252,8 @@ def validate(
                 raise CommandError(f"cannot write --json {json_out}: {exc}") from None
     if not quiet:
         _summary_tables(report, console, max_findings)
-        if out is not None:
-            _repair_table(result, console, "fixed" if fix is not None else "cleaned")
+        if out is not None and results:
+            _repair_table(results[-1], console, "fixed" if fix is not None else "cleaned")
     return report.exit_code
 
 

@@ -9,7 +9,7 @@ from ._files import (
     validate_file,
     validate_paths,
 )
-from ._findings import CHECKS, Finding, RowResult, Summary, ValidationReport
+from ._findings import CHECKS, Finding, RowResult, Summary, ValidationReport, merge_reports
 from ._repair import FileRepair, RepairResult, repair
 from ._spec import RowChecks
 
@@ -26,6 +26,7 @@ __all__ = [
     "default_workers",
     "expand_paths",
     "iter_validate",
+    "merge_reports",
     "repair",
     "validate_file",
     "validate_paths",

@@ -188,3 +188,22 @@ def _bin_sort_key(label: str) -> tuple[int, int]:
         except ValueError:
             pass
     return (1, 0)
+
+
+def merge_reports(first: ValidationReport, second: ValidationReport) -> ValidationReport:
+    """One report from two (files of two recipes, validated separately): `first`'s, then `second`'s."""
+    merged = first.model_copy(deep=True)
+    s, t = merged.summary, second.summary
+    s.files += t.files
+    s.rows += t.rows
+    s.rows_with_errors += t.rows_with_errors
+    for name, count in t.by_check.items():
+        s.by_check[name] = s.by_check.get(name, 0) + count
+    s.tokenizers.update(t.tokenizers)
+    s.hub_sources.update(t.hub_sources)
+    for label, counts in t.by_bin.items():
+        into = s.by_bin.setdefault(label, {})
+        for needles, count in counts.items():
+            into[needles] = into.get(needles, 0) + count
+    merged.findings += second.findings
+    return merged

@@ -12,7 +12,8 @@ import pytest
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.cli._grade import grade_main
 from mrcr_gen.cli._validate import validate_main
-from mrcr_gen.recipes.mrcr_v2 import expand_inputs, iter_records
+from mrcr_gen.recipes import group_inputs
+from mrcr_gen.recipes.mrcr_v2 import iter_records
 from tests.support.chat_server import ChatServer
 
 
@@ -32,9 +33,11 @@ def run(main, args: list[str]) -> int:
 
 
 def test_a_folder_gives_its_v2_csv_files_only(folder):
-    v2, other, problems = expand_inputs([folder])
+    groups = group_inputs([folder])
+    assert [recipe.name for recipe, _ in groups] == ["mrcr-v2"]
+    v2 = [Path(p) for p in groups[0][1]]
     assert [p.relative_to(folder) for p in v2] == sorted(p.relative_to(folder) for p in folder.rglob("mrcr_v2_*.csv"))
-    assert len(v2) == 4 and other == [] and problems == []
+    assert len(v2) == 4
 
 
 def test_validate_a_folder(folder, tmp_path):

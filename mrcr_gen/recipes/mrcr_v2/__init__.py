@@ -25,8 +25,6 @@ _NAMES = {
     ],
     "_checks": [
         "check_v2_record",
-        "expand_inputs",
-        "merge_reports",
         "transcript_id",
         "validate_v2_file",
         "validate_v2_paths",

@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..._bins import Bin
-from ..._paths import file_columns, find_parquet_files, hub_source
+from ..._paths import file_columns, hub_source
 from ..._tokens import (
     DEFAULT_TOKENIZER,
     RepeatedTextCounter,
@@ -37,11 +37,11 @@ from ..._tokens import (
     count_tokens_batch,
     load_tokenizer,
 )
-from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, Severity, ValidationReport
+from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, Severity
 from ...validate._provenance import dataset_tokenizer
 from ...validate._repair import FileRepair, RepairResult, output_paths
 from ._generate import V2_BUCKETS, build_path, tokens_range, v2_bucket_for
-from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, is_v2_csv, is_v2_file, iter_records
+from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, iter_records
 from ._text import HASH_PATTERN, parse_query, split_transcript
 
 ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)
@@ -365,17 +365,6 @@ def validate_v2_file(
         )
 
 
-def expand_inputs(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[Path], list[tuple[str, str]]]:
-    """(v2 files, other parquet files, problems): directories give their *.parquet and their
-    MRCR v2 *.csv (header with `queries` and `answer`)."""
-    v2: list[Path] = []
-    other: list[Path] = []
-    files, problems = find_parquet_files(paths, csv_filter=is_v2_csv)
-    for file in files:
-        (v2 if is_v2_file(file) else other).append(file)
-    return v2, other, problems
-
-
 def validate_v2_paths(
     files: Sequence[str | os.PathLike],
     *,
@@ -426,22 +415,3 @@ def validate_v2_paths(
         repair.kept = writer.rows
         repairs.append(repair)
     return RepairResult(report=builder.build(), output=str(clean or ""), files=repairs)
-
-
-def merge_reports(first: ValidationReport, second: ValidationReport) -> ValidationReport:
-    """One report from two (openai/mrcr files and v2 files validated separately)."""
-    merged = first.model_copy(deep=True)
-    s, t = merged.summary, second.summary
-    s.files += t.files
-    s.rows += t.rows
-    s.rows_with_errors += t.rows_with_errors
-    for name, count in t.by_check.items():
-        s.by_check[name] = s.by_check.get(name, 0) + count
-    s.tokenizers.update(t.tokenizers)
-    s.hub_sources.update(t.hub_sources)
-    for label, counts in t.by_bin.items():
-        into = s.by_bin.setdefault(label, {})
-        for needles, count in counts.items():
-            into[needles] = into.get(needles, 0) + count
-    merged.findings += second.findings
-    return merged

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..._request import Generated, GenerateRequest, ProgressBar
+from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
 from ...eval._items import EvalItem
+
+if TYPE_CHECKING:
+    from ...validate import RepairResult
 
 NAME = "mrcr-v2"
 
@@ -38,6 +42,60 @@ class MrcrV2:
         from ._command import generate
 
         return generate(request, progress)
+
+    # --- validation --------------------------------------------------------------------------
+
+    def finds_csv(self, path: str | os.PathLike) -> bool:
+        from ._rows import is_v2_csv
+
+        return is_v2_csv(path)  # a header with `queries` and `answer`
+
+    def claims_file(self, path: str | os.PathLike) -> bool:
+        from ._rows import is_v2_file
+
+        return is_v2_file(path)  # a CSV named on its own is taken as v2, so a broken one gets v2's findings
+
+    def repair_refusal(self, mode: str) -> str | None:
+        return "--fix does not apply to MRCR v2 files (column 'queries'); use --clean" if mode == "fix" else None
+
+    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
+        from ...validate import default_workers
+        from ._checks import validate_v2_paths
+
+        try:
+            return validate_v2_paths(
+                inputs,
+                tokens=request.tokens,
+                threads=request.workers or default_workers(),
+                strict=request.strict,
+                progress=request.progress,
+                clean=request.out if request.mode == "clean" else None,
+                tokenizer=request.tokenizer,
+                on_change=request.on_change,
+            )
+        except (ValueError, OSError) as exc:
+            raise RequestError(str(exc)) from None
+
+    # --- mrcr-grade --------------------------------------------------------------------------
+
+    def grade_responses(
+        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+    ) -> dict[str, Any]:
+        from ...eval._responses import ResponsesError, read_responses
+        from ._eval import grade_v2_responses
+
+        try:
+            return grade_v2_responses(Path(data), read_responses(responses), allow_missing=allow_missing)
+        except (ResponsesError, ValueError, OSError) as exc:
+            raise RequestError(str(exc).splitlines()[0]) from None
+
+    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        from ._eval import render_v2_table
+
+        mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
+        return [f"MRCR v2: mean score {mean} over {result['n_rows']} rows (grade_v2, strict)"], [
+            render_v2_table(result["report"])
+        ]
 
     # --- eval -------------------------------------------------------------------------------
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..._request import Generated, GenerateRequest, ProgressBar
+from ..._paths import file_columns
+from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
 from ...eval._items import EvalItem, bin_label_of_upper
+
+if TYPE_CHECKING:
+    from ...validate import RepairResult
 
 NAME = "openai-mrcr"
 
@@ -49,6 +53,61 @@ class OpenaiMrcr:
         from ._command import generate
 
         return generate(request, progress)
+
+    # --- validation --------------------------------------------------------------------------
+
+    def finds_csv(self, path: str | os.PathLike) -> bool:
+        return False  # its files are parquet
+
+    def claims_file(self, path: str | os.PathLike) -> bool:
+        if str(path).lower().endswith(".csv"):
+            return False  # its files are parquet
+        columns = file_columns(path)
+        return columns is not None and self.recognises(columns)
+
+    def repair_refusal(self, mode: str) -> str | None:
+        return None  # it cleans and fixes
+
+    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
+        from ...validate import RepairResult
+        from ._validate import repair, validate_paths
+
+        options: dict[str, Any] = {
+            "tokens": request.tokens,
+            "workers": request.workers,
+            "engine": request.engine,
+            "progress": request.progress,
+            "strict": request.strict,
+            "tokenizer": request.tokenizer,
+        }
+        if request.mode == "check" or request.out is None:
+            return RepairResult(report=validate_paths(inputs, **options), output="")
+        try:
+            return repair(inputs, request.out, mode=request.mode, on_change=request.on_change, **options)
+        except (ValueError, OSError) as exc:
+            raise RequestError(str(exc)) from None
+
+    # --- mrcr-grade --------------------------------------------------------------------------
+
+    def grade_responses(
+        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+    ) -> dict[str, Any]:
+        from ...eval._items import FileError
+        from ...eval._responses import ResponsesError, grade_responses
+
+        try:
+            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing)
+        except (ResponsesError, FileError) as exc:
+            raise RequestError(str(exc)) from None
+        except (OSError, ValueError) as exc:
+            raise RequestError(f"cannot read {data}: {exc}".splitlines()[0]) from None
+
+    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
+        lines = [f"mean score {mean} over {result['n_rows']} rows"]
+        if result["missing"]:
+            lines.append(f"{len(result['missing'])} rows had no response and were not graded")
+        return lines, []
 
     # --- eval -------------------------------------------------------------------------------
 
