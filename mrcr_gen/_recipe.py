@@ -19,9 +19,11 @@ from .validate import RepairResult
 
 
 class Recipe(EvalRecipe, Protocol):
-    """A benchmark form: how its files are recognised (`recognises`), read for evaluation
-    (`read_items`), graded (`grade`, `grade_lenient`, `item_extras`), binned (`bin_label`) and
-    reported (`report_extras`, `report_tables`), and the data shapes it exports (`schemas`)."""
+    """A benchmark form as every command sees it: which files are its own (`finds_csv`,
+    `claims_file`, `recognises`), generation (`generate`), validation (`validate`,
+    `repair_refusal`), evaluation (`read_items`, `grade`, `grade_lenient`, `item_extras`,
+    `bin_label`), `mrcr-grade` (`grade_responses`, `grade_report`), its report's extras
+    (`report_extras`, `report_tables`) and the data shapes it exports (`schemas`)."""
 
     title: str  # for people: "openai/mrcr", "MRCR v2"
 
