@@ -13,6 +13,9 @@ One place decides how we talk to an OpenAI-compatible server:
 * Answers that make every further request pointless (401, 403, 404, an unknown model) raise a
   `ChatError` with `fatal` set; a 400 saying the prompt is too long is a non-retried row error.
 * `BoundedRunner` runs coroutines with at most `limit` in flight.
+* Every response that came back is accounted for in `Billing` (on the result, or on the error):
+  its HTTP status, and the usage it reported, retried ones included (a provider bills them).
+* `endpoint` names the server a request goes to, normalised, so that writings can be keyed by it.
 
 The API key never appears in an exception message or a log line: every message built here
 passes through `redact`.
@@ -29,14 +32,61 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 600.0
 DUMMY_API_KEY = "EMPTY"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+#: `Billing.statuses` keys of attempts without a status: no HTTP response (timeout, connection
+#: error), or a body that could not be read as JSON.
+NO_RESPONSE = "no response"
+UNREADABLE = "unreadable body"
+
+
+def endpoint(base_url: str | None = None) -> str:
+    """The server requests go to, as `make_client` picks it (the argument, else `OPENAI_BASE_URL`,
+    else OpenAI), normalised: scheme and host lower-case, no trailing slash. Never holds a key."""
+    url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).strip()
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
+
+
+class Billing(BaseModel):
+    """What the requests of one chat completion brought back: a count per HTTP status (or
+    NO_RESPONSE), and the usage every response reported, retried ones included."""
+
+    statuses: dict[str, int] = Field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+
+    def count(self, status: int | str | None) -> None:
+        key = NO_RESPONSE if status is None else str(status)
+        self.statuses[key] = self.statuses.get(key, 0) + 1
+
+    def bill(self, completion: Any) -> None:
+        """Add the usage a response reported (nothing when it reported none)."""
+        for name, value in _usage(completion).items():
+            if value is not None:
+                setattr(self, name, getattr(self, name) + value)
+
+    def add(self, other: Billing) -> None:
+        for status, n in other.statuses.items():
+            self.statuses[status] = self.statuses.get(status, 0) + n
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def requests(self) -> int:
+        return sum(self.statuses.values())
+
+
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
 RETRY_AFTER_CAP_S = 300.0
@@ -59,8 +109,10 @@ class ChatError(RuntimeError):
         status: int | None = None,
         retryable: bool = False,
         fatal: bool = False,
+        billing: Billing | None = None,
     ):
         super().__init__(message)
+        self.billing = billing if billing is not None else Billing()  # what the attempts brought back
         self.attempts = attempts
         self.status = status
         self.retryable = retryable
@@ -87,15 +139,19 @@ class ChatResult(BaseModel):
     attempts: int
     finish_reason: str | None = None
     model: str | None = None
+    billing: Billing = Field(default_factory=Billing)  # every attempt's status and billed usage
 
 
 class _Retryable(Exception):
     """Internal: a failure worth another attempt."""
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None, unreadable: bool = False
+    ):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        self.unreadable = unreadable  # a response came back, but its body is not JSON
 
 
 _SECRETS: set[str] = set()
@@ -213,7 +269,7 @@ def _classify(exc: BaseException) -> _Retryable | ChatError:
         return _Retryable(redact(f"malformed response: {exc.message}"), status=exc.status_code)
     if isinstance(exc, (ValueError, TypeError, AttributeError, KeyError, IndexError)):
         # json.JSONDecodeError is a ValueError: an unparseable body.
-        return _Retryable(redact(f"malformed response: {type(exc).__name__}: {exc}"))
+        return _Retryable(redact(f"malformed response: {type(exc).__name__}: {exc}"), unreadable=True)
     if isinstance(exc, openai.OpenAIError):
         return ChatError(redact(f"{type(exc).__name__}: {exc}"), attempts=0)
     raise exc
@@ -221,6 +277,19 @@ def _classify(exc: BaseException) -> _Retryable | ChatError:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage(completion: Any) -> dict[str, int | None]:
+    """The token counts a response reported (None for those it did not)."""
+    usage = getattr(completion, "usage", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    return {
+        "prompt_tokens": _int_or_none(getattr(usage, "prompt_tokens", None)),
+        "completion_tokens": _int_or_none(getattr(usage, "completion_tokens", None)),
+        "reasoning_tokens": _int_or_none(getattr(completion_details, "reasoning_tokens", None)),
+        "cached_tokens": _int_or_none(getattr(prompt_details, "cached_tokens", None)),
+    }
 
 
 def _parse(completion: Any, *, retry_empty: bool) -> dict[str, Any]:
@@ -241,16 +310,10 @@ def _parse(completion: Any, *, retry_empty: bool) -> dict[str, Any]:
     if retry_empty and not text:
         raise _Retryable("empty response content")
     reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-    usage = getattr(completion, "usage", None)
-    completion_details = getattr(usage, "completion_tokens_details", None)
-    prompt_details = getattr(usage, "prompt_tokens_details", None)
     return {
         "text": text or "",
         "content_null": text is None,
-        "prompt_tokens": _int_or_none(getattr(usage, "prompt_tokens", None)),
-        "completion_tokens": _int_or_none(getattr(usage, "completion_tokens", None)),
-        "reasoning_tokens": _int_or_none(getattr(completion_details, "reasoning_tokens", None)),
-        "cached_tokens": _int_or_none(getattr(prompt_details, "cached_tokens", None)),
+        **_usage(completion),
         "reasoning_chars": len(reasoning) if isinstance(reasoning, str) else 0,
         "finish_reason": getattr(choice, "finish_reason", None),
         "model": getattr(completion, "model", None),
@@ -279,27 +342,40 @@ async def chat_completion(
     kwargs = {k: v for k, v in params.items() if v is not None}
     attempts = 0
     last: _Retryable | None = None
+    billing = Billing()
     while True:
         if stop is not None and stop():
             raise ChatStopped(
-                f"not sent: the run stopped{f' (after {last})' if last else ''}", attempts=attempts, retryable=True
+                f"not sent: the run stopped{f' (after {last})' if last else ''}",
+                attempts=attempts,
+                retryable=True,
+                billing=billing,
             )
         attempts += 1
         started = time.perf_counter()
         try:
             # Messages are the data files' JSON dicts; the server, not openai's TypedDicts, checks their shape.
             completion = await client.chat.completions.create(model=model, messages=list(messages), **kwargs)  # type: ignore[arg-type]
+            billing.count(200)  # a body came back: billed whatever it holds, even when it is retried
+            billing.bill(completion)
             fields = _parse(completion, retry_empty=retry_empty)
-            return ChatResult(**fields, latency_s=time.perf_counter() - started, attempts=attempts)
+            return ChatResult(**fields, latency_s=time.perf_counter() - started, attempts=attempts, billing=billing)
         except asyncio.CancelledError:
             raise
         except _Retryable as exc:
             last = exc
         except Exception as exc:  # classified below
             outcome = _classify(exc)
+            unreadable = isinstance(outcome, _Retryable) and outcome.unreadable
+            billing.count(UNREADABLE if unreadable and outcome.status is None else outcome.status)
             if isinstance(outcome, ChatError):
                 raise ChatError(
-                    str(outcome), attempts=attempts, status=outcome.status, retryable=False, fatal=outcome.fatal
+                    str(outcome),
+                    attempts=attempts,
+                    status=outcome.status,
+                    retryable=False,
+                    fatal=outcome.fatal,
+                    billing=billing,
                 ) from None
             last = outcome
         if attempts > max_retries:
@@ -308,6 +384,7 @@ async def chat_completion(
                 attempts=attempts,
                 status=last.status,
                 retryable=True,
+                billing=billing,
             ) from None
         delay = backoff_delay(attempts - 1, base=backoff_base, cap=backoff_cap)
         if last.retry_after is not None:

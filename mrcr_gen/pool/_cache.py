@@ -1,4 +1,11 @@
-"""The cache of model-written writings both recipes' LLM writers share (sqlite, keyed by request)."""
+"""The cache of model-written writings both recipes' LLM writers share (sqlite, keyed by request).
+
+A writing is keyed by everything that decides it: the endpoint that wrote it (`_openai.endpoint`:
+two servers serving the same model name write different text), the model, the request's
+parameters, the ask and the variant. Caches of mrcr-gen 0.1.0 before this key did not record the
+endpoint: which server wrote their writings cannot be known, so they are refused (`LegacyCache`)
+rather than reused for whatever endpoint is asked now.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._models import Ask
+from ._pool import PoolError
 
 CACHE_FILE = "writings.sqlite3"
 
@@ -24,9 +32,17 @@ def default_cache_dir() -> Path:
     return Path(base) / "mrcr-gen"
 
 
-def cache_key(model: str, params: Mapping[str, Any], ask_text: str, variant: int) -> str:
-    payload = json.dumps({"model": model, "params": dict(params), "ask": ask_text, "variant": variant}, sort_keys=True)
+def cache_key(endpoint: str, model: str, params: Mapping[str, Any], ask_text: str, variant: int) -> str:
+    """sha256 of what decides a writing; `endpoint` as `mrcr_gen._openai.endpoint` normalises it."""
+    payload = json.dumps(
+        {"endpoint": endpoint, "model": model, "params": dict(params), "ask": ask_text, "variant": variant},
+        sort_keys=True,
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class LegacyCache(PoolError):
+    """A cache written before writings were keyed by their endpoint."""
 
 
 class WritingCache:
@@ -37,12 +53,19 @@ class WritingCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / CACHE_FILE
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        columns = [row[1] for row in self._db.execute("PRAGMA table_info(writings)")]
+        if columns and "endpoint" not in columns:
+            self._db.close()
+            raise LegacyCache(
+                f"{self.path} holds writings cached by an older mrcr-gen, which did not record the server that "
+                "wrote them; rebuild them in another cache (--cache-dir DIR, or MRCR_GEN_CACHE), or delete that file"
+            )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(
             """CREATE TABLE IF NOT EXISTS writings (
-                key TEXT PRIMARY KEY, model TEXT NOT NULL, params TEXT NOT NULL, ask TEXT NOT NULL,
-                variant INTEGER NOT NULL, text TEXT NOT NULL, prompt_tokens INTEGER,
+                key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, model TEXT NOT NULL, params TEXT NOT NULL,
+                ask TEXT NOT NULL, variant INTEGER NOT NULL, text TEXT NOT NULL, prompt_tokens INTEGER,
                 completion_tokens INTEGER, finish_reason TEXT, served_model TEXT, created REAL NOT NULL)"""
         )
 
@@ -58,11 +81,14 @@ class WritingCache:
                 found[key] = (text, finish)
         return found
 
-    def put(self, key: str, model: str, params: Mapping[str, Any], ask: Ask, variant: int, result: Any) -> None:
+    def put(
+        self, key: str, endpoint: str, model: str, params: Mapping[str, Any], ask: Ask, variant: int, result: Any
+    ) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO writings VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO writings VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 key,
+                endpoint,
                 model,
                 json.dumps(dict(params), sort_keys=True),
                 ask.text,

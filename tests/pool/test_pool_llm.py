@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -46,6 +47,29 @@ def assert_no_key_in(directory: Path) -> None:
             assert CANARY.encode() not in path.read_bytes(), path
 
 
+def test_every_response_that_came_back_is_billed(tmp_path):
+    """Empty replies are retried, but a provider bills them: their usage counts, in the report,
+    the cost and the build report."""
+    plan = plan_asks(formats=["poem"], entities=4)
+    with ChatServer(writer_policy, {1: Fault.empty(), 2: Fault.empty(), 4: Fault.empty()}) as server:
+        report = build(server, plan, tmp_path, concurrency=1, price=(2.0, 10.0))
+        sent = server.stats()
+    assert report.written == 4 and report.http_requests == sent["total_requests"] == 7 and report.retries == 3
+    assert report.responses == {"200": 7}
+    assert sent["usage_sent"]["prompt_tokens"] > 0 and sent["usage_sent"]["completion_tokens"] > 0
+    assert (report.prompt_tokens, report.completion_tokens) == (
+        sent["usage_sent"]["prompt_tokens"],
+        sent["usage_sent"]["completion_tokens"],
+    )
+    assert report.cost_usd == pytest.approx((2.0 * report.prompt_tokens + 10.0 * report.completion_tokens) / 1e6)
+    built = json.loads((tmp_path / "pool.build.json").read_text())
+    assert (built["prompt_tokens"], built["retries"], built["cost_usd"]) == (
+        report.prompt_tokens,
+        3,
+        report.cost_usd,
+    )
+
+
 def test_gets_through_every_fault(tmp_path):
     plan = plan_asks(formats=["poem", "riddle"], entities=4, needle_asks=1, needle_variants=3)
     faults = {1: Fault.rate_limit(retry_after=1), 2: Fault.server_error(), 3: Fault.slow(2.0), 4: Fault.malformed(), 5: Fault.empty()}
@@ -58,9 +82,15 @@ def test_gets_through_every_fault(tmp_path):
     assert stats["faults_served"] == {"429": 1, "500": 1, "slow": 1, "malformed": 1, "empty": 1}
     assert report.http_requests == stats["total_requests"] == 15
     assert elapsed >= 1.0  # Retry-After: 1 honoured
+    # Every request is accounted for by what came back (the slow one timed out: no response).
+    assert report.responses == {"200": 11, "429": 1, "500": 1, "no response": 1, "unreadable body": 1}
+    assert report.retries == 5
     pool = read_pool(tmp_path / "pool.parquet")
     assert len(pool) == 10 and all(w.text.startswith(f"Here is a {w.ask[8:]}") for w in pool)
-    assert {w.source for w in pool} == {"test-model"}
+    assert {w.source for w in pool} == {f"test-model @ {server.base_url}"}  # the model and the server that wrote
+    built = json.loads((tmp_path / "pool.build.json").read_text())
+    assert built == json.loads(report.model_dump_json())
+    assert built["endpoint"] == server.base_url and built["responses"]["200"] == 11
 
 
 def test_server_sees_the_exact_ask_and_concurrency_is_bounded(tmp_path):
@@ -180,7 +210,7 @@ def test_writer_openai_shortcut_generates_valid_rows(tmp_path):
         assert requests and all(len(r["messages"]) == 1 and r["messages"][0]["content"].startswith("write a ") for r in requests)
         assert check_dataset(out) == 4
         card = (out / "README.md").read_text()
-        assert '"name": "pool"' in card and '"sources": {"test-model"' in card
+        assert '"name": "pool"' in card and f'"sources": {{"test-model @ {server.base_url}"' in card
         server.reset()
         second = subprocess.run(args[:-6] + ["--cache-dir", str(cache), "--out", str(tmp_path / "ds2"), "--concurrency", "4"],
                                 capture_output=True, env=subprocess_env(), cwd=tmp_path, timeout=300)
@@ -252,6 +282,13 @@ def test_build_pool_for_request_is_usable_for_one_row(tmp_path):
             base_url=server.base_url, progress=False,
         )
         assert again == path and server.stats()["total_requests"] == 0
+    with ChatServer(writer_policy) as other:  # another server, same model name: its own pool and writings
+        elsewhere = build_pool_for_request(
+            model="test-model", seed=5, needles=(2,), max_tokens=8192, rows=1, cache_dir=tmp_path / "c",
+            base_url=other.base_url, progress=False,
+        )
+        assert elsewhere != path and other.stats()["total_requests"] > 0  # nothing came from the first server
+    assert {w.source for w in read_pool(elsewhere)} == {f"test-model @ {other.base_url}"}
 
 
 def test_request_plan_always_has_two_needle_asks():
@@ -292,3 +329,59 @@ def test_pool_build_max_tokens_field(tmp_path, capsys, field):
     with pytest.raises(SystemExit) as exit_info:
         gen_main(["pool", "build", "--model", "m", "--max-tokens-field", "tokens", "--out", str(tmp_path / "q.parquet")])
     assert exit_info.value.code == 2 and "--max-tokens-field" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ writings keyed by their endpoint
+
+
+def test_two_servers_serving_one_model_name_never_share_writings(tmp_path):
+    """The cache key holds the endpoint: a second server under the same model name is asked for
+    its own writings, and the pool says which server wrote them."""
+    plan = plan_asks(formats=["poem"], entities=3)
+    with ChatServer(lambda messages, body: "from server A " + messages[-1]["content"]) as a:
+        first = build(a, plan, tmp_path)
+    with ChatServer(lambda messages, body: "from server B " + messages[-1]["content"]) as b:
+        second = build(b, plan, tmp_path)
+        sent = b.stats()["total_requests"]
+    assert (first.written, second.written, second.cached, sent) == (3, 3, 0, 3)
+    pool = read_pool(tmp_path / "pool.parquet")
+    assert {w.source for w in pool} == {f"test-model @ {b.base_url}"}
+    assert all(w.text.startswith("from server B") for w in pool)
+    with ChatServer(lambda messages, body: "from server B " + messages[-1]["content"]) as b_again:
+        # the same URL written differently (upper-case scheme, trailing slash) is the same endpoint
+        url = b.base_url.replace("http://", "HTTP://") + "/"
+        again = build_pool_openai(
+            "test-model", plan, base_url=url, out=tmp_path / "p3.parquet", cache_dir=tmp_path / "cache", progress=False
+        )
+    assert again.endpoint == b.base_url and (again.written, again.cached) == (0, 3) and b_again.total_requests == 0
+
+
+def test_endpoint_is_normalised_and_never_holds_a_key(monkeypatch):
+    from mrcr_gen._openai import endpoint
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert endpoint(None) == "https://api.openai.com/v1"
+    assert endpoint("HTTP://LocalHost:8000/v1/") == "http://localhost:8000/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://openrouter.ai/api/v1/")
+    assert endpoint(None) == "https://openrouter.ai/api/v1"
+
+
+def test_a_cache_of_an_older_version_is_refused_with_how_to_rebuild(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with sqlite3.connect(cache / "writings.sqlite3") as db:  # the schema before writings were keyed by endpoint
+        db.execute(
+            "CREATE TABLE writings (key TEXT PRIMARY KEY, model TEXT NOT NULL, params TEXT NOT NULL, ask TEXT NOT NULL,"
+            " variant INTEGER NOT NULL, text TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER,"
+            " finish_reason TEXT, served_model TEXT, created REAL NOT NULL)"
+        )
+    with pytest.raises(SystemExit) as exit_info:
+        gen_main(["pool", "build", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--entities", "1",
+                  "--cache-dir", str(cache), "--out", str(tmp_path / "p.parquet")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and not (tmp_path / "p.parquet").exists()
+    assert err == (
+        f"mrcr-gen: error: {cache / 'writings.sqlite3'} holds writings cached by an older mrcr-gen, which did not "
+        "record the server that wrote them; rebuild them in another cache (--cache-dir DIR, or MRCR_GEN_CACHE), or "
+        "delete that file"
+    )

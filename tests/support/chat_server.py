@@ -240,6 +240,7 @@ class ChatServer:
             self.authorizations: list[str | None] = []
             self.faults_served: Counter[str] = Counter()
             self.tokenize_requests = 0
+            self.usage_sent: Counter[str] = Counter()  # usage of every chat completion sent (what is billed)
 
     def stats(self) -> dict:
         with self._lock:
@@ -250,6 +251,7 @@ class ChatServer:
                 "max_in_flight": self.max_in_flight,
                 "per_last_user": dict(self.per_last_user),
                 "faults_served": dict(self.faults_served),
+                "usage_sent": dict(self.usage_sent),
             }
 
     # lifecycle --------------------------------------------------------------
@@ -421,6 +423,9 @@ class _Handler(BaseHTTPRequestHandler):
             usage["total_tokens"] += REASONING_TOKENS
             usage["completion_tokens_details"] = {"reasoning_tokens": REASONING_TOKENS}
             usage["prompt_tokens_details"] = {"cached_tokens": CACHED_TOKENS}
+        with chat._lock:
+            chat.usage_sent["prompt_tokens"] += usage["prompt_tokens"]
+            chat.usage_sent["completion_tokens"] += usage["completion_tokens"]
         self._send_json(
             200,
             {

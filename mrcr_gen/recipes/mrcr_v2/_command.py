@@ -76,17 +76,21 @@ def _writer(request: GenerateRequest, tokenizer: str) -> Any:
     if not request.model:
         raise RequestError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
     from ..._openai import ChatError
+    from ...pool import PoolError
     from ._llm import V2OpenAIWriter, WritingsFailed
 
-    writer = V2OpenAIWriter(
-        request.model,
-        base_url=request.base_url,
-        cache_dir=request.cache_dir,
-        concurrency=request.concurrency or 16,
-        temperature=request.temperature,
-        max_tokens=request.max_tokens,
-        tokenizer=tokenizer,
-    )
+    try:
+        writer = V2OpenAIWriter(
+            request.model,
+            base_url=request.base_url,
+            cache_dir=request.cache_dir,
+            concurrency=request.concurrency or 16,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            tokenizer=tokenizer,
+        )
+    except PoolError as exc:  # e.g. a cache of an older mrcr-gen
+        raise RequestError(str(exc)) from None
     keys = writer.catalog_keys()
     request.messages.print(
         f"requesting the catalog's {len(keys)} writings from {request.model} (cached ones are reused)"

@@ -60,9 +60,11 @@ class V2OpenAIWriter:
         catalog: V2Catalog | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
     ) -> None:
+        from ..._openai import endpoint
         from ...pool._cache import WritingCache, default_cache_dir
 
         self.model = model
+        self.endpoint = endpoint(base_url)  # part of each writing's cache key: servers differ
         self.tokenizer = tokenizer
         self.base_url = base_url
         self.api_key = api_key
@@ -81,7 +83,7 @@ class V2OpenAIWriter:
 
         missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
         requests = {k: _Request(request_text(self.catalog, *k)) for k in missing}
-        cache_keys = {k: cache_key(self.model, self.params, requests[k].text, k[1]) for k in missing}
+        cache_keys = {k: cache_key(self.endpoint, self.model, self.params, requests[k].text, k[1]) for k in missing}
         cached = self.cache.get_many(list(cache_keys.values()))
         texts = {k: cached[cache_keys[k]][0] for k in missing if cache_keys[k] in cached}
         to_send = [k for k in missing if k not in texts]
@@ -112,7 +114,7 @@ class V2OpenAIWriter:
                 failures.append(f"{key[0].ask} (variant {key[1]}): empty reply")
                 return
             self.requests_sent += 1
-            self.cache.put(cache_keys[key], self.model, self.params, request, key[1], result)
+            self.cache.put(cache_keys[key], self.endpoint, self.model, self.params, request, key[1], result)
             texts[key] = result.text
 
         try:
@@ -131,7 +133,7 @@ class V2OpenAIWriter:
         return {
             "name": self.name,
             "model": self.model,
-            "base_url": self.base_url,
+            "endpoint": self.endpoint,
             "params": self.params,
             "variants_per_key": self.variants_per_key,
         }

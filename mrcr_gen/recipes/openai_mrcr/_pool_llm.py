@@ -3,8 +3,10 @@
 Each writing is one chat completion whose single user message is exactly the ask
 (`write a {format} about {entity}`), as in openai/mrcr. Requests run with bounded concurrency
 and the retry policy of `mrcr_gen._openai`. Every finished writing is committed at once to a
-SQLite cache keyed by sha256(model, parameters, ask, variant), so a killed run resumes where it
-stopped and a rerun sends nothing. The API key is never stored or printed.
+SQLite cache keyed by sha256(endpoint, model, parameters, ask, variant), so a killed run resumes
+where it stopped and a rerun sends nothing. Every response that came back counts toward the usage
+and the cost, retried ones included (a provider bills them); `<pool>.build.json` records the build
+report for scripts. The API key is never stored or printed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -24,6 +27,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from ..._files import write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
@@ -49,6 +53,8 @@ class Failure(_Frozen):
 
 class BuildReport(_Frozen):
     model: str
+    endpoint: str  # the server that wrote, normalised (`mrcr_gen._openai.endpoint`); never the key
+    params: dict[str, Any]  # request parameters besides model and messages
     out: str
     cache: str
     requested: int  # (ask, variant) writings asked for
@@ -56,8 +62,13 @@ class BuildReport(_Frozen):
     written: int  # newly written by the model in this run
     failed: tuple[Failure, ...]
     http_requests: int  # requests sent, retries included
-    prompt_tokens: int  # usage reported by the server for this run's requests
+    responses: dict[str, int]  # requests by HTTP status ("no response": timeout, connection error)
+    retries: int  # requests beyond the first of each writing
+    # Usage reported by the server for this run's responses, retried ones included (they are billed).
+    prompt_tokens: int
     completion_tokens: int
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
     cost_usd: float | None  # estimate for this run; None when the model's price is unknown
     truncated: int  # writings cut off by max_tokens (finish_reason 'length'), kept
     writings: int  # distinct writings in the pool
@@ -72,10 +83,14 @@ class BuildReport(_Frozen):
         lines = [
             f"pool {self.out}: {self.writings:,} distinct writings for {self.asks:,} asks, {self.tokens:,} o200k tokens"
             + (f" ({self.duplicates} identical writings merged)" if self.duplicates else ""),
-            f"model {self.model}: {self.written:,} written now, {self.cached:,} from cache, {len(self.failed)} failed; "
-            f"{self.http_requests:,} HTTP requests in {self.elapsed_s:.1f}s",
-            f"usage this run: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens, "
-            f"estimated cost {cost}",
+            f"model {self.model} at {self.endpoint}: {self.written:,} written now, {self.cached:,} from cache, "
+            f"{len(self.failed)} failed; {self.http_requests:,} HTTP requests ({self.retries:,} retries; "
+            + ", ".join(f"{status}: {n:,}" for status, n in sorted(self.responses.items()))
+            + f") in {self.elapsed_s:.1f}s",
+            f"usage this run: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens"
+            + (f" ({self.reasoning_tokens:,} reasoning)" if self.reasoning_tokens else "")
+            + (f", {self.cached_tokens:,} prompt tokens cached" if self.cached_tokens else "")
+            + f", retried responses included; estimated cost {cost}",
         ]
         if self.truncated:
             lines.append(f"{self.truncated} writings hit the max_tokens limit (kept; finish_reason 'length')")
@@ -157,7 +172,7 @@ def build_pool_openai(
     exhausted) are reported and left out of the pool; the pool is still written. A fatal server
     answer (bad key, unknown model) raises BuildError.
     """
-    from ..._openai import BoundedRunner, ChatError, make_client
+    from ..._openai import Billing, BoundedRunner, ChatError, endpoint, make_client
 
     if concurrency < 1:
         raise PoolError("--concurrency must be at least 1")
@@ -168,13 +183,17 @@ def build_pool_openai(
     if price is None:
         price = price_for(model)
     started = time.perf_counter()
+    where = endpoint(base_url)
     cache = WritingCache(cache_dir or default_cache_dir())
-    jobs = [(ask, v, cache_key(model, params, ask.text, v)) for ask, count in variants.items() for v in range(count)]
+    jobs = [
+        (ask, v, cache_key(where, model, params, ask.text, v)) for ask, count in variants.items() for v in range(count)
+    ]
     done = cache.get_many([key for _, _, key in jobs])
     cached = len(done)
     todo = [job for job in jobs if job[2] not in done]
     console = console or Console(stderr=True)
-    usage = {"prompt": 0, "completion": 0, "http": 0, "written": 0}
+    usage = {"written": 0, "retries": 0}
+    billed = Billing()  # every response of this run, retried ones included
     failures: list[Failure] = []
     fatal: list[str] = []
     runner = BoundedRunner(concurrency)
@@ -192,7 +211,7 @@ def build_pool_openai(
     )
 
     def cost_text() -> str:
-        value = cost_usd(price, usage["prompt"], usage["completion"])
+        value = cost_usd(price, billed.prompt_tokens, billed.completion_tokens)
         return "cost n/a" if value is None else f"~${value:,.4f}"
 
     async def run_all() -> None:
@@ -206,19 +225,19 @@ def build_pool_openai(
             try:
                 result = await chat_completion_counted(client, ask)
             except ChatError as exc:
-                usage["http"] += exc.attempts
+                billed.add(exc.billing)
+                usage["retries"] += max(exc.attempts - 1, 0)
                 if exc.status in FATAL_STATUSES:
                     fatal.append(str(exc))
                 failures.append(Failure(ask=ask.text, variant=variant, error=str(exc)))
                 bar.update(task, failed=f"{len(failures)} failed")
                 return
-            cache.put(key, model, params, ask, variant, result)
+            cache.put(key, where, model, params, ask, variant, result)
             done[key] = (result.text, result.finish_reason)
-            usage["http"] += result.attempts
+            billed.add(result.billing)
+            usage["retries"] += result.attempts - 1
             usage["written"] += 1
-            usage["prompt"] += result.prompt_tokens or 0
-            usage["completion"] += result.completion_tokens or 0
-            bar.update(task, advance=1, tokens=f"{usage['prompt'] + usage['completion']:,}", cost=cost_text())
+            bar.update(task, advance=1, tokens=f"{billed.prompt_tokens + billed.completion_tokens:,}", cost=cost_text())
 
         async def chat_completion_counted(client: Any, ask: Ask) -> Any:
             from ..._openai import chat_completion
@@ -252,21 +271,28 @@ def build_pool_openai(
     finished = [(ask, done[key]) for ask, _, key in jobs if key in done]
     counts = count_tokens_batch([text for _, (text, _) in finished])
     writings, duplicates = dedupe(
-        PoolWriting.make(ask, text, n, model) for (ask, (text, _)), n in zip(finished, counts, strict=True)
+        PoolWriting.make(ask, text, n, f"{model} @ {where}")
+        for (ask, (text, _)), n in zip(finished, counts, strict=True)
     )
     write_pool(writings, out)
-    return BuildReport(
+    report = BuildReport(
         model=model,
+        endpoint=where,
+        params=params,
         out=str(out),
         cache=str(cache.path),
         requested=len(jobs),
         cached=cached,
         written=usage["written"],
         failed=tuple(failures),
-        http_requests=usage["http"],
-        prompt_tokens=usage["prompt"],
-        completion_tokens=usage["completion"],
-        cost_usd=cost_usd(price, usage["prompt"], usage["completion"]),
+        http_requests=billed.requests,
+        responses=dict(sorted(billed.statuses.items())),
+        retries=usage["retries"],
+        prompt_tokens=billed.prompt_tokens,
+        completion_tokens=billed.completion_tokens,
+        reasoning_tokens=billed.reasoning_tokens,
+        cached_tokens=billed.cached_tokens,
+        cost_usd=cost_usd(price, billed.prompt_tokens, billed.completion_tokens),
         truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
         writings=len(writings),
         duplicates=duplicates,
@@ -275,6 +301,14 @@ def build_pool_openai(
         elapsed_s=time.perf_counter() - started,
         max_in_flight=runner.max_in_flight,
     )
+    write_text_atomic(build_report_path(out), report.model_dump_json(indent=2) + "\n")
+    return report
+
+
+def build_report_path(out: str | os.PathLike) -> Path:
+    """`pool.parquet` -> `pool.build.json`, beside the pool: the build report for scripts."""
+    out = Path(out)
+    return out.with_name(out.name.removesuffix(".parquet") + ".build.json")
 
 
 def print_build_report(report: BuildReport, console: Console) -> None:

@@ -117,7 +117,20 @@ def build_pool_for_request(
     plan, count, needle_asks = request_plan(
         seed=seed, needles=needles, max_tokens=max_tokens, rows=rows, per_pair=per_pair
     )
-    settings = (model, seed, needles, per_pair, temperature, max_tokens_per_writing, max_tokens, needle_asks)
+    from ..._openai import endpoint
+
+    # The endpoint is part of it: two servers serving one model name write different pools.
+    settings = (
+        model,
+        endpoint(base_url),
+        seed,
+        needles,
+        per_pair,
+        temperature,
+        max_tokens_per_writing,
+        max_tokens,
+        needle_asks,
+    )
     path = Path(pool_path) if pool_path is not None else default_pool_path(cache_dir, model, settings)
     params = _params(temperature, max_tokens_per_writing, None)
     price = price_for(model, price_in, price_out)
