@@ -443,8 +443,11 @@ def check_pool_built(ws: Workspace, command: Command, run: Run) -> None:
 
     out = ws.root / option(command.text, "--out")
     pool = read_pool(out)
-    assert len(pool) >= 30 and {w.source for w in pool} == {option(command.text, "--model")}
+    # Every writing names the model and the server that wrote it (the test server, whatever URL the docs show).
+    assert len(pool) >= 30 and {w.source for w in pool} == {f"{option(command.text, '--model')} @ {ws.server.base_url}"}
     assert len({w.text for w in pool}) == len(pool)
+    built = json.loads(out.with_name(out.name.removesuffix(".parquet") + ".build.json").read_text())
+    assert built["endpoint"] == ws.server.base_url and built["written"] + built["cached"] == built["requested"]
     assert_no_key(ws)
 
 
