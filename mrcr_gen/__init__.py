@@ -26,7 +26,6 @@ _LAZY = {
     "BuildReport": f"{_OPENAI}._pool_llm",
     "build_pool_openai": f"{_OPENAI}._pool_llm",
     "build_pool_for_request": f"{_OPENAI}._shortcut",
-    "harvest": f"{_OPENAI}._harvest",
     **dict.fromkeys(["PoolError", "PoolTooSmall", "PoolWriter", "PoolWriting", "read_pool", "write_pool"], "pool"),
     **dict.fromkeys(["grade", "grade_lenient"], f"{_OPENAI}._grade"),
     **dict.fromkeys(["Floors", "row_floors"], f"{_OPENAI}._floors"),
@@ -47,6 +46,7 @@ _LAZY = {
         [
             "compare_runs",
             "grade_responses",
+            "harvest",
             "read_items",
             "run_eval",
             "run_eval_async",

@@ -12,12 +12,14 @@ from typing import Any
 
 from rich.console import Console
 
+from ._tokens import DEFAULT_TOKENIZER
 from .eval import _compare, _items, _report, _responses, _runner
 from .eval._config import EvalConfig
 from .eval._fit import TooLong
 from .eval._items import EvalItem
 from .eval._runner import RunStats
-from .recipes import RECIPES
+from .pool._harvest import HarvestReport
+from .recipes import RECIPES, recipe_claiming
 
 
 def read_items(
@@ -69,3 +71,24 @@ def grade_responses(
 ) -> dict[str, Any]:
     """Grade responses against DATA with its recipe's official grader (see `mrcr_gen.eval.grade_responses`)."""
     return _responses.grade_responses(data, responses, recipes=RECIPES, allow_missing=allow_missing)
+
+
+def harvest(
+    paths: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    on_row: Callable[[], None] | None = None,
+    tokenizer: str = DEFAULT_TOKENIZER,
+) -> HarvestReport:
+    """Write every distinct (ask, writing) pair of MRCR files to a pool, and the catalog found
+    beside it (`<pool>.catalog.json`); each writing counted with `tokenizer`. Each file is read by
+    the recipe that claims it: openai/mrcr parquet (asks as they are) and MRCR v2 CSV or parquet
+    (asks `Write a {format} about {topic} in {style} style.` kept as `write a {format} about
+    {topic} in {style} style`). PoolError, with nothing written, for a file that is not an MRCR
+    file (naming what is wrong: missing columns, ...) or when the pool would be empty; an input
+    with no rows is otherwise listed in the report's `empty_files`."""
+    from .pool._harvest import harvest_files
+
+    return harvest_files(
+        paths, out, lambda path: recipe_claiming(path).harvest_rows(path), on_row=on_row, tokenizer=tokenizer
+    )

@@ -8,8 +8,8 @@ evaluation, `RowChecks` for the streaming validator). The recipes live in `mrcr_
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -17,13 +17,17 @@ from ._request import Generated, GenerateRequest, ProgressBar, ValidateRequest
 from .eval._items import EvalRecipe
 from .validate import RepairResult
 
+if TYPE_CHECKING:
+    from .pool._harvest import HarvestedPair
+
 
 class Recipe(EvalRecipe, Protocol):
     """A benchmark form as every command sees it: which files are its own (`finds_csv`,
     `claims_file`, `recognises`), generation (`generate`), validation (`validate`,
-    `repair_refusal`), evaluation (`read_items`, `grade`, `grade_lenient`, `item_extras`,
-    `bin_label`), `mrcr-grade` (`grade_responses`, `grade_report`), its report's extras
-    (`report_extras`, `report_tables`) and the data shapes it exports (`schemas`)."""
+    `repair_refusal`), the writings a pool harvests from its files (`harvest_rows`), evaluation
+    (`read_items`, `grade`, `grade_lenient`, `item_extras`, `bin_label`), `mrcr-grade`
+    (`grade_responses`, `grade_report`), its report's extras (`report_extras`, `report_tables`)
+    and the data shapes it exports (`schemas`)."""
 
     title: str  # for people: "openai/mrcr", "MRCR v2"
 
@@ -45,6 +49,12 @@ class Recipe(EvalRecipe, Protocol):
 
     def repair_refusal(self, mode: str) -> str | None:
         """Why `mode` ("clean" or "fix") does not apply to its files, or None when it does."""
+        ...
+
+    def harvest_rows(self, path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]]:
+        """`mrcr-gen pool harvest`: per row of one of its files, the (ask, writing) pairs it holds,
+        each ask as a pool's `write a {format} about {entity}` (None for a pair that is not one);
+        a one-line PoolError naming the file when it is not one of its files."""
         ...
 
     def grade_responses(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -28,27 +29,43 @@ pool_app = typer.Typer(
 @pool_app.command("harvest")
 def harvest_command(
     inputs: list[str] = typer.Argument(
-        ..., help="MRCR parquet files (generated or the official openai/mrcr ones), directories or globs."
+        ...,
+        help="MRCR files: openai/mrcr parquet (generated or the official ones) or MRCR v2 CSV or parquet; "
+        "directories or globs.",
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Pool parquet file to write (the catalog goes beside it)."),
     tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Counts every writing."),
 ) -> None:
-    """Extract every distinct (ask, writing) pair of MRCR files into a pool, and the catalog found."""
+    """Extract every distinct (ask, writing) pair of MRCR files into a pool, and the catalog found.
+
+    Each file is read by the recipe that claims it: openai/mrcr asks as they are, MRCR v2 asks kept
+    as `write a {format} about {topic} in {style} style` (see docs/pools.md). A file that is neither,
+    or a pool that would be empty, is refused in one line (exit 2) and nothing is written; a file
+    with no rows among others that hold writings is harvested as nothing, with a warning."""
+    from .._api import harvest
     from ..pool import PoolError
-    from ..recipes.openai_mrcr._harvest import harvest
 
     checked_tokenizer(tokenizer)
-    files = data_inputs(inputs)
-    with Progress(
-        TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn(), console=stderr
-    ) as bar:
-        task = bar.add_task("rows", total=None)
-        try:
-            report = harvest(files, out, on_row=lambda: bar.advance(task), tokenizer=tokenizer)
-        except PoolError as exc:
-            raise CommandError(str(exc)) from None
-        except OSError as exc:  # writing --out failed (its folder is a file, no permission, ...)
-            raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+    files = data_inputs(inputs, with_csv=True)
+    try:
+        columns = (TextColumn("[bold]harvesting"), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn())
+        with Progress(*columns, console=stderr) as bar:
+            task = bar.add_task("rows", total=None)
+            try:
+                report = harvest(files, out, on_row=lambda: bar.advance(task), tokenizer=tokenizer)
+            except BaseException:
+                # A refusal is its one line: the bar goes (erased on a terminal, never printed to a
+                # file), and leaving the block prints nothing more.
+                bar.live.transient = True
+                bar.live.stop()
+                bar.disable = True
+                raise
+    except PoolError as exc:
+        raise CommandError(str(exc)) from None
+    except OSError as exc:  # writing --out failed (its folder is a file, no permission, ...)
+        raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+    if report.empty_files:
+        print(f"mrcr-gen: warning: no rows (nothing harvested) in {', '.join(report.empty_files)}", file=sys.stderr)
     print(
         f"pool {report.out}: {report.writings:,} distinct writings ({report.asks:,} asks, {report.formats} formats, "
         f"{report.entities} entities, {report.tokens:,} {report.tokenizer} tokens) from {report.pairs:,} pairs in "

@@ -16,6 +16,7 @@ from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, V
 from ...eval._items import EvalItem
 
 if TYPE_CHECKING:
+    from ...pool._harvest import HarvestedPair
     from ...validate import RepairResult
 
 NAME = "mrcr-v2"
@@ -75,6 +76,13 @@ class MrcrV2:
             )
         except (ValueError, OSError) as exc:
             raise RequestError(str(exc)) from None
+
+    # --- mrcr-gen pool harvest ---------------------------------------------------------------
+
+    def harvest_rows(self, path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]]:
+        from ._harvest import harvest_rows
+
+        return harvest_rows(path)
 
     # --- mrcr-grade --------------------------------------------------------------------------
 

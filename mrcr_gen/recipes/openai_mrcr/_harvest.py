@@ -1,46 +1,28 @@
-"""Harvest (ask, writing) pairs from MRCR parquet files (the official ones included) into a pool."""
+"""Harvest (ask, writing) pairs of openai/mrcr parquet files (the official ones included) into a pool.
+
+`harvest_rows` is openai/mrcr's part of `mrcr-gen pool harvest` (`Recipe.harvest_rows`): the pairs
+of `messages[1:-1]` of each row, asks `write a {format} about {entity}` as they are. The counting,
+de-duplication and writing are the pool's (`mrcr_gen.pool._harvest`); `harvest` here takes
+openai/mrcr files only (`mrcr_gen.harvest` takes every recipe's).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from ..._files import write_text_atomic
-from ..._models import _Frozen
-from ..._paths import hub_source
-from ..._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
-from ...pool._pool import PoolError, PoolWriting, catalog_summary, dedupe, dumps_json, parse_ask, write_pool
-from ._rows import iter_rows
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
 
+from ..._tokens import DEFAULT_TOKENIZER
+from ...pool._harvest import HarvestedPair, HarvestReport, catalog_path, harvest_files, source_label
+from ...pool._pool import PoolError, parse_ask
+from ._rows import MRCR_COLUMNS, iter_rows
 
-class HarvestReport(_Frozen):
-    files: tuple[str, ...]
-    rows: int
-    pairs: int  # (ask, writing) pairs seen, preamble and final query excluded
-    duplicates: int  # identical (ask, writing) pairs dropped
-    unparsed: int  # pairs whose user message is not `write a {format} about {entity}` (skipped)
-    writings: int  # distinct writings in the pool
-    asks: int
-    formats: int
-    entities: int
-    tokens: int  # tokens of the pool's writings, by `tokenizer`
-    tokenizer: str = DEFAULT_TOKENIZER
-    out: str
-    catalog: str
-
-
-def catalog_path(out: str | os.PathLike) -> Path:
-    """`pool.parquet` -> `pool.catalog.json`, beside the pool."""
-    out = Path(out)
-    return out.with_name(out.name.removesuffix(".parquet") + ".catalog.json")
-
-
-def source_label(path: Path) -> str:
-    """What a harvested writing records as its source: the file, with its parent folder."""
-    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+V2_COLUMN = "queries"  # MRCR v2's prompt column: such a file is not openai/mrcr's
 
 
 def pairs_of(messages: object) -> Iterable[tuple[str, str] | None]:
@@ -67,6 +49,48 @@ def pairs_of(messages: object) -> Iterable[tuple[str, str] | None]:
             yield user["content"], assistant["content"]
 
 
+def check_columns(path: Path) -> None:
+    """PoolError, in one line naming the file, unless it is a parquet file with openai/mrcr's columns."""
+    if path.suffix.lower() == ".csv":
+        raise PoolError(f"{path} is a CSV file, not an openai/mrcr parquet file")
+    try:
+        names = pq.read_schema(path).names
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        lines = str(exc).splitlines()
+        raise PoolError(f"{path} is not an MRCR parquet file: {lines[0] if lines else type(exc).__name__}") from None
+    if V2_COLUMN in names:
+        raise PoolError(f"{path} is an MRCR v2 file (column '{V2_COLUMN}'), not an openai/mrcr one")
+    missing = [name for name in MRCR_COLUMNS if name not in names]
+    if missing:
+        raise PoolError(f"{path} is not an openai/mrcr parquet file: missing column(s) {', '.join(missing)}")
+
+
+def harvest_rows(path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]]:
+    """Per row of an openai/mrcr parquet file, its (ask, writing) pairs (None for a message pair
+    that is not an ask `write a {format} about {entity}` and a writing). PoolError naming the file
+    (and row) when it is not such a file."""
+    path = Path(path)
+    check_columns(path)
+    row = 0
+    try:
+        for mrcr_row in iter_rows(path):
+            pairs: list[HarvestedPair | None] = []
+            for pair in pairs_of(json.loads(mrcr_row.prompt)):
+                ask = None if pair is None else parse_ask(pair[0])
+                pairs.append(None if pair is None or ask is None else HarvestedPair(ask, pair[1]))
+            yield pairs
+            row += 1
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        problem = first["msg"].removeprefix("Value error, ")
+        detail = f"{where}: {problem}" if where else problem
+        raise PoolError(f"{path} row {row} is not an openai/mrcr row: {detail}") from None
+    except (OSError, ValueError, KeyError) as exc:
+        lines = str(exc).splitlines()
+        raise PoolError(f"{path} is not an MRCR parquet file: {lines[0] if lines else type(exc).__name__}") from None
+
+
 def harvest(
     paths: Sequence[str | os.PathLike],
     out: str | os.PathLike,
@@ -74,73 +98,10 @@ def harvest(
     on_row: Callable[[], None] | None = None,
     tokenizer: str = DEFAULT_TOKENIZER,
 ) -> HarvestReport:
-    """Write every distinct (ask, writing) pair of MRCR files to a pool, and the catalog found;
-    each writing counted with `tokenizer`."""
-    load_tokenizer(tokenizer)
-    files = [Path(p) for p in paths]
-    for path in files:
-        if not path.is_file():
-            raise PoolError(f"{path} does not exist")
-    writings: list[PoolWriting] = []
-    seen: set[tuple[str, str]] = set()
-    pair_formats: Counter[str] = Counter()
-    pair_entities: Counter[str] = Counter()
-    rows = pairs = duplicates = unparsed = 0
-    for path in files:
-        source = source_label(path)
-        try:
-            row_iter = iter_rows(path)
-            for row in row_iter:
-                rows += 1
-                fresh: list[tuple] = []
-                for pair in pairs_of(json.loads(row.prompt)):
-                    pairs += 1
-                    if pair is None:
-                        unparsed += 1
-                        continue
-                    ask_text, text = pair
-                    ask = parse_ask(ask_text)
-                    if ask is None or not text:
-                        unparsed += 1
-                        continue
-                    pair_formats[ask.format] += 1
-                    pair_entities[ask.entity] += 1
-                    if (ask_text, text) in seen:
-                        duplicates += 1
-                        continue
-                    seen.add((ask_text, text))
-                    fresh.append((ask, text))
-                counts = count_tokens_batch([text for _, text in fresh], tokenizer=tokenizer)
-                writings += [
-                    PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(fresh, counts, strict=True)
-                ]
-                if on_row is not None:
-                    on_row()
-        except (OSError, ValueError, KeyError) as exc:
-            raise PoolError(f"{path} is not an MRCR parquet file: {str(exc).splitlines()[0]}") from None
-    writings, dropped = dedupe(writings)
-    duplicates += dropped
-    write_pool(writings, out, tokenizer)
-    catalog = catalog_summary(writings, (pair_formats, pair_entities))
-    catalog = {"files": [str(p) for p in files], "rows": rows, "pairs": pairs, "duplicates": duplicates, **catalog}
-    if tokenizer != DEFAULT_TOKENIZER:
-        catalog["tokenizer"] = load_tokenizer(tokenizer).describe()
-    hub = {str(p): url for p in files if (url := hub_source(p)) is not None}
-    if hub:
-        catalog["hub_sources"] = hub
-    write_text_atomic(catalog_path(out), dumps_json(catalog))
-    return HarvestReport(
-        files=tuple(str(p) for p in files),
-        rows=rows,
-        pairs=pairs,
-        duplicates=duplicates,
-        unparsed=unparsed,
-        writings=len(writings),
-        asks=catalog["asks"],
-        formats=len(catalog["formats"]),
-        entities=len(catalog["entities"]),
-        tokens=sum(w.n_tokens for w in writings),
-        tokenizer=tokenizer,
-        out=str(out),
-        catalog=str(catalog_path(out)),
-    )
+    """Write every distinct (ask, writing) pair of openai/mrcr files to a pool, and the catalog
+    found; each writing counted with `tokenizer`. PoolError (nothing written) for a file that is
+    not openai/mrcr's, or when the pool would be empty (see `mrcr_gen.pool._harvest`)."""
+    return harvest_files(paths, out, harvest_rows, on_row=on_row, tokenizer=tokenizer)
+
+
+__all__ = ["HarvestReport", "catalog_path", "harvest", "harvest_rows", "pairs_of", "source_label"]

@@ -16,6 +16,7 @@ from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, V
 from ...eval._items import EvalItem, bin_label_of_upper
 
 if TYPE_CHECKING:
+    from ...pool._harvest import HarvestedPair
     from ...validate import RepairResult
 
 NAME = "openai-mrcr"
@@ -86,6 +87,13 @@ class OpenaiMrcr:
             return repair(inputs, request.out, mode=request.mode, on_change=request.on_change, **options)
         except (ValueError, OSError) as exc:
             raise RequestError(str(exc)) from None
+
+    # --- mrcr-gen pool harvest ---------------------------------------------------------------
+
+    def harvest_rows(self, path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]]:
+        from ._harvest import harvest_rows
+
+        return harvest_rows(path)
 
     # --- mrcr-grade --------------------------------------------------------------------------
 
