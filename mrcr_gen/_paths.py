@@ -137,7 +137,7 @@ def file_columns(path: str | os.PathLike) -> list[str] | None:
     try:
         if path.suffix.lower() == ".csv":
             raise_csv_limit()
-            with open(path, newline="", encoding="utf-8") as handle:
+            with open(path, newline="", encoding="utf-8-sig") as handle:  # a byte-order mark is not a column
                 return next(csv.reader(handle), [])
         return list(pq.read_schema(path).names)
     except Exception:

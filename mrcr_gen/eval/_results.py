@@ -38,7 +38,14 @@ class ResultsWriter:
         os.fsync(self._handle.fileno())
 
     def write(self, record: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        line = json.dumps(record, ensure_ascii=False)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            # A reply may hold a lone surrogate (valid JSON, "\ud83d"), which UTF-8 cannot store:
+            # the record is stored with ASCII escapes instead, which read back as the same text.
+            line = json.dumps(record)
+        self._handle.write(line + "\n")
         self._flush()
 
     def close(self) -> None:

@@ -190,9 +190,10 @@ async def run_eval_async(
     in_flight = 0
     tasks: set[asyncio.Task] = set()
     fatal: list[ChatError] = []
+    crashed: list[BaseException] = []  # a task's unexpected exception: observed, stops the run, raised
 
     def stopping() -> bool:
-        return bool(fatal)
+        return bool(fatal or crashed)
 
     with ResultsWriter(results_path) as writer:
 
@@ -276,6 +277,8 @@ async def run_eval_async(
         def job_done(task: asyncio.Task) -> None:
             tasks.discard(task)
             semaphore.release()
+            if not task.cancelled() and task.exception() is not None:
+                crashed.append(task.exception())  # type: ignore[arg-type]
 
         try:
             while not stopping():
@@ -302,9 +305,12 @@ async def run_eval_async(
                 task = asyncio.create_task(run_job(payload, shas[payload[0].source]))
                 tasks.add(task)
                 task.add_done_callback(job_done)
-            # Requests in flight are awaited and recorded, also after a fatal answer.
+            # Requests in flight are awaited and recorded, also after a fatal answer or a crashed task:
+            # one task's exception must not cancel the replies of the others.
             if tasks:
-                await asyncio.gather(*tasks)
+                for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+                    if isinstance(outcome, Exception) and not any(outcome is seen for seen in crashed):
+                        crashed.append(outcome)
         finally:
             # Cancelled tasks must finish before the results file closes under them.
             for task in tasks:
@@ -314,6 +320,8 @@ async def run_eval_async(
             if close is not None:
                 with contextlib.suppress(Exception):
                     await close()
+    if crashed:  # never a silent loss: the rows it was writing have no record, so the run is not finished
+        raise crashed[0]
     stats.resumed = planner.resumed
     if fatal:
         raise EvalFatal(f"the server refused the run: {fatal[0]} (nothing more was sent)")

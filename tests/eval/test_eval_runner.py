@@ -219,3 +219,43 @@ def test_report_rewrites_summary_and_plot(small_data, tmp_path, api_key):
     assert (tmp_path / "run" / "plot.png").stat().st_size > 1000
     cell = summary["cells"][0]
     assert set(cell) >= {"bin", "n_needles", "count", "mean_score", "floor_random_needle", "floor_random_writing"}
+
+
+def test_a_reply_that_utf8_cannot_hold_is_stored_escaped_never_lost(small_data, tmp_path, api_key):
+    """A lone surrogate is valid JSON ("\\ud83d") but not UTF-8: the row is stored (escaped, reading
+    back as the same text), scored and counted; nothing is dropped and the run completes."""
+    from tests.support.chat_server import oracle
+
+    def policy(messages, body):
+        return oracle(messages, body) + "\ud83d"
+
+    with ChatServer(policy) as server:
+        stats, summary = run_eval(config([small_data], tmp_path / "run", server, concurrency=3))
+        sent = server.total_requests
+    rows = list(iter_rows(small_data))
+    records = results(tmp_path / "run")
+    assert len(records) == len(rows) == sent == stats.scored == summary["n_rows"] and summary["complete"]
+    assert all(r["status"] == "ok" and r["response"].endswith("\ud83d") for r in records)
+
+
+def test_a_task_that_crashes_is_observed_and_the_others_are_recorded(small_data, tmp_path, api_key, monkeypatch):
+    """An unexpected exception inside one row's task stops the run and is raised; the replies in
+    flight beside it are still recorded, and the run is not marked finished."""
+    from mrcr_gen.eval import _planner, _runner
+
+    real = _planner.scored_record
+    calls = {"n": 0}
+
+    def scored_record(item, recipe, result, strip_think):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("grader bug")
+        return real(item, recipe, result, strip_think)
+
+    monkeypatch.setattr(_runner, "scored_record", scored_record)
+    with ChatServer("oracle") as server, pytest.raises(RuntimeError, match="grader bug"):
+        asyncio.run(run_eval_async(config([small_data], tmp_path / "run", server, concurrency=3)))
+    records = results(tmp_path / "run")
+    assert len(records) == calls["n"] - 1 >= 1  # every reply but the one that crashed is on disk
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run.get("finished") is not True

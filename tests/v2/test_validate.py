@@ -137,3 +137,35 @@ def test_parquet_and_csv_copies_validate_alike(v2_csv, tmp_path):
         for record in iter_records(v2_csv):
             out.write(coerce_record(record))
     assert checks(copy) == {}
+
+
+def test_a_csv_with_a_byte_order_mark_reads_as_its_header_says(v2_csv, tmp_path):
+    """Excel and some writers start a UTF-8 CSV with a byte-order mark: it is not part of the first
+    column's name, so the file validates clean and is recognised as MRCR v2."""
+    from mrcr_gen.recipes import MRCR_V2, group_inputs
+
+    with_bom = tmp_path / "bom.csv"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + v2_csv.read_bytes())
+    assert checks(with_bom) == {}
+    assert group_inputs([str(tmp_path)]) == [(MRCR_V2, [str(with_bom)])]
+    assert [r["answer"] for r in iter_records(with_bom)] == [r["answer"] for r in iter_records(v2_csv)]
+
+
+def test_an_ordinal_beyond_the_needles_is_named_in_english(v2_data, tmp_path):
+    source = v2_data / "2needle" / "mrcr_v2_2needle_in_(8192,16384).csv"
+
+    def ask_for_the_third(records):
+        record = records[0]
+        for word in ("first", "second"):
+            old = f"to the {word} "
+            if old in record["view_ops"]:
+                new_view_ops = record["view_ops"].replace(old, "to the third ")
+                record["queries"] = record["queries"][: -len(record["view_ops"])] + new_view_ops
+                record["view_ops"] = new_view_ops
+                return
+        raise AssertionError("no ordinal found")
+
+    bad = tmp_path / "third.csv"
+    rewrite(source, bad, ask_for_the_third)
+    messages = [f.message for f in validate_v2_paths([bad]).report.findings if f.check == "ground_truth"]
+    assert any("asks for the 3rd of 2 turns" in m for m in messages), messages

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._bins import Bin
+from ..._models import ordinal
 from ..._paths import file_columns, hub_source
 from ..._tokens import (
     DEFAULT_TOKENIZER,
@@ -183,7 +184,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     if len(set(writings)) < len(writings):
         add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
     if query.ordinal > len(indices):
-        add("ground_truth", f"the query asks for the {query.ordinal}th of {len(indices)} turns of '{query.ask}'")
+        add("ground_truth", f"the query asks for the {ordinal(query.ordinal)} of {len(indices)} turns of '{query.ask}'")
         target = None
     else:
         target = writings[query.ordinal - 1]

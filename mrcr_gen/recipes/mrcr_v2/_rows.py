@@ -133,7 +133,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if path.suffix.lower() == ".csv":
         raise_csv_limit()
-        with open(path, newline="", encoding="utf-8") as handle:
+        with open(path, newline="", encoding="utf-8-sig") as handle:  # a byte-order mark is not a column
             yield from csv.DictReader(handle)
         return
     with pq.ParquetFile(path) as parquet:
