@@ -52,14 +52,9 @@ class CommandError(RequestError):
 def data_inputs(paths: list[str], with_csv: bool = False) -> list[Path]:
     """The parquet files named by files, directories and globs; a CommandError if any names none.
     `with_csv`: directories also give the CSV files a recipe finds there (MRCR v2's)."""
-    csv_filter = None
-    if with_csv:
-        from ..recipes import RECIPES
+    from ..recipes import found_csv
 
-        def csv_filter(path: Path) -> bool:
-            return any(recipe.finds_csv(path) for recipe in RECIPES)
-
-    files, problems = find_parquet_files(paths, csv_filter)
+    files, problems = find_parquet_files(paths, found_csv if with_csv else None)
     if problems:
         raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
     return files

@@ -81,11 +81,12 @@ def grade_responses(
             continue
         if item.error is not None:
             raise FileError(f"{data}: row {item.row}: {item.error.check}: {item.error.message}")
+        recipe = recipe_named(item.recipe, recipes)
         rows_out.append(
             {
                 "row": item.row,
-                "score": recipe_named(item.recipe, recipes).grade(given[item.row], item),
-                "bin": recipe_named(item.recipe, recipes).bin_label(item.bin_upper),
+                "score": recipe.grade(given[item.row], item),
+                "bin": recipe.bin_label(item.bin_upper),
                 "n_needles": item.n_needles,
             }
         )

@@ -30,11 +30,16 @@ def recipe_claiming(path: str | os.PathLike) -> Recipe:
     return next((recipe for recipe in RECIPES if recipe.claims_file(path)), RECIPES[0])
 
 
+def found_csv(path: str | os.PathLike) -> bool:
+    """Whether a CSV file found in a folder is a recipe's (`Recipe.finds_csv`): other CSVs are left alone."""
+    return any(recipe.finds_csv(path) for recipe in RECIPES)
+
+
 def group_inputs(paths: Sequence[str | os.PathLike]) -> list[tuple[Recipe, list[str]]]:
     """The inputs by recipe, in registry order, recipes without inputs left out: files, directories
     (every *.parquet below, and every CSV a recipe finds there), globs and hf:// paths. A file no
     recipe claims, and an input that names nothing, go to the first recipe (its report says why)."""
-    files, problems = find_parquet_files(paths, lambda path: any(r.finds_csv(path) for r in RECIPES))
+    files, problems = find_parquet_files(paths, found_csv)
     groups: dict[str, list[str]] = {recipe.name: [] for recipe in RECIPES}
     for file in files:
         groups[recipe_claiming(file).name].append(str(file))
@@ -47,6 +52,7 @@ __all__ = [
     "OPENAI_MRCR",
     "RECIPES",
     "Recipe",
+    "found_csv",
     "group_inputs",
     "recipe_claiming",
     "recipe_named",

@@ -52,8 +52,15 @@ def validate_file(
     tokenizer: str | None = None,
 ) -> ValidationReport:
     """Validate one openai/mrcr parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths(
-        [path], tokens=tokens, workers=workers, engine=engine, progress=progress, strict=strict, tokenizer=tokenizer
+    return _files.validate_file(
+        path,
+        rows=ROWS,
+        tokens=tokens,
+        workers=workers,
+        engine=engine,
+        progress=progress,
+        strict=strict,
+        tokenizer=tokenizer,
     )
 
 
