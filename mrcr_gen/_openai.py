@@ -12,7 +12,10 @@ One place decides how we talk to an OpenAI-compatible server:
   (the pool writer wants text). After `max_retries` retries it raises `ChatError`.
 * Answers that make every further request pointless (401, 403, 404, an unknown model) raise a
   `ChatError` with `fatal` set; a 400 saying the prompt is too long is a non-retried row error.
-* `BoundedRunner` runs coroutines with at most `limit` in flight.
+* `BoundedRunner` runs coroutines with at most `limit` in flight; when one fails, the others are
+  cancelled and awaited, so that no task's exception goes unobserved.
+* `utf8_problem` says why a reply cannot be stored as text (a lone surrogate is valid JSON,
+  `"\\ud83d"`, but no UTF-8 file, Parquet column or SQLite text can hold it).
 * Every response that came back is accounted for in `Billing` (on the result, or on the error):
   its HTTP status, and the usage it reported, retried ones included (a provider bills them).
 * `endpoint` names the server a request goes to, normalised, so that writings can be keyed by it.
@@ -414,5 +417,26 @@ class BoundedRunner:
                 self.in_flight -= 1
 
     async def map(self, func: Callable[[Any], Awaitable[T]], items: Iterable[Any]) -> list[T]:
-        """`func(item)` for every item, bounded, results in input order (exceptions propagate)."""
-        return list(await asyncio.gather(*(self.run(functools.partial(func, item)) for item in items)))
+        """`func(item)` for every item, bounded, results in input order. The first exception
+        propagates after every other task has been cancelled and awaited: `gather` alone would
+        leave them running, unobserved, past the caller's cleanup (a closed client, cache)."""
+        tasks = [asyncio.ensure_future(self.run(functools.partial(func, item))) for item in items]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+
+def utf8_problem(text: str) -> str | None:
+    """Why `text` cannot be stored as UTF-8, or None when it can."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"the reply holds {text[exc.start]!r} at character {exc.start}, which UTF-8 cannot store "
+            "(a lone surrogate)"
+        )
+    return None

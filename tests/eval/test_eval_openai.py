@@ -212,3 +212,33 @@ def test_server_subprocess_mode_counts_and_serves_models():
     finally:
         process.kill()
         process.wait()
+
+
+def test_bounded_runner_cancels_and_awaits_the_others_when_one_fails():
+    """The first exception propagates only after every other task is cancelled and awaited: none
+    runs on past the caller's cleanup, and no exception is left unobserved."""
+    unobserved = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unobserved.append(context))
+        runner = BoundedRunner(4)
+        finished = []
+
+        async def work(i):
+            if i == 1:
+                raise ValueError("boom")
+            if i == 2:
+                await asyncio.sleep(0.01)
+                raise KeyError("second failure")
+            await asyncio.sleep(0.5)
+            finished.append(i)
+
+        with pytest.raises(ValueError, match="boom"):
+            await runner.map(work, range(8))
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        await asyncio.sleep(0.6)  # a task left running would finish in this time
+        return finished, pending
+
+    finished, pending = run(main())
+    assert finished == [] and pending == []
+    assert unobserved == []

@@ -110,6 +110,30 @@ def test_server_sees_the_exact_ask_and_concurrency_is_bounded(tmp_path):
     assert_no_key_in(tmp_path)  # ... and nowhere else
 
 
+def test_a_reply_no_file_can_hold_is_a_failed_writing_that_a_rerun_asks_again(tmp_path):
+    """A lone surrogate is valid JSON ("\\ud83d") but no pool file or cache can store it: that
+    writing fails with a message saying so, the others are kept, nothing crashes, the reply is
+    billed, and a rerun asks for that writing alone."""
+    plan = plan_asks(formats=["poem"], entities=4)
+    broken = next(iter(plan)).text
+    bad = {"on": True}
+
+    def policy(messages, body):
+        text = writer_policy(messages, body)
+        return text + "\ud83d" if bad["on"] and messages[-1]["content"] == broken else text
+
+    with ChatServer(policy) as server:
+        report = build(server, plan, tmp_path)
+        assert [f.ask for f in report.failed] == [broken] and "UTF-8 cannot store" in report.failed[0].error
+        assert report.written == 3 and report.responses == {"200": 4} and report.completion_tokens > 0
+        assert len(read_pool(tmp_path / "pool.parquet")) == 3
+        bad["on"] = False
+        server.reset()
+        report = build(server, plan, tmp_path)
+        assert server.stats()["per_last_user"] == {broken: 1}
+        assert report.cached == 3 and report.written == 1 and report.failed == ()
+
+
 def test_rerun_costs_nothing_and_failures_are_reported(tmp_path):
     plan = plan_asks(formats=["poem"], entities=6)
     broken = next(iter(plan)).text

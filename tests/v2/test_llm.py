@@ -42,3 +42,32 @@ def test_llm_writer_asks_with_v2_wording_and_caches(tmp_path, monkeypatch):
         again.prefetch(keys)
         assert server.total_requests == len(keys)  # a rerun sends nothing
         assert again.writings(keys[:3]) == writer.writings(keys[:3])
+
+
+def test_a_reply_no_file_can_hold_fails_that_writing_and_a_rerun_asks_again(tmp_path, monkeypatch):
+    """A lone surrogate is valid JSON but no CSV or cache can store it: the writing fails with a
+    message that says so (no traceback, nothing cached), and a rerun asks for it again."""
+    import pytest
+
+    from mrcr_gen.recipes.mrcr_v2._llm import WritingsFailed
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    catalog = small_catalog()
+    broken = {"on": True}
+
+    def policy(messages, body):
+        text = writer_policy(messages, body)
+        return text + "\ud83d" if broken["on"] and "lighthouses" in messages[0]["content"] else text
+
+    with ChatServer(policy) as server:
+        writer = V2OpenAIWriter("test-model", base_url=server.base_url, cache_dir=tmp_path / "cache", catalog=catalog)
+        keys = writer.catalog_keys()
+        with pytest.raises(WritingsFailed, match="UTF-8 cannot store"):
+            writer.prefetch(keys)
+        first = server.total_requests
+        broken["on"] = False
+        again = V2OpenAIWriter("test-model", base_url=server.base_url, cache_dir=tmp_path / "cache", catalog=catalog)
+        again.prefetch(keys)
+        resent = server.total_requests - first
+    assert first == len(keys) and 0 < resent < len(keys)
+    assert all(w.text.encode("utf-8") for w in again.writings(keys))

@@ -94,7 +94,7 @@ class V2OpenAIWriter:
             self._memory[key] = Writing(text=text, n_tokens=n)
 
     async def _request_all(self, keys, requests, cache_keys) -> dict:
-        from ..._openai import BoundedRunner, ChatError, chat_completion, make_client
+        from ..._openai import BoundedRunner, ChatError, chat_completion, make_client, utf8_problem
 
         client = make_client(self.base_url, api_key=self.api_key)
         runner = BoundedRunner(self.concurrency)
@@ -112,6 +112,10 @@ class V2OpenAIWriter:
                 return
             if not result.text.strip():
                 failures.append(f"{key[0].ask} (variant {key[1]}): empty reply")
+                return
+            unstorable = utf8_problem(result.text)
+            if unstorable:  # no CSV or cache can hold it; a rerun asks again
+                failures.append(f"{key[0].ask} (variant {key[1]}): {unstorable}")
                 return
             self.requests_sent += 1
             self.cache.put(cache_keys[key], self.endpoint, self.model, self.params, request, key[1], result)

@@ -172,7 +172,7 @@ def build_pool_openai(
     exhausted) are reported and left out of the pool; the pool is still written. A fatal server
     answer (bad key, unknown model) raises BuildError.
     """
-    from ..._openai import Billing, BoundedRunner, ChatError, endpoint, make_client
+    from ..._openai import Billing, BoundedRunner, ChatError, endpoint, make_client, utf8_problem
 
     if concurrency < 1:
         raise PoolError("--concurrency must be at least 1")
@@ -232,10 +232,15 @@ def build_pool_openai(
                 failures.append(Failure(ask=ask.text, variant=variant, error=str(exc)))
                 bar.update(task, failed=f"{len(failures)} failed")
                 return
-            cache.put(key, where, model, params, ask, variant, result)
-            done[key] = (result.text, result.finish_reason)
             billed.add(result.billing)
             usage["retries"] += result.attempts - 1
+            unstorable = utf8_problem(result.text)
+            if unstorable:  # no pool file or cache can hold it; a rerun asks again
+                failures.append(Failure(ask=ask.text, variant=variant, error=unstorable))
+                bar.update(task, failed=f"{len(failures)} failed")
+                return
+            cache.put(key, where, model, params, ask, variant, result)
+            done[key] = (result.text, result.finish_reason)
             usage["written"] += 1
             bar.update(task, advance=1, tokens=f"{billed.prompt_tokens + billed.completion_tokens:,}", cost=cost_text())
 
