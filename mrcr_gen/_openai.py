@@ -436,7 +436,6 @@ def utf8_problem(text: str) -> str | None:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         return (
-            f"the reply holds {text[exc.start]!r} at character {exc.start}, which UTF-8 cannot store "
-            "(a lone surrogate)"
+            f"the reply holds {text[exc.start]!r} at character {exc.start}, which UTF-8 cannot store (a lone surrogate)"
         )
     return None
