@@ -49,6 +49,19 @@ def test_bad_options_get_one_line_and_exit_2(tmp_path, args, message):
     assert not list(tmp_path.rglob("*.parquet"))
 
 
+def test_another_generation_into_the_same_out_is_exit_2_unless_overwrite(tmp_path):
+    common = ("--needles", "2", "--bin", "8192", "--samples", "3", "--out", str(tmp_path))
+    assert mrcr_gen(*common, "--rows-per-file", "1").returncode == 0
+    refused = mrcr_gen(*common, "--rows-per-file", "3")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"mrcr-gen: error: {tmp_path} holds another generation (README.md: --rows-per-file 1 there, 3 here); "
+        "add --overwrite to replace it (the files its card lists are removed), or choose another --out"
+    )
+    assert mrcr_gen(*common, "--rows-per-file", "3", "--overwrite").returncode == 0
+    assert [p.name for p in tmp_path.rglob("*.parquet")] == ["2needle_0.parquet"]
+
+
 def test_help_explains_the_options():
     result = mrcr_gen("--help")
     assert result.returncode == 0

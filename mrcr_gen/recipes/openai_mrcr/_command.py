@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ..._bins import BINS
 from ..._budget import AssemblyError
+from ..._card import FolderTaken
 from ..._request import (
     EXIT_FAILED,
     Generated,
@@ -88,8 +89,9 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
                 engine=runner,
                 on_rows=advance,
                 on_reused=advance,
+                overwrite=request.overwrite,
             )
-        except AssemblyError as exc:
+        except (AssemblyError, FolderTaken) as exc:
             raise RequestError(str(exc)) from None
         except FileFailed as exc:
             raise RequestError(str(exc), EXIT_FAILED) from None
