@@ -26,6 +26,7 @@ from ..._request import (
 )
 from ._config import DEFAULT_DATE_ADDED, GenerateConfig
 from ._dataset_card import summarize
+from ._fit import check_needles_fit
 from ._generate import FileFailed, generate_dataset, worker_preload
 from ._offline import OfflineWriter
 
@@ -79,6 +80,11 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
         tokenizer=config.tokenizer,
         messages=request.messages,
     )
+    try:
+        for note in check_needles_fit(config, chosen_writer):
+            request.messages.print(f"note: {note}", markup=False, highlight=False)
+    except AssemblyError as exc:
+        raise RequestError(str(exc)) from None
     runner = runner or open_engine(request.engine, request.workers, request.address, preload=preload)
     with runner, progress(total) as advance:
         try:

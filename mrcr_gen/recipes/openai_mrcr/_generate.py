@@ -31,6 +31,7 @@ from ._config import (
     RowSpec,
 )
 from ._dataset_card import IN_PROGRESS, _card_name, card_header, dataset_card, generation
+from ._fit import check_needles_fit
 from ._models import Sample
 from ._rows import MRCR_SCHEMA, rows_to_table
 
@@ -83,11 +84,13 @@ def generate_dataset(
     so the files are byte-identical whatever the engine and worker count. A file already written
     by an identical earlier run (same rows, writer and version, as its sidecar records) is kept,
     as is each finished chunk of an interrupted large file: rerunning only writes what is missing.
-    A folder holds one generation: another one's card there is refused (`FolderTaken`), unless
-    `overwrite`, which first removes the files that card lists.
+    AssemblyError for needle counts a bin cannot hold (see `check_needles_fit`). A folder holds one
+    generation: another one's card there is refused (`FolderTaken`), unless `overwrite`, which
+    first removes the files that card lists.
     """
     from ...engines import LocalEngine
 
+    check_needles_fit(config, writer)  # a request no row can meet is refused before any work
     claim_folder(config.out, generation(config, writer), overwrite)
     # The card names this generation and its files from the start: an interrupted run is known too.
     write_text_atomic(config.out / _card_name(config), card_header(config, writer) + IN_PROGRESS)
