@@ -22,3 +22,79 @@ def card_tokenizer(card_text: str) -> str | None:
     header = card_text[4 : card_text.find("\n---", 4)]
     match = CARD_TOKENIZER.search(header)
     return json.loads(match.group(1)) if match else None
+
+
+# --- one generation per folder ------------------------------------------------------------------
+
+CARD_GENERATION = re.compile(r"^  generation: (\{.*\})$", re.MULTILINE)
+CARD_FILES = re.compile(r"^  files: (\[.*\])$", re.MULTILINE)
+#: Data files an older card (one without a `files:` line) names, in its file list or table.
+OLDER_CARD_FILE = re.compile(r"`(\d+needle/[^`\s]+\.(?:parquet|csv))`")
+
+
+class FolderTaken(ValueError):
+    """The output folder holds another generation's files (one line for the user)."""
+
+
+def card_names(out: Path) -> list[Path]:
+    """The dataset cards in `out`: README.md and the cards of shards (README.shard-K-of-N.md)."""
+    return [p for p in [out / "README.md", *sorted(out.glob("README.shard-*-of-*.md"))] if p.is_file()]
+
+
+def generation_lines(generation: dict, files: list[str]) -> list[str]:
+    """The card header's record of what made the folder (option name -> value, as typed options
+    resolve) and of every file the generation writes there, read back by `claim_folder`."""
+    return [f"  generation: {json.dumps(generation, sort_keys=True)}", f"  files: {json.dumps(files)}"]
+
+
+def _recorded(card_text: str) -> tuple[dict | None, list[str]] | None:
+    """(generation, files) a card of mrcr-gen records; generation None for an older card; None for
+    a card mrcr-gen did not write."""
+    if not card_text.startswith("---\n"):
+        return None
+    header = card_text[4 : card_text.find("\n---", 4)]
+    if "\nmrcr_gen:" not in "\n" + header:
+        return None
+    generation, files = CARD_GENERATION.search(header), CARD_FILES.search(header)
+    if generation is None or files is None:
+        found = list(dict.fromkeys(OLDER_CARD_FILE.findall(card_text)))
+        companions = [name + suffix for name in found for suffix in (".build.json",)]
+        companions += [sidecar_path(Path(name)).as_posix() for name in found if name.endswith(".parquet")]
+        return None, found + companions
+    return json.loads(generation.group(1)), json.loads(files.group(1))
+
+
+def _differences(before: dict | None, now: dict) -> str:
+    if before is None:
+        return "written by an mrcr-gen that did not record its options"
+    shown = []
+    for key in sorted(set(before) | set(now)):
+        if before.get(key) != now.get(key):
+            there, here = (json.dumps(side.get(key), sort_keys=True) for side in (before, now))
+            shown.append(f"--{key} {there} there, {here} here")
+    return "; ".join(shown)
+
+
+def claim_folder(out: Path, generation: dict, overwrite: bool) -> None:
+    """Make `out` this generation's: a card of another generation there is refused (FolderTaken,
+    naming what differs) unless `overwrite`, which removes the files that card lists, then the
+    card. Cards of this generation (an earlier run, other shards) are kept: a rerun resumes."""
+    for card in card_names(out):
+        try:
+            recorded = _recorded(card.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            recorded = (None, [])
+        if recorded is None or recorded[0] == generation:
+            continue
+        before, files = recorded
+        if not overwrite:
+            raise FolderTaken(
+                f"{out} holds another generation ({card.name}: {_differences(before, generation)}); "
+                "add --overwrite to replace it (the files its card lists are removed), or choose another --out"
+            )
+        root = out.resolve()
+        for name in files:
+            path = (out / name).resolve()
+            if path.is_relative_to(root) and path != root:  # a card names files inside its folder only
+                path.unlink(missing_ok=True)
+        card.unlink(missing_ok=True)

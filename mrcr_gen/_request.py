@@ -47,6 +47,7 @@ class GenerateRequest:
     rows_per_transcript: int = 8
     rows_per_file: int = 400
     shard: str = "1/1"
+    overwrite: bool = False  # replace another generation's files in `out` (else refused)
     date_added: str | None = None
     tokenizer: str = "o200k_base"
     writer: str = "offline"

@@ -99,6 +99,14 @@ def generate(
     shard: str = typer.Option(
         "1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."
     ),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help=(
+            "Replace what another generation (other options) wrote to --out: the files its card lists are removed "
+            "first. Without it such a folder is refused; a rerun of the same command resumes."
+        ),
+    ),
     rows_per_file: int = typer.Option(
         400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."
     ),
@@ -149,6 +157,7 @@ def generate(
         rows_per_transcript=rows_per_transcript,
         rows_per_file=rows_per_file,
         shard=shard,
+        overwrite=overwrite,
         date_added=date_added,
         tokenizer=tokenizer,
         writer=writer,

@@ -12,15 +12,29 @@ from ._findings import OUT_OF_RANGE, Finding, RowResult
 
 
 def dataset_tokenizer(path: str | Path) -> str | None:
-    """The tokenizer named by the dataset card (README.md) beside the file or one folder up."""
+    """The tokenizer named by the dataset card beside the file or one folder up: README.md, else a
+    shard's card (README.shard-K-of-N.md, when `--shard` wrote the folder); else the one the file's
+    sidecar records for its rows."""
     for folder in list(Path(path).parents)[:2]:
-        card = folder / "README.md"
-        if card.is_file():
-            try:
-                return card_tokenizer(card.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-    return None
+        for card in [folder / "README.md", *sorted(folder.glob("README.shard-*-of-*.md"))]:
+            if card.is_file():
+                try:
+                    named = card_tokenizer(card.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    named = None
+                if named is not None:
+                    return named
+    return _sidecar_tokenizer(Path(path))
+
+
+def _sidecar_tokenizer(path: Path) -> str | None:
+    try:
+        with sidecar_path(path).open(encoding="utf-8") as lines:
+            record = json.loads(next(lines, "null"))
+    except (OSError, ValueError):
+        return None
+    spec = record.get("tokenizer") if isinstance(record, dict) else None
+    return spec if isinstance(spec, str) else None
 
 
 class SidecarBins:

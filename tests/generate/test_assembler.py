@@ -163,3 +163,47 @@ def test_same_seed_same_sample_in_any_order():
     fresh = Assembler(OfflineWriter(0), date_added=DEFAULT_DATE_ADDED)
     again = [fresh.sample(n_needles=4, seed=seed, token_bin=bin_by_upper(16384)).row for seed in (3, 2, 1)]
     assert first == again[::-1]
+
+
+def test_rows_of_a_pair_without_a_note_are_uniform_in_total_and_needle_format():
+    """Issue 19 item 8: where the needles fit under the bin's lower edge (no note), totals are uniform
+    over the bin (Kolmogorov-Smirnov) and needle formats over the formats (chi-square); fixed seeds."""
+    from scipy.stats import kstest
+
+    from mrcr_gen import GenerateConfig
+    from mrcr_gen.recipes.openai_mrcr._fit import check_needles_fit
+
+    token_bin = bin_by_upper(8192)
+    assert check_needles_fit(GenerateConfig(needles=(2,), bins=(token_bin,)), OfflineWriter(0)) == []
+    samples = [sample(2, 8192, seed) for seed in range(200)]
+    width = token_bin.upper - token_bin.smallest + 1
+    assert kstest([(s.n_tokens - token_bin.smallest + 0.5) / width for s in samples], "uniform").pvalue > 0.01
+    formats = Counter(s.format for s in samples)
+    assert len(formats) == 10 and chisquare(list(formats.values())).pvalue > 0.01, formats
+
+
+@pytest.mark.parametrize(
+    ("needles", "upper", "verdict"),
+    [
+        (2, 8192, None),
+        (4, 8192, "4 needles in [4096, 8192]: with 'short scene in a play' needles a row's preamble"),
+        (8, 8192, "rows lean to the top of the bin and to formats of short writings"),
+        (8, 16384, None),
+        (16, 8192, "cannot fit 16 needles of every ask into [4096, 8192]: with 'short scene in a play' needles"),
+        (64, 8192, "cannot fit 64 needles of every ask into [4096, 8192]"),
+        (10000, 8192, "each needle is an ask of at least 5 tokens and a writing of at least 1, so 10000 needles take at least 60000 tokens"),
+    ],
+)
+def test_pairs_whose_needles_do_not_fit_the_bin_get_a_note_or_are_refused_up_front(needles, upper, verdict):
+    """Issue 19 items 8 and 14: 8 needles in [4096, 8192] lean (KS 0.19 in the issue) and say so; 10000
+    needles are refused at once from a lower bound, 64 from what their needles typically take."""
+    from mrcr_gen import GenerateConfig
+    from mrcr_gen.recipes.openai_mrcr._fit import check_needles_fit
+
+    config = GenerateConfig(needles=(needles,), bins=(bin_by_upper(upper),))
+    if verdict is None or not verdict.startswith(("cannot", "each")):
+        notes = check_needles_fit(config, OfflineWriter(0))
+        assert notes == [] if verdict is None else (len(notes) == 1 and verdict in notes[0]), notes
+    else:
+        with pytest.raises(AssemblyError, match=verdict.replace("[", r"\[").replace("]", r"\]")):
+            check_needles_fit(config, OfflineWriter(0))

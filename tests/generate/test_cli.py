@@ -37,6 +37,8 @@ def test_generates_prints_a_summary_and_writes_the_card(tmp_path):
         (["--tokens", "4096"], "--tokens: 4096 gives rows of 4032..4096 tokens, outside the bins' 4096..1048576; choose 4160..1048576"),
         (["--tokens", "1048577"], "--tokens: 1048577 gives rows of 1038092..1048577 tokens"),
         (["--needles", "200", "--bin", "8192", "--samples", "1"], "cannot fit 200 needles"),
+        (["--needles", "10000", "--bin", "8192"], "so 10000 needles take at least 60000 tokens"),
+        (["--needles", "64", "--bin", "8192"], "cannot fit 64 needles of every ask into [4096, 8192]"),
         (["--frobnicate"], "No such option"),
     ],
 )
@@ -47,6 +49,25 @@ def test_bad_options_get_one_line_and_exit_2(tmp_path, args, message):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("mrcr-gen: error: ") and message in lines[0]
     assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_another_generation_into_the_same_out_is_exit_2_unless_overwrite(tmp_path):
+    common = ("--needles", "2", "--bin", "8192", "--samples", "3", "--out", str(tmp_path))
+    assert mrcr_gen(*common, "--rows-per-file", "1").returncode == 0
+    refused = mrcr_gen(*common, "--rows-per-file", "3")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"mrcr-gen: error: {tmp_path} holds another generation (README.md: --rows-per-file 1 there, 3 here); "
+        "add --overwrite to replace it (the files its card lists are removed), or choose another --out"
+    )
+    assert mrcr_gen(*common, "--rows-per-file", "3", "--overwrite").returncode == 0
+    assert [p.name for p in tmp_path.rglob("*.parquet")] == ["2needle_0.parquet"]
+
+
+def test_a_pair_whose_rows_lean_says_so(tmp_path):
+    result = mrcr_gen("--needles", "8", "--bin", "8192", "--samples", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "note: 8 needles in [4096, 8192]: with 'short scene in a play' needles" in " ".join(result.stderr.split())
 
 
 def test_help_explains_the_options():

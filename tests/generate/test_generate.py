@@ -101,7 +101,7 @@ def test_interrupted_run_leaves_no_partial_parquet(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
     files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
-    assert files == ["2needle_0.parquet", "2needle_0.samples.jsonl"]
+    assert files == ["2needle_0.parquet", "2needle_0.samples.jsonl", "README.md"]  # the card: being generated
 
 
 def test_progress_moves_as_rows_are_composed_not_only_when_a_file_ends(tmp_path, monkeypatch):
@@ -135,7 +135,7 @@ def test_an_interrupted_pool_stops_its_workers_at_once_and_leaves_no_partial_fil
             generate_dataset(cfg, OfflineWriter(cfg.seed), engine=engine, on_rows=interrupt)
         assert engine._pool is None  # its workers were ended by the interruption, not left to finish
     assert len(reported) == 1 and reported[0] < 128
-    assert not [p.name for p in cfg.out.rglob("*") if p.is_file()]  # neither file, nor a partial one
+    assert [p.name for p in cfg.out.rglob("*") if p.is_file()] == ["README.md"]  # neither file, nor a partial one
     rerun = []
     generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(2), on_rows=rerun.append)
     assert sum(rerun) == 256 and len(list(cfg.out.rglob("*.parquet"))) == 2
@@ -202,11 +202,49 @@ def test_a_different_writer_or_date_is_never_reused(tmp_path):
     cfg = config(tmp_path / "out")
     run(cfg)
     generated = []
-    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_rows=generated.append)
+    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_rows=generated.append, overwrite=True)
     assert sum(generated) == 12
     generated.clear()
-    generate_dataset(cfg.model_copy(update={"date_added": "01-01-2027"}), OfflineWriter(cfg.seed + 1), on_rows=generated.append)
+    later = cfg.model_copy(update={"date_added": "01-01-2027"})
+    generate_dataset(later, OfflineWriter(cfg.seed + 1), on_rows=generated.append, overwrite=True)
     assert sum(generated) == 12
+
+
+def test_a_folder_holds_one_generation_another_is_refused_unless_overwrite(tmp_path):
+    """Issue 19 item 9: --rows-per-file 1 then 5 into one folder left files 1-4 of the first layout."""
+    from mrcr_gen._card import FolderTaken
+
+    first = config(tmp_path, needles=(2,), bins=(bin_by_upper(8192),), samples=5, rows_per_file=1)
+    run(first)
+    assert len(list(tmp_path.rglob("*.parquet"))) == 5
+    second = first.model_copy(update={"rows_per_file": 5})
+    with pytest.raises(FolderTaken, match=r"README\.md: --rows-per-file 1 there, 5 here\); add --overwrite"):
+        run(second)
+    assert len(list(tmp_path.rglob("*.parquet"))) == 5  # refused before touching anything
+    (tmp_path / "notes.txt").write_text("mine")  # a file no card lists stays
+    generate_dataset(second, OfflineWriter(second.seed), overwrite=True)
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["2needle/2needle_0.parquet", "2needle/2needle_0.samples.jsonl", "README.md", "notes.txt"]
+    assert validate_paths([tmp_path], workers=1).summary.rows == 5
+    generated = []
+    generate_dataset(second, OfflineWriter(second.seed), on_rows=generated.append)  # the same again: resumes
+    assert generated == []
+
+
+def test_shards_of_one_generation_share_a_folder_and_an_interrupted_run_is_known(tmp_path, monkeypatch):
+    import mrcr_gen.recipes.openai_mrcr._generate as gen
+    from mrcr_gen._card import FolderTaken
+
+    for k in (1, 2):
+        run(config(tmp_path, shard=(k, 2)))
+    assert sorted(p.name for p in tmp_path.glob("README*")) == ["README.shard-1-of-2.md", "README.shard-2-of-2.md"]
+    monkeypatch.setattr(gen, "write_chunk", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    other = tmp_path / "other"
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(config(other), OfflineWriter(5), engine=LocalEngine(1))
+    monkeypatch.undo()
+    with pytest.raises(FolderTaken, match="--seed 5 there, 6 here"):
+        run(config(other, seed=6))
 
 
 def test_non_ascii_text_survives_the_parquet_round_trip(tmp_path):

@@ -29,6 +29,21 @@ def test_validator_recounts_with_the_cards_tokenizer(tiny_data, tiny_spec):
     assert report.summary.by_bin == {"(8192, 16384]": {"2": 3, "4": 3}}
 
 
+def test_a_shards_card_or_the_sidecars_name_the_tokenizer(tiny_data, tiny_spec, tmp_path):
+    """`--shard K/N` writes README.shard-K-of-N.md, not README.md: its tokenizer counts, and without
+    any card the sidecars' record of the tokenizer does (never a false token_bin error)."""
+    sharded = tmp_path / "sharded"
+    shutil.copytree(tiny_data, sharded)
+    (sharded / "README.md").rename(sharded / "README.shard-1-of-2.md")
+    report = validate_paths([sharded], workers=1)
+    assert report.exit_code == 0, report.findings[:3]
+    assert set(report.summary.tokenizers.values()) == {tiny_spec}
+    (sharded / "README.shard-1-of-2.md").unlink()
+    report = validate_paths([sharded], workers=1)
+    assert report.exit_code == 0, report.findings[:3]
+    assert set(report.summary.tokenizers.values()) == {tiny_spec}
+
+
 def test_worker_processes_count_with_the_spec_they_receive(tiny_data, tiny_spec, monkeypatch):
     import mrcr_gen.validate._files as files
 

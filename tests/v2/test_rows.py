@@ -127,8 +127,23 @@ def test_rerun_keeps_complete_files_and_rewrites_changed_ones(tmp_path):
     reused = []
     generate_v2(config, V2OfflineWriter(4), on_reused=reused.append)
     assert reused == [2] and small.stat().st_mtime_ns == stamps[small] and large.is_file()
-    generate_v2(config.model_copy(update={"samples": 3}), V2OfflineWriter(4), on_reused=reused.append)
+    more = config.model_copy(update={"samples": 3})
+    generate_v2(more, V2OfflineWriter(4), on_reused=reused.append, overwrite=True)
     assert reused == [2] and len(list(iter_v2_rows(small))) == 3
+
+
+def test_a_folder_holds_one_generation_another_is_refused_unless_overwrite(tmp_path):
+    from mrcr_gen._card import FolderTaken
+    from mrcr_gen.recipes.mrcr_v2 import generate_v2
+
+    config = V2Config(needles=(2,), buckets=(v2_bucket(8192), v2_bucket(16384)), samples=2, seed=4, out=tmp_path)
+    generate_v2(config, V2OfflineWriter(4))
+    parquet = config.model_copy(update={"format": "parquet", "buckets": (v2_bucket(8192),)})
+    with pytest.raises(FolderTaken, match=r'--bin \["\(4096, 8192\]", "\(8192, 16384\]"\] there, \["\(4096, 8192\]"\] here; --format "csv" there, "parquet" here\)'):
+        generate_v2(parquet, V2OfflineWriter(4))
+    generate_v2(parquet, V2OfflineWriter(4), overwrite=True)
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["2needle/mrcr_v2_2needle_in_(4096,8192).parquet", "2needle/mrcr_v2_2needle_in_(4096,8192).parquet.build.json", "README.md"]
 
 
 def test_shards_write_disjoint_files_that_together_are_the_whole(tmp_path):

@@ -10,6 +10,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from ..._budget import AssemblyError
+from ..._card import FolderTaken
 from ..._request import (
     EXIT_FAILED,
     Generated,
@@ -56,8 +57,9 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
                 command=request.command,
                 on_row=lambda _: advance(1),
                 on_reused=advance,
+                overwrite=request.overwrite,
             )
-        except AssemblyError as exc:
+        except (AssemblyError, FolderTaken) as exc:
             raise RequestError(str(exc)) from None
         except OSError as exc:
             raise RequestError(f"cannot write {exc.filename or config.out}: {exc.strerror or exc}") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import statistics
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from ..._bins import Bin
 from ..._budget import AssemblyError, fill_budget
 from ..._models import Ask, Writing, normalize_ask, normalize_writing, ordinal
 from ..._seeding import derived_rng
-from ..._tokens import DEFAULT_TOKENIZER, count_tokens_batch
+from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
 from ...writers._base import Writer
 from ...writers._memo import OFFLINE_VARIANTS_PER_ASK
 from ._models import PREAMBLE_HEADER, QUERY_TEMPLATE, MrcrRow, Sample
@@ -24,6 +25,9 @@ RANDOM_STRING_ALPHABET = string.ascii_letters + string.digits
 
 
 MAX_ATTEMPTS = 50
+#: Writings per format, and preambles, that `typical_fixed` measures.
+PROBE_WRITINGS = 16
+PROBE_PREAMBLES = 8
 #: Bumped whenever the same writer and seed start giving different rows, so that a rerun of an
 #: older run's command rewrites its files instead of keeping them (see `_generate`).
 LAYOUT_REVISION = 2
@@ -187,6 +191,33 @@ class Assembler:
             f'[{{"role": "user", "content": {json.dumps(preamble)}}}, {body}, '
             f'{{"role": "user", "content": {json.dumps(query)}}}]'
         )
+
+    # -- what fits ---------------------------------------------------------------------------
+    def needle_floor(self, n_needles: int) -> int:
+        """Tokens that n needles take at least: each is an ask (the shortest has this many tokens)
+        and its writing, which is never empty."""
+        return n_needles * (min(self._ask_token_counts) + 1)
+
+    def typical_fixed(self, n_needles: int) -> dict[str, tuple[int, int]]:
+        """Per needle format: (its median writing, the tokens that a row's preamble, n needles,
+        query and answer typically take), from the median of PROBE_WRITINGS writings of the
+        format's first ask and of PROBE_PREAMBLES preambles, drawn with a fixed seed."""
+        candidates = self._needle_candidates(n_needles)
+        rng = derived_rng("typical fixed", n_needles)
+        preambles = [self._preamble(rng, "") for _ in range(PROBE_PREAMBLES)]
+        preamble = int(statistics.median(count_tokens_batch(preambles, tokenizer=self.tokenizer)))
+        typical: dict[str, tuple[int, int]] = {}
+        for ask in candidates:
+            if ask.format in typical:
+                continue
+            space = min(self._variant_space(ask, n_needles), PROBE_WRITINGS)
+            writing = int(statistics.median(w.n_tokens for w in self.writer.writings([(ask, v) for v in range(space)])))
+            query = QUERY_TEMPLATE.format(
+                random_string=random_string(rng), ordinal=ordinal(n_needles), format=ask.format, entity=ask.entity
+            )
+            needles = n_needles * (self._ask_token_counts[self._index[ask]] + writing)
+            typical[ask.format] = (writing, preamble + needles + count_tokens(query, self.tokenizer) + writing)
+        return typical
 
     # -- assembly ----------------------------------------------------------------------------
     def sample(

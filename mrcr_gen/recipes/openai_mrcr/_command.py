@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ..._bins import BINS
 from ..._budget import AssemblyError
+from ..._card import FolderTaken
 from ..._request import (
     EXIT_FAILED,
     Generated,
@@ -25,6 +26,7 @@ from ..._request import (
 )
 from ._config import DEFAULT_DATE_ADDED, GenerateConfig
 from ._dataset_card import summarize
+from ._fit import check_needles_fit
 from ._generate import FileFailed, generate_dataset, worker_preload
 from ._offline import OfflineWriter
 
@@ -78,6 +80,11 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
         tokenizer=config.tokenizer,
         messages=request.messages,
     )
+    try:
+        for note in check_needles_fit(config, chosen_writer):
+            request.messages.print(f"note: {note}", markup=False, highlight=False)
+    except AssemblyError as exc:
+        raise RequestError(str(exc)) from None
     runner = runner or open_engine(request.engine, request.workers, request.address, preload=preload)
     with runner, progress(total) as advance:
         try:
@@ -88,8 +95,9 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
                 engine=runner,
                 on_rows=advance,
                 on_reused=advance,
+                overwrite=request.overwrite,
             )
-        except AssemblyError as exc:
+        except (AssemblyError, FolderTaken) as exc:
             raise RequestError(str(exc)) from None
         except FileFailed as exc:
             raise RequestError(str(exc), EXIT_FAILED) from None

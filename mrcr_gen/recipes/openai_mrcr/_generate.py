@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..._card import sidecar_path
+from ..._card import claim_folder, sidecar_path
 from ..._files import remove_partials, write_text_atomic
 from ..._parquet import ROW_GROUP_BYTES, RowGroupWriter, read_arrow, write_arrow_atomic, write_row_groups
 from ..._tokens import DEFAULT_TOKENIZER, load_tokenizer
@@ -30,7 +30,8 @@ from ._config import (
     GenerateResult,
     RowSpec,
 )
-from ._dataset_card import _card_name, dataset_card
+from ._dataset_card import IN_PROGRESS, _card_name, card_header, dataset_card, generation
+from ._fit import check_needles_fit
 from ._models import Sample
 from ._rows import MRCR_SCHEMA, rows_to_table
 
@@ -74,6 +75,7 @@ def generate_dataset(
     engine: Engine | None = None,
     on_rows: Callable[[int], None] | None = None,
     on_reused: Callable[[int], None] | None = None,
+    overwrite: bool = False,
 ) -> GenerateResult:
     """Generate this shard's files under `config.out`; each file appears atomically when complete.
 
@@ -82,8 +84,16 @@ def generate_dataset(
     so the files are byte-identical whatever the engine and worker count. A file already written
     by an identical earlier run (same rows, writer and version, as its sidecar records) is kept,
     as is each finished chunk of an interrupted large file: rerunning only writes what is missing.
+    AssemblyError for needle counts a bin cannot hold (see `check_needles_fit`). A folder holds one
+    generation: another one's card there is refused (`FolderTaken`), unless `overwrite`, which
+    first removes the files that card lists.
     """
     from ...engines import LocalEngine
+
+    check_needles_fit(config, writer)  # a request no row can meet is refused before any work
+    claim_folder(config.out, generation(config, writer), overwrite)
+    # The card names this generation and its files from the start: an interrupted run is known too.
+    write_text_atomic(config.out / _card_name(config), card_header(config, writer) + IN_PROGRESS)
 
     run_key = secrets.token_hex(8)  # workers keep one assembler per run, never across runs
     pending: list[tuple[FilePlan, Path, str]] = []
