@@ -7,9 +7,10 @@ import json
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._openai import DEFAULT_TIMEOUT
+from .._prices import price_for
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -53,6 +54,17 @@ class EvalConfig(BaseModel):
     chat_template: bool = False
     count_with_server: bool = False
 
+    @model_validator(mode="after")
+    def _priced(self) -> EvalConfig:
+        price_for(self.model, self.price_in, self.price_out)  # one flag alone needs the model's list price
+        return self
+
+    @property
+    def price_per_1m(self) -> dict[str, float] | None:
+        """USD per 1M tokens: the flags, then the list price of the model's exact name; None if unknown."""
+        price = price_for(self.model, self.price_in, self.price_out)
+        return None if price is None else {"input": price[0], "output": price[1]}
+
     @property
     def counts_as_seed(self) -> bool:
         """Whether prompts are counted as the seed counts them (o200k over the contents)."""
@@ -79,6 +91,24 @@ class EvalConfig(BaseModel):
             "request": self.request_params(),
             "strip_think": self.strip_think,
         }
+
+
+def with_stored_prices(config: EvalConfig, previous: dict | None) -> EvalConfig:
+    """The config with the prices an earlier command gave this run folder (run.json `options`)
+    when this command gives none, so a resume without --price-in/--price-out still prices the
+    run; prices given now win, as they would in a fresh run."""
+    if config.price_in is not None or config.price_out is not None or not previous:
+        return config
+    stored = previous.get("options")
+    stored = stored if isinstance(stored, dict) else {}
+    if stored.get("price_in") is None and stored.get("price_out") is None:
+        return config
+    try:
+        return EvalConfig.model_validate(
+            config.model_dump() | {"price_in": stored.get("price_in"), "price_out": stored.get("price_out")}
+        )
+    except ValidationError:
+        raise EvalError(f"{config.out}: run.json holds prices that are not valid; give --price-in and --price-out") from None
 
 
 def settings_fingerprint(settings: dict[str, Any]) -> str:

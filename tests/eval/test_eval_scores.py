@@ -78,3 +78,76 @@ def test_a_run_with_a_window_inside_a_bin(gen_data, tmp_path, api_key):
     assert only["count"] == len(tokens) and only["mean_score"] == pytest.approx(fit / len(tokens))
     assert sum(c["count"] for c in summary["cells"]) == len(tokens)
     assert sum(c["mean_score"] * c["count"] for c in summary["cells"]) == pytest.approx(fit)
+
+
+# ----------------------------------------------------------------------- item 6: cost
+
+
+def _cost(summary: dict, price_in: float, price_out: float) -> float:
+    usage = summary["usage"]
+    return (usage["prompt_tokens"] * price_in + usage["completion_tokens"] * price_out) / 1e6
+
+
+def _eval_args(data, out, server, *extra: str) -> list[str]:
+    return [str(data), "--model", "test-model", "--base-url", server.base_url, "--out", str(out), "-q", *extra]
+
+
+def test_prices_given_once_are_kept_by_a_resume(small_data, tmp_path, capsys, api_key):
+    from mrcr_gen.cli._eval import eval_main
+
+    from .test_eval_cli import call
+
+    out = tmp_path / "run"
+    with ChatServer("oracle") as server:
+        code, _, _ = call(eval_main, _eval_args(small_data, out, server, "--limit", "4", "--price-in", "1", "--price-out", "4"), capsys)
+        assert code == 0
+        # The same run resumed (and extended) without the prices: they are kept.
+        code, _, err = call(eval_main, _eval_args(small_data, out, server, "--limit", "6"), capsys)
+        assert code == 0, err
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["n_scored"] == 6 and summary["price_per_1m"] == {"input": 1.0, "output": 4.0}
+        assert summary["cost_usd"] == pytest.approx(_cost(summary, 1.0, 4.0)) and summary["cost_usd"] > 0
+        # A resume with other prices reports what a fresh run with them would.
+        sent = server.total_requests
+        code, _, _ = call(eval_main, _eval_args(small_data, out, server, "--limit", "6", "--price-in", "3", "--price-out", "5"), capsys)
+        assert code == 0 and server.total_requests == sent == 6
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["price_per_1m"] == {"input": 3.0, "output": 5.0}
+    assert summary["cost_usd"] == pytest.approx(_cost(summary, 3.0, 5.0))
+    assert summarize(out)["cost_usd"] == summary["cost_usd"]  # `mrcr-eval report` too
+
+
+@pytest.mark.parametrize("flag", ["--price-in", "--price-out"])
+def test_one_price_flag_for_a_model_without_a_list_price_is_refused(small_data, tmp_path, capsys, api_key, flag):
+    from mrcr_gen.cli._eval import eval_main
+
+    from .test_eval_cli import call
+
+    with ChatServer("oracle") as server:
+        code, _, err = call(eval_main, _eval_args(small_data, tmp_path / "run", server, flag, "2"), capsys)
+        assert server.total_requests == 0
+    other = "--price-out" if flag == "--price-in" else "--price-in"
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{flag} without {other}: the list price of 'test-model' is not known" in err
+
+
+def test_one_price_flag_for_a_listed_model_takes_the_other_from_the_table():
+    from mrcr_gen._prices import price_for
+
+    assert price_for("gpt-4.1", None, 9.0) == (2.0, 9.0) and price_for("gpt-4.1", 1.0) == (1.0, 8.0)
+
+
+def test_only_names_the_table_lists_are_priced():
+    from mrcr_gen._prices import PRICES, price_for
+
+    assert price_for("gpt-4o-2024-08-06") == PRICES["gpt-4o-2024-08-06"]
+    # A snapshot the table does not list is not priced as its alias (gpt-4o-2024-05-13 cost more).
+    assert price_for("gpt-4o-2024-05-13") is None and price_for("gpt-4.1-2025-04-14") is None
+
+    from mrcr_gen._prices import PriceError
+    from mrcr_gen.eval import EvalConfig
+
+    assert EvalConfig(data=["x"], model="gpt-4o-2024-05-13", out="o").price_per_1m is None
+    with pytest.raises(PriceError, match="--price-in without --price-out"):
+        price_for("gpt-4o-2024-05-13", price_in=5.0)
+    assert price_for("gpt-4o-2024-05-13", 5.0, 15.0) == (5.0, 15.0)

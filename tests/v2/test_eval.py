@@ -73,3 +73,46 @@ def test_first_needle_scores_equal_the_grader_on_that_choice(files, tmp_path, mo
     assert 0 < min(scores) and max(scores) == 1.0 and sum(scores) / len(scores) < 1.0  # first ordinals score 1
     report = v2_report(records)
     assert {e["n_needles"] for e in report["by_needles"]} == {2, 4}
+
+
+def test_rows_over_the_window_count_zero_in_up_to_128k_but_are_not_scored(files, tmp_path, monkeypatch):
+    """Issue 19 item 3: a window inside the (8192, 16384] bucket; an always-right model."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    tokens = sorted(item.prompt_tokens for f in files for item in read_v2_items(f) if item.bin_upper == 16384)
+    window = tokens[len(tokens) // 2]
+    with ChatServer("oracle") as server:
+        _, summary = run_eval(EvalConfig(data=[str(f) for f in files], model="m", out=str(tmp_path / "run"),
+                                         base_url=server.base_url, max_context_window=window))
+    records = _records(tmp_path / "run")
+    skipped = [r for r in records if r["status"] == "skipped"]
+    assert 0 < len(skipped) < len(tokens) and all(r["o200k_prompt_tokens"] > window for r in skipped)
+    assert summary["mean_score"] == 1.0  # the official loop's rule: skipped rows are not scored
+    for entry in summary["mrcr_v2"]["by_needles"]:
+        mine = [r for r in records if r["n_needles"] == entry["n_needles"]]
+        not_sent = sum(1 for r in mine if r["status"] == "skipped")
+        assert entry["up_to_128k"] == pytest.approx((len(mine) - not_sent) / len(mine))
+        assert entry["up_to_128k_count"] == len(mine)
+        assert entry["mean_score"] == 1.0 and entry["count"] == len(mine) - not_sent and entry["skipped"] == not_sent
+        (bucket,) = [b for b in entry["buckets"] if b["bucket_upper"] == 16384]
+        assert bucket["mean_score"] == pytest.approx(1 - bucket["skipped"] / bucket["count"])
+
+
+def test_a_row_that_cannot_be_sent_counts_zero_in_its_bucket(v2_csv, tmp_path, monkeypatch):
+    """Issue 19 item 3: an error row (its view_ops broken) stays in "up to 128K", as in mean_score."""
+    import csv
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    rows = list(iter_records(v2_csv))
+    rows[1]["view_ops"] = "not the tail"
+    data = tmp_path / "broken.csv"
+    with open(data, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with ChatServer("oracle") as server:
+        _, summary = run_eval(EvalConfig(data=[str(data)], model="m", out=str(tmp_path / "run"), base_url=server.base_url))
+    expected = (len(rows) - 1) / len(rows)
+    assert summary["mean_score"] == pytest.approx(expected) and summary["errors"]["by_check"] == {"view_ops": 1}
+    (entry,) = summary["mrcr_v2"]["by_needles"]
+    assert entry["up_to_128k"] == pytest.approx(expected) and entry["up_to_128k_count"] == len(rows)
+    assert [b["bin"] for b in summary["bins"]] == ["(8192, 16384]"]
