@@ -131,7 +131,11 @@ def settings_differences(before: dict[str, Any], after: dict[str, Any]) -> list[
     lines = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key, missing), new.get(key, missing)
-        if a != b:
-            show = lambda v: "(not set)" if v is missing else json.dumps(v)  # noqa: E731
-            lines.append(f"{key}: {show(a)} -> {show(b)}")
+        if a == b:
+            continue
+        filled = new if b is missing else old  # the side where `key` is not a leaf
+        if {} in (a, b) and missing in (a, b) and any(k.startswith(f"{key}.") for k in filled):
+            continue  # an empty group (`request: {}`) on one side: the lines of its members say what differs
+        show = lambda v: "(not set)" if v is missing else json.dumps(v)  # noqa: E731
+        lines.append(f"{key}: {show(a)} -> {show(b)}")
     return lines

@@ -285,11 +285,35 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
     return table
 
 
+def _short_tokens(n_tokens: int) -> str:
+    if n_tokens >= 1048576 and n_tokens % 1048576 == 0:
+        return f"{n_tokens // 1048576}M"
+    return f"{n_tokens // 1024}k" if n_tokens % 1024 == 0 else str(n_tokens)
+
+
 def _short_bin(label: str) -> str:
     upper = bin_upper(label)
-    if upper is None:
-        return label
-    return f"{upper // 1048576}M" if upper >= 1048576 else f"{upper // 1024}k"
+    return label if upper is None else _short_tokens(upper)
+
+
+def bin_headers(labels: list[str]) -> list[str]:
+    """Short column / tick labels of bins: the upper edge ("8k", "1M"), or, where two bins share
+    it (openai/mrcr's [4096, 8192] beside MRCR v2's (4096, 8192]), the whole range ("[4k, 8k]",
+    "(4k, 8k]"), so two different bins never look like one."""
+    shared = {upper for upper in map(bin_upper, labels) if sum(bin_upper(o) == upper for o in labels) > 1}
+    headers = []
+    for label in labels:
+        upper = bin_upper(label)
+        if upper is None or upper not in shared:
+            headers.append(_short_bin(label))
+            continue
+        try:
+            lower = int(label[1:].split(",")[0])
+        except ValueError:
+            headers.append(label)
+            continue
+        headers.append(f"{label[0]}{_short_tokens(lower)}, {_short_tokens(upper)}{label[-1]}")
+    return headers
 
 
 def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
@@ -332,7 +356,7 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
 def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend: bool, path: str | os.PathLike) -> None:
     """Label a score-by-bin chart (x: the bins in order) and write it atomically as PNG."""
     axes.set_xticks(range(len(bins)))
-    axes.set_xticklabels([_short_bin(b) for b in bins])
+    axes.set_xticklabels(bin_headers(bins))
     axes.set_xlabel("context length bin (o200k tokens, upper edge)")
     axes.set_ylabel("mean score (official grader; errors and skipped rows count 0)")
     axes.set_ylim(0, 1.02)

@@ -151,3 +151,39 @@ def test_only_names_the_table_lists_are_priced():
     with pytest.raises(PriceError, match="--price-in without --price-out"):
         price_for("gpt-4o-2024-05-13", price_in=5.0)
     assert price_for("gpt-4o-2024-05-13", 5.0, 15.0) == (5.0, 15.0)
+
+
+# ----------------------------------------------------------------------- item 7: compare, --bin, settings message
+
+
+def test_two_bins_with_one_upper_edge_get_two_headers():
+    from rich.console import Console
+
+    from mrcr_gen.eval import compare_table
+    from mrcr_gen.eval._report import bin_headers
+
+    assert bin_headers(["[4096, 8192]", "(8192, 16384]", "(524288, 1048576]"]) == ["8k", "16k", "1M"]
+    assert bin_headers(["(4096, 8192]", "[4096, 8192]", "(8192, 16384]", "(4194304, 8388608]"]) == [
+        "(4k, 8k]", "[4k, 8k]", "16k", "8M"]
+    entries = [
+        {"run": "a", "model": "m", "rows": 2, "mean_score": 1.0, "auc_128k": None, "auc_1m": None,
+         "bins": {"[4096, 8192]": 1.0}, "errors": 0, "cost_usd": None, "complete": True, "official": True},
+        {"run": "b", "model": "m", "rows": 2, "mean_score": 0.5, "auc_128k": None, "auc_1m": None,
+         "bins": {"(4096, 8192]": 0.5}, "errors": 0, "cost_usd": None, "complete": True, "official": True},
+    ]
+    console = Console(width=240, record=True)
+    console.print(compare_table(entries))
+    header = next(line for line in console.export_text().splitlines() if "AUC@128k" in line)
+    assert "[4k, 8k]" in header and "(4k, 8k]" in header and " 8k " not in header
+
+
+def test_a_changed_request_names_only_what_changed(small_data, tmp_path, capsys, api_key):
+    from mrcr_gen.cli._eval import eval_main
+
+    from .test_eval_cli import call
+
+    out = tmp_path / "run"
+    with ChatServer("oracle") as server:
+        assert call(eval_main, _eval_args(small_data, out, server, "--limit", "1"), capsys)[0] == 0
+        code, _, err = call(eval_main, _eval_args(small_data, out, server, "--limit", "1", "--temperature", "0"), capsys)
+    assert code == 2 and "(request.temperature: (not set) -> 0.0);" in err and "request: {}" not in err

@@ -116,3 +116,38 @@ def test_a_row_that_cannot_be_sent_counts_zero_in_its_bucket(v2_csv, tmp_path, m
     (entry,) = summary["mrcr_v2"]["by_needles"]
     assert entry["up_to_128k"] == pytest.approx(expected) and entry["up_to_128k_count"] == len(rows)
     assert [b["bin"] for b in summary["bins"]] == ["(8192, 16384]"]
+
+
+def test_compare_of_an_openai_run_and_a_v2_run_keeps_their_8k_bins_apart(files, tmp_path, capsys, monkeypatch):
+    """Issue 19 item 7: openai/mrcr's [4096, 8192] and v2's (4096, 8192] are different bins."""
+    from mrcr_gen import write_rows
+    from mrcr_gen.cli._eval import eval_main
+    from tests.eval.conftest import generated_rows
+    from tests.eval.test_eval_cli import call
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    openai_data = tmp_path / "openai.parquet"
+    write_rows(generated_rows([(2, 11), (2, 12)]), openai_data)
+    with ChatServer("oracle") as server:
+        run_eval(EvalConfig(data=[str(openai_data)], model="m", out=str(tmp_path / "openai"), base_url=server.base_url))
+        run_eval(EvalConfig(data=[str(f) for f in files], model="m", out=str(tmp_path / "v2"), base_url=server.base_url))
+    code, out, _ = call(eval_main, ["compare", str(tmp_path / "openai"), str(tmp_path / "v2")], capsys)
+    header = next(line for line in out.splitlines() if "AUC@128k" in line)
+    assert code == 0 and "[4k, 8k]" in header and "(4k, 8k]" in header and "16k" in header and " 8k " not in header
+
+
+def test_bin_takes_every_v2_bucket(files, tmp_path, capsys, monkeypatch):
+    """Issue 19 item 7: v2 buckets reach 8388608; --bin refuses only edges no recipe has."""
+    from mrcr_gen.cli._eval import eval_main
+    from tests.eval.test_eval_cli import call
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    with ChatServer("oracle") as server:
+        args = [str(f) for f in files] + ["--model", "m", "--base-url", server.base_url, "-q"]
+        code, _, err = call(eval_main, [*args, "--out", str(tmp_path / "a"), "--bin", "2097152", "--bin", "16384"], capsys)
+        assert code == 0, err
+        assert {r["bin"] for r in _records(tmp_path / "a")} == {"(8192, 16384]"}
+        code, _, err = call(eval_main, [*args, "--out", str(tmp_path / "b"), "--bin", "8388608"], capsys)
+        assert code == 0 and _records(tmp_path / "b") == [] and server.total_requests == 12
+        code, _, err = call(eval_main, [*args, "--out", str(tmp_path / "c"), "--bin", "16777216"], capsys)
+        assert code == 2 and "no bin has upper edge 16777216" in err and "8388608" in err

@@ -138,6 +138,11 @@ class MrcrV2:
             return UNKNOWN_BIN  # a row that cannot be read far enough to count its tokens
         return f"({upper // 2}, {upper}]"  # its buckets: (4096, 8192] ... (4194304, 8388608]
 
+    def bin_uppers(self) -> tuple[int, ...]:
+        from ._generate import V2_BUCKET_EDGES
+
+        return V2_BUCKET_EDGES
+
     def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
         from ._eval import v2_report
 
