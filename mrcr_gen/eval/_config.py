@@ -108,7 +108,9 @@ def with_stored_prices(config: EvalConfig, previous: dict | None) -> EvalConfig:
             config.model_dump() | {"price_in": stored.get("price_in"), "price_out": stored.get("price_out")}
         )
     except ValidationError:
-        raise EvalError(f"{config.out}: run.json holds prices that are not valid; give --price-in and --price-out") from None
+        raise EvalError(
+            f"{config.out}: run.json holds prices that are not valid; give --price-in and --price-out"
+        ) from None
 
 
 def settings_fingerprint(settings: dict[str, Any]) -> str:

@@ -58,7 +58,7 @@ def test_a_bin_beyond_the_window_is_its_rows_mean():
     summary = summarize_records(records, {"max_context_window": 65536})
     assert summary["mean_128k"] == 0.5
     # Only skipped rows, or none at all: 0.
-    only_skipped = summarize_records(records[:-2] + [_row(131072, 2, "skipped")], {"max_context_window": 65536})
+    only_skipped = summarize_records([*records[:-2], _row(131072, 2, "skipped")], {"max_context_window": 65536})
     assert only_skipped["mean_128k"] == 0.0
     assert summarize_records(records[:-2], {"max_context_window": 65536})["mean_128k"] == 0.0
 
@@ -99,7 +99,11 @@ def test_prices_given_once_are_kept_by_a_resume(small_data, tmp_path, capsys, ap
 
     out = tmp_path / "run"
     with ChatServer("oracle") as server:
-        code, _, _ = call(eval_main, _eval_args(small_data, out, server, "--limit", "4", "--price-in", "1", "--price-out", "4"), capsys)
+        code, _, _ = call(
+            eval_main,
+            _eval_args(small_data, out, server, "--limit", "4", "--price-in", "1", "--price-out", "4"),
+            capsys,
+        )
         assert code == 0
         # The same run resumed (and extended) without the prices: they are kept.
         code, _, err = call(eval_main, _eval_args(small_data, out, server, "--limit", "6"), capsys)
@@ -109,7 +113,11 @@ def test_prices_given_once_are_kept_by_a_resume(small_data, tmp_path, capsys, ap
         assert summary["cost_usd"] == pytest.approx(_cost(summary, 1.0, 4.0)) and summary["cost_usd"] > 0
         # A resume with other prices reports what a fresh run with them would.
         sent = server.total_requests
-        code, _, _ = call(eval_main, _eval_args(small_data, out, server, "--limit", "6", "--price-in", "3", "--price-out", "5"), capsys)
+        code, _, _ = call(
+            eval_main,
+            _eval_args(small_data, out, server, "--limit", "6", "--price-in", "3", "--price-out", "5"),
+            capsys,
+        )
         assert code == 0 and server.total_requests == sent == 6
     summary = json.loads((out / "summary.json").read_text())
     assert summary["price_per_1m"] == {"input": 3.0, "output": 5.0}
@@ -164,12 +172,38 @@ def test_two_bins_with_one_upper_edge_get_two_headers():
 
     assert bin_headers(["[4096, 8192]", "(8192, 16384]", "(524288, 1048576]"]) == ["8k", "16k", "1M"]
     assert bin_headers(["(4096, 8192]", "[4096, 8192]", "(8192, 16384]", "(4194304, 8388608]"]) == [
-        "(4k, 8k]", "[4k, 8k]", "16k", "8M"]
+        "(4k, 8k]",
+        "[4k, 8k]",
+        "16k",
+        "8M",
+    ]
     entries = [
-        {"run": "a", "model": "m", "rows": 2, "mean_score": 1.0, "auc_128k": None, "auc_1m": None,
-         "bins": {"[4096, 8192]": 1.0}, "errors": 0, "cost_usd": None, "complete": True, "official": True},
-        {"run": "b", "model": "m", "rows": 2, "mean_score": 0.5, "auc_128k": None, "auc_1m": None,
-         "bins": {"(4096, 8192]": 0.5}, "errors": 0, "cost_usd": None, "complete": True, "official": True},
+        {
+            "run": "a",
+            "model": "m",
+            "rows": 2,
+            "mean_score": 1.0,
+            "auc_128k": None,
+            "auc_1m": None,
+            "bins": {"[4096, 8192]": 1.0},
+            "errors": 0,
+            "cost_usd": None,
+            "complete": True,
+            "official": True,
+        },
+        {
+            "run": "b",
+            "model": "m",
+            "rows": 2,
+            "mean_score": 0.5,
+            "auc_128k": None,
+            "auc_1m": None,
+            "bins": {"(4096, 8192]": 0.5},
+            "errors": 0,
+            "cost_usd": None,
+            "complete": True,
+            "official": True,
+        },
     ]
     console = Console(width=240, record=True)
     console.print(compare_table(entries))
@@ -185,5 +219,7 @@ def test_a_changed_request_names_only_what_changed(small_data, tmp_path, capsys,
     out = tmp_path / "run"
     with ChatServer("oracle") as server:
         assert call(eval_main, _eval_args(small_data, out, server, "--limit", "1"), capsys)[0] == 0
-        code, _, err = call(eval_main, _eval_args(small_data, out, server, "--limit", "1", "--temperature", "0"), capsys)
+        code, _, err = call(
+            eval_main, _eval_args(small_data, out, server, "--limit", "1", "--temperature", "0"), capsys
+        )
     assert code == 2 and "(request.temperature: (not set) -> 0.0);" in err and "request: {}" not in err

@@ -110,7 +110,8 @@ def test_a_row_that_cannot_be_sent_counts_zero_in_its_bucket(v2_csv, tmp_path, m
         writer.writeheader()
         writer.writerows(rows)
     with ChatServer("oracle") as server:
-        _, summary = run_eval(EvalConfig(data=[str(data)], model="m", out=str(tmp_path / "run"), base_url=server.base_url))
+        config = EvalConfig(data=[str(data)], model="m", out=str(tmp_path / "run"), base_url=server.base_url)
+        _, summary = run_eval(config)
     expected = (len(rows) - 1) / len(rows)
     assert summary["mean_score"] == pytest.approx(expected) and summary["errors"]["by_check"] == {"view_ops": 1}
     (entry,) = summary["mrcr_v2"]["by_needles"]
@@ -129,8 +130,8 @@ def test_compare_of_an_openai_run_and_a_v2_run_keeps_their_8k_bins_apart(files, 
     openai_data = tmp_path / "openai.parquet"
     write_rows(generated_rows([(2, 11), (2, 12)]), openai_data)
     with ChatServer("oracle") as server:
-        run_eval(EvalConfig(data=[str(openai_data)], model="m", out=str(tmp_path / "openai"), base_url=server.base_url))
-        run_eval(EvalConfig(data=[str(f) for f in files], model="m", out=str(tmp_path / "v2"), base_url=server.base_url))
+        for data, out in (([str(openai_data)], "openai"), ([str(f) for f in files], "v2")):
+            run_eval(EvalConfig(data=data, model="m", out=str(tmp_path / out), base_url=server.base_url))
     code, out, _ = call(eval_main, ["compare", str(tmp_path / "openai"), str(tmp_path / "v2")], capsys)
     header = next(line for line in out.splitlines() if "AUC@128k" in line)
     assert code == 0 and "[4k, 8k]" in header and "(4k, 8k]" in header and "16k" in header and " 8k " not in header
@@ -144,7 +145,8 @@ def test_bin_takes_every_v2_bucket(files, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
     with ChatServer("oracle") as server:
         args = [str(f) for f in files] + ["--model", "m", "--base-url", server.base_url, "-q"]
-        code, _, err = call(eval_main, [*args, "--out", str(tmp_path / "a"), "--bin", "2097152", "--bin", "16384"], capsys)
+        two_bins = ["--bin", "2097152", "--bin", "16384"]
+        code, _, err = call(eval_main, [*args, "--out", str(tmp_path / "a"), *two_bins], capsys)
         assert code == 0, err
         assert {r["bin"] for r in _records(tmp_path / "a")} == {"(8192, 16384]"}
         code, _, err = call(eval_main, [*args, "--out", str(tmp_path / "b"), "--bin", "8388608"], capsys)
