@@ -138,10 +138,19 @@ def evaluate(
         True, "--retry-errors/--no-retry-errors", help="On resume, retry rows that failed before."
     ),
     price_in: float | None = typer.Option(
-        None, "--price-in", min=0, help="USD per 1M prompt tokens, for the cost (default: the known price table)."
+        None,
+        "--price-in",
+        min=0,
+        help=(
+            "USD per 1M prompt tokens, for the cost (default: the list price of the model's exact name). "
+            "Kept in run.json: a resume without the price flags keeps them."
+        ),
     ),
     price_out: float | None = typer.Option(
-        None, "--price-out", min=0, help="USD per 1M completion tokens, for the cost."
+        None,
+        "--price-out",
+        min=0,
+        help="USD per 1M completion tokens, for the cost. One flag alone needs the model's list price.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress line and no table."),
 ) -> None:

@@ -254,7 +254,6 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
     table.add_column("needles", justify="right")
     table.add_column("rows", justify="right")
     table.add_column("errors", justify="right")
-    table.add_column("skipped", justify="right")
     table.add_column("mean score", justify="right")
     table.add_column("needle floor", justify="right")
     table.add_column("writing floor", justify="right")
@@ -264,7 +263,6 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
             str(cell["n_needles"]),
             str(cell["count"]),
             str(cell.get("errors", 0)),
-            str(cell.get("skipped", 0)),
             _fmt(cell["mean_score"]),
             _fmt(cell.get("floor_random_needle")),
             _fmt(cell.get("floor_random_writing")),
@@ -274,7 +272,7 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
         f"mean score {_fmt(summary['mean_score'])} over {summary['n_rows']} rows "
         f"(errors count 0; {_fmt(summary['mean_score_answered'])} over the {summary['n_scored']} answered); "
         f"AUC@128k {_fmt(summary.get('auc_128k'))}, AUC@1M {_fmt(summary.get('auc_1m'))}; "
-        f"skipped {summary['skipped']['count']} (not in the mean; 0 in the bins and AUC); "
+        f"skipped {summary['skipped']['count']} (not in the mean; in the bins' rows and means as 0); "
         f"errors {summary['errors']['count']}"
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
         f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
