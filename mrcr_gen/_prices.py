@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 # USD per 1M tokens (input, output): list prices of well-known models; others need --price-in/out.
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.50, 10.00),
@@ -19,18 +17,24 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 
+class PriceError(ValueError):
+    """Only one of --price-in / --price-out for a model whose list price is not known."""
+
+
 def price_for(model: str, price_in: float | None = None, price_out: float | None = None) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens: the flags win, then the table (dated names match their base)."""
+    """(input, output) USD per 1M tokens: the flags win, then the table, by the model's exact name
+    (a dated snapshot is priced only if the table lists it: snapshots can cost other than their alias).
+    PriceError when only one flag is given and the table does not list the model: the other side
+    would be a guess (it used to be 0, pricing the output free)."""
     known = PRICES.get(model)
-    if known is None:
-        base = re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model)
-        known = PRICES.get(base)
     if price_in is None and price_out is None:
         return known
-    return (
-        price_in if price_in is not None else (known or (0.0, 0.0))[0],
-        price_out if price_out is not None else (known or (0.0, 0.0))[1],
-    )
+    if known is None:
+        if price_in is None or price_out is None:
+            given, missing = ("--price-in", "--price-out") if price_out is None else ("--price-out", "--price-in")
+            raise PriceError(f"{given} without {missing}: the list price of {model!r} is not known, give both")
+        return (price_in, price_out)
+    return (price_in if price_in is not None else known[0], price_out if price_out is not None else known[1])
 
 
 def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:

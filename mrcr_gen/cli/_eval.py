@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from .._api import preflight, print_report, run_eval_async, write_report
-from .._bins import bin_by_upper
 from ..eval import EvalConfig, EvalError, EvalFatal
 from ._common import (
     EXIT_FINDINGS,
@@ -139,18 +138,28 @@ def evaluate(
         True, "--retry-errors/--no-retry-errors", help="On resume, retry rows that failed before."
     ),
     price_in: float | None = typer.Option(
-        None, "--price-in", min=0, help="USD per 1M prompt tokens, for the cost (default: the known price table)."
+        None,
+        "--price-in",
+        min=0,
+        help=(
+            "USD per 1M prompt tokens, for the cost (default: the list price of the model's exact name). "
+            "Kept in run.json: a resume without the price flags keeps them."
+        ),
     ),
     price_out: float | None = typer.Option(
-        None, "--price-out", min=0, help="USD per 1M completion tokens, for the cost."
+        None,
+        "--price-out",
+        min=0,
+        help="USD per 1M completion tokens, for the cost. One flag alone needs the model's list price.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress line and no table."),
 ) -> None:
-    for upper in bins:
-        try:
-            bin_by_upper(upper)
-        except ValueError as exc:
-            raise CommandError(f"--bin: {exc}") from None
+    from ..recipes import RECIPES
+
+    edges = sorted({upper for recipe in RECIPES for upper in recipe.bin_uppers()})
+    for upper in bins:  # any recipe's bin: MRCR v2's buckets reach 8388608, openai/mrcr's 1048576
+        if upper not in edges:
+            raise CommandError(f"--bin: no bin has upper edge {upper}; choose one of {', '.join(map(str, edges))}")
     if tokenizer != "o200k_base" or chat_template:
         checked_tokenizer(tokenizer)
     files = data_inputs(data, with_csv=True)

@@ -175,6 +175,7 @@ def run_build(
     max_tokens_field="max_tokens",
 ):
     """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
+    from .._prices import PriceError
     from ..pool._pool import PoolError
     from ..recipes.openai_mrcr._pool_llm import BuildError, _params, build_pool_openai, price_for, print_build_report
 
@@ -191,7 +192,7 @@ def run_build(
             timeout=timeout,
             console=stderr,
         )
-    except (BuildError, PoolError) as exc:
+    except (BuildError, PoolError, PriceError) as exc:
         raise CommandError(str(exc)) from None
     except OSError as exc:  # the cache or --out cannot be written
         raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .._bins import bin_sort_key
 from ._items import EvalRecipe
-from ._report import _fmt, _short_bin, finish_bin_plot, summarize
+from ._report import _fmt, bin_headers, finish_bin_plot, summarize
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:
@@ -44,7 +44,7 @@ def _all_bins(entries: list[dict[str, Any]]) -> list[str]:
 def compare_table(entries: list[dict[str, Any]]) -> Table:
     bins = _all_bins(entries)
     table = Table(title="MRCR runs")
-    for name in ("run", "model", "rows", "mean", "AUC@128k", "AUC@1M", *map(_short_bin, bins), "errors", "cost"):
+    for name in ("run", "model", "rows", "mean", "AUC@128k", "AUC@1M", *bin_headers(bins), "errors", "cost"):
         table.add_column(name, justify="left" if name in ("run", "model") else "right")
     for entry in entries:
         flags = ("" if entry["complete"] else " (incomplete)") + ("" if entry["official"] else " (NOT official)")

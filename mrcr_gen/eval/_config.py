@@ -7,9 +7,10 @@ import json
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._openai import DEFAULT_TIMEOUT
+from .._prices import price_for
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -53,6 +54,17 @@ class EvalConfig(BaseModel):
     chat_template: bool = False
     count_with_server: bool = False
 
+    @model_validator(mode="after")
+    def _priced(self) -> EvalConfig:
+        price_for(self.model, self.price_in, self.price_out)  # one flag alone needs the model's list price
+        return self
+
+    @property
+    def price_per_1m(self) -> dict[str, float] | None:
+        """USD per 1M tokens: the flags, then the list price of the model's exact name; None if unknown."""
+        price = price_for(self.model, self.price_in, self.price_out)
+        return None if price is None else {"input": price[0], "output": price[1]}
+
     @property
     def counts_as_seed(self) -> bool:
         """Whether prompts are counted as the seed counts them (o200k over the contents)."""
@@ -81,6 +93,26 @@ class EvalConfig(BaseModel):
         }
 
 
+def with_stored_prices(config: EvalConfig, previous: dict | None) -> EvalConfig:
+    """The config with the prices an earlier command gave this run folder (run.json `options`)
+    when this command gives none, so a resume without --price-in/--price-out still prices the
+    run; prices given now win, as they would in a fresh run."""
+    if config.price_in is not None or config.price_out is not None or not previous:
+        return config
+    stored = previous.get("options")
+    stored = stored if isinstance(stored, dict) else {}
+    if stored.get("price_in") is None and stored.get("price_out") is None:
+        return config
+    try:
+        return EvalConfig.model_validate(
+            config.model_dump() | {"price_in": stored.get("price_in"), "price_out": stored.get("price_out")}
+        )
+    except ValidationError:
+        raise EvalError(
+            f"{config.out}: run.json holds prices that are not valid; give --price-in and --price-out"
+        ) from None
+
+
 def settings_fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -101,7 +133,11 @@ def settings_differences(before: dict[str, Any], after: dict[str, Any]) -> list[
     lines = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key, missing), new.get(key, missing)
-        if a != b:
-            show = lambda v: "(not set)" if v is missing else json.dumps(v)  # noqa: E731
-            lines.append(f"{key}: {show(a)} -> {show(b)}")
+        if a == b:
+            continue
+        filled = new if b is missing else old  # the side where `key` is not a leaf
+        if {} in (a, b) and missing in (a, b) and any(k.startswith(f"{key}.") for k in filled):
+            continue  # an empty group (`request: {}`) on one side: the lines of its members say what differs
+        show = lambda v: "(not set)" if v is missing else json.dumps(v)  # noqa: E731
+        lines.append(f"{key}: {show(a)} -> {show(b)}")
     return lines

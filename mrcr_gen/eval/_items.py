@@ -104,8 +104,14 @@ class EvalRecipe(Protocol):
         """The label of the length bin with this upper edge."""
         ...
 
+    def bin_uppers(self) -> tuple[int, ...]:
+        """The upper edges of its length bins (what `mrcr-eval --bin` takes)."""
+        ...
+
     def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
-        """Summary entries of this recipe's own (`records` are its rows, errors counted 0); {} when none."""
+        """Summary entries of this recipe's own; {} when none. `records` are its rows, errors and
+        skipped rows (status "skipped": over the context window) with score 0: its own headline
+        mean leaves skipped rows out, as `mean_score` does; its per-length means count them 0."""
         ...
 
     def report_tables(self, summary: dict[str, Any]) -> list[Any]:

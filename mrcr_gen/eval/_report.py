@@ -42,7 +42,7 @@ def mean_of(records: list[dict[str, Any]], key: str) -> float | None:
 
 
 def _score(record: dict[str, Any]) -> float:
-    """A row's contribution to `mean_score`: its grade, or 0 for an error (never left out)."""
+    """A row's contribution to a mean: its grade, or 0 for an error or a skipped row (never left out)."""
     return float(record["score"]) if record.get("status") == STATUS_OK else 0.0
 
 
@@ -60,11 +60,15 @@ def _is_current(record: dict[str, Any], run: dict[str, Any]) -> bool:
     return not (fingerprint and record.get("settings") != fingerprint)
 
 
-def _group_stats(members: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
-    """count, errors, mean_score (errors as 0), mean_score_answered and the AUC fields of some rows."""
+def _group_stats(
+    members: list[dict[str, Any]], skipped: list[dict[str, Any]], max_context_window: int | None
+) -> dict[str, Any]:
+    """count, errors, skipped, mean_score (errors as 0, skipped rows not scored, as the official
+    loop), mean_score_answered and the AUC fields of some rows (whose bin means count errors and
+    skipped rows as 0)."""
     answered = [m for m in members if m.get("status") == STATUS_OK]
     by_bin: dict[int, list[float]] = defaultdict(list)
-    for member in members:
+    for member in members + skipped:
         upper = _bin_upper_of(member)
         if upper is not None:
             by_bin[upper].append(_score(member))
@@ -72,6 +76,7 @@ def _group_stats(members: list[dict[str, Any]], max_context_window: int | None) 
     return {
         "count": len(members),
         "errors": len(members) - len(answered),
+        "skipped": len(skipped),
         "mean_score": _mean([_score(m) for m in members]),
         "mean_score_answered": _mean([m["score"] for m in answered]),
         **auc_fields(bin_means, max_context_window),
@@ -83,10 +88,14 @@ def summarize_records(
 ) -> dict[str, Any]:
     """The summary of a run from its results records (the latest current record per row).
 
-    `mean_score` counts every row that was meant to be scored: an error counts as 0, so the
-    headline never exceeds what the official loop would report; `mean_score_answered` leaves
-    errors out. `complete` is true only when the last run finished and nothing failed. Each of
-    `recipes` adds its own entries (`EvalRecipe.report_extras`) from its rows.
+    Two rules, each the one its number is compared with. `mean_score` is the official loop's: it
+    counts every row that was sent or meant to be (an error counts as 0, so the headline never
+    exceeds what the official loop would report), and a row skipped for not fitting the context
+    window is not scored; `mean_score_answered` also leaves errors out. Every per-bin number
+    (`cells`, `bins`, `mean_128k`, `mean_1m`, the AUCs, the plot) is over every row of the bin:
+    errors and skipped rows count 0, so a model is never credited for rows it could not take.
+    `complete` is true only when the last run finished and nothing failed. Each of `recipes` adds
+    its own entries (`EvalRecipe.report_extras`) from its rows.
     """
     run = run or {}
     final = [r for r in latest_records(records).values() if _is_current(r, run)]
@@ -98,23 +107,29 @@ def summarize_records(
     counted = scored + errors
     window = run.get("max_context_window")
 
+    # Bin means: every row of the bin, errors and skipped rows as 0.
     cells: dict[tuple[str, int], list[dict]] = defaultdict(list)
-    by_needles: dict[int, list[dict]] = defaultdict(list)
     by_bin: dict[str, list[dict]] = defaultdict(list)
-    for record in counted:
+    for record in counted + skipped:
         cells[(record["bin"], int(record["n_needles"]))].append(record)
-        by_needles[int(record["n_needles"])].append(record)
         by_bin[record["bin"]].append(record)
+    by_needles: dict[int, tuple[list[dict], list[dict]]] = defaultdict(lambda: ([], []))
+    for record in counted:
+        by_needles[int(record["n_needles"])][0].append(record)
+    for record in skipped:
+        by_needles[int(record["n_needles"])][1].append(record)
     cell_rows = []
     for (label, n_needles), members in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1])):
         answered = [m for m in members if m.get("status") == STATUS_OK]
+        not_sent = sum(1 for m in members if m.get("status") == STATUS_SKIPPED)
         cell_rows.append(
             {
                 "bin": label,
                 "bin_upper": bin_upper(label),
                 "n_needles": n_needles,
                 "count": len(members),
-                "errors": len(members) - len(answered),
+                "errors": len(members) - len(answered) - not_sent,
+                "skipped": not_sent,
                 "mean_score": _mean([_score(m) for m in members]),
                 "mean_score_answered": _mean([m["score"] for m in answered]),
                 "mean_score_lenient": mean_of(answered, "score_lenient"),
@@ -133,11 +148,13 @@ def summarize_records(
     price = run.get("price_per_1m")
     settings = run.get("settings") or {}
     strip_think = bool(settings.get("strip_think"))
-    overall = _group_stats(counted, window)
+    overall = _group_stats(counted, skipped, window)
     extra: dict[str, Any] = {}
     for recipe in recipes:
         own = [
-            r if r.get("status") == STATUS_OK else r | {"score": 0.0} for r in counted if r.get("recipe") == recipe.name
+            r if r.get("status") == STATUS_OK else r | {"score": 0.0}
+            for r in counted + skipped
+            if r.get("recipe") == recipe.name
         ]
         if own:
             extra |= recipe.report_extras(own, window)
@@ -166,11 +183,15 @@ def summarize_records(
                 "bin": label,
                 "bin_upper": bin_upper(label),
                 "count": len(members),
+                "skipped": sum(1 for m in members if m.get("status") == STATUS_SKIPPED),
                 "mean_score": _mean([_score(m) for m in members]),
             }
             for label, members in sorted(by_bin.items(), key=lambda kv: bin_sort_key(kv[0]))
         ],
-        "by_needles": [{"n_needles": n, **_group_stats(members, window)} for n, members in sorted(by_needles.items())],
+        "by_needles": [
+            {"n_needles": n, **_group_stats(members, not_sent, window)}
+            for n, (members, not_sent) in sorted(by_needles.items())
+        ],
         "replies": {
             "finish_reasons": dict(Counter(str(r.get("finish_reason")) for r in scored)),
             "empty": sum(1 for r in scored if not r.get("response")),
@@ -251,7 +272,8 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
         f"mean score {_fmt(summary['mean_score'])} over {summary['n_rows']} rows "
         f"(errors count 0; {_fmt(summary['mean_score_answered'])} over the {summary['n_scored']} answered); "
         f"AUC@128k {_fmt(summary.get('auc_128k'))}, AUC@1M {_fmt(summary.get('auc_1m'))}; "
-        f"skipped {summary['skipped']['count']}; errors {summary['errors']['count']}"
+        f"skipped {summary['skipped']['count']} (not in the mean; in the bins' rows and means as 0); "
+        f"errors {summary['errors']['count']}"
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
         f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
         f"{'' if summary.get('official', True) else '; NOT OFFICIAL (--strip-think)'}\n"
@@ -261,11 +283,35 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
     return table
 
 
+def _short_tokens(n_tokens: int) -> str:
+    if n_tokens >= 1048576 and n_tokens % 1048576 == 0:
+        return f"{n_tokens // 1048576}M"
+    return f"{n_tokens // 1024}k" if n_tokens % 1024 == 0 else str(n_tokens)
+
+
 def _short_bin(label: str) -> str:
     upper = bin_upper(label)
-    if upper is None:
-        return label
-    return f"{upper // 1048576}M" if upper >= 1048576 else f"{upper // 1024}k"
+    return label if upper is None else _short_tokens(upper)
+
+
+def bin_headers(labels: list[str]) -> list[str]:
+    """Short column / tick labels of bins: the upper edge ("8k", "1M"), or, where two bins share
+    it (openai/mrcr's [4096, 8192] beside MRCR v2's (4096, 8192]), the whole range ("[4k, 8k]",
+    "(4k, 8k]"), so two different bins never look like one."""
+    shared = {upper for upper in map(bin_upper, labels) if sum(bin_upper(o) == upper for o in labels) > 1}
+    headers = []
+    for label in labels:
+        upper = bin_upper(label)
+        if upper is None or upper not in shared:
+            headers.append(_short_bin(label))
+            continue
+        try:
+            lower = int(label[1:].split(",")[0])
+        except ValueError:
+            headers.append(label)
+            continue
+        headers.append(f"{label[0]}{_short_tokens(lower)}, {_short_tokens(upper)}{label[-1]}")
+    return headers
 
 
 def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
@@ -308,9 +354,9 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
 def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend: bool, path: str | os.PathLike) -> None:
     """Label a score-by-bin chart (x: the bins in order) and write it atomically as PNG."""
     axes.set_xticks(range(len(bins)))
-    axes.set_xticklabels([_short_bin(b) for b in bins])
+    axes.set_xticklabels(bin_headers(bins))
     axes.set_xlabel("context length bin (o200k tokens, upper edge)")
-    axes.set_ylabel("mean score (official grader; errors count 0)")
+    axes.set_ylabel("mean score (official grader; errors and skipped rows count 0)")
     axes.set_ylim(0, 1.02)
     axes.grid(True, alpha=0.3)
     axes.set_title(title)

@@ -36,7 +36,14 @@ from .._openai import (
 )
 from .._paths import hub_source
 from .._tokens import TokenizerError
-from ._config import EvalConfig, EvalError, EvalFatal, settings_differences, settings_fingerprint
+from ._config import (
+    EvalConfig,
+    EvalError,
+    EvalFatal,
+    settings_differences,
+    settings_fingerprint,
+    with_stored_prices,
+)
 from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, EvalRecipe, FileError, recipe_named
 from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
@@ -96,12 +103,9 @@ def _check_settings(out: Path, previous: dict | None, settings: dict) -> None:
 
 def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], *, finished: bool) -> dict:
     """RUN_DIR/run.json: settings, fingerprint, data files with sha256 (all this run dir has seen)."""
-    from .._prices import price_for
-
     data = {entry["path"]: entry["sha256"] for entry in (previous or {}).get("data", []) if isinstance(entry, dict)}
     data.update(shas)
     settings = config.settings()
-    price = price_for(config.model, config.price_in, config.price_out)
     return {
         "model": config.model,
         "base_url": settings["base_url"],
@@ -109,7 +113,7 @@ def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], 
         "fingerprint": settings_fingerprint(settings),
         "data": [{"path": path, "sha256": sha} for path, sha in data.items()],
         "max_context_window": config.max_context_window,
-        "price_per_1m": None if price is None else {"input": price[0], "output": price[1]},
+        "price_per_1m": config.price_per_1m,
         "options": config.model_dump(
             include={
                 "concurrency",
@@ -122,6 +126,8 @@ def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], 
                 "tokenizer_spec",
                 "chat_template",
                 "count_with_server",
+                "price_in",  # as given: a resume without them keeps them (`with_stored_prices`)
+                "price_out",
             }
         ),
         "finished": finished,
@@ -164,6 +170,7 @@ async def run_eval_async(
     previous = _read_run_file(out)
     settings = config.settings()
     _check_settings(out, previous, settings)
+    config = with_stored_prices(config, previous)
     shas = {path: await asyncio.to_thread(file_sha256, path) for path in files}
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -377,6 +377,9 @@ def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_ke
         def bin_label(self, upper):
             return "(4096, 8192]"
 
+        def bin_uppers(self):
+            return (8192,)
+
         def report_extras(self, records, max_context_window):
             return {}
 

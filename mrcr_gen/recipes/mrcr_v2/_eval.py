@@ -22,6 +22,7 @@ from ..._tokens import count_tokens
 from ...eval._auc import auc_fields
 from ...eval._items import EvalItem, FileError, ItemError
 from ...eval._report import _mean, mean_of
+from ...eval._results import STATUS_SKIPPED
 from ._checks import transcript_id
 from ._generate import V2_BUCKETS, v2_bucket_for
 from ._grade import grade_v2, grade_v2_lenient
@@ -85,22 +86,31 @@ def make_v2_item(
     transcript_tokens: dict[str, int],
     tokenizer_spec: str = "o200k_base",
 ) -> EvalItem:
-    """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check).
+    """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check)
+    and, where they can be told, its needle count and length, so it counts 0 in its bucket.
     With another tokenizer than o200k, whose splits at turn seams are not known, each row is
     counted whole."""
     base: dict[str, Any] = {"source": source, "row": index, "digest": digest, "recipe": RECIPE}
     try:
         rec = coerce_record(record)
     except ValueError as exc:
-        return EvalItem(**base, error=ItemError(check="v2_row", message=str(exc)))
+        return EvalItem(**base, **_measured(record, tokenizer_spec), error=ItemError(check="v2_row", message=str(exc)))
     queries, answer, view_ops = rec.get("queries"), rec.get("answer"), rec.get("view_ops")
     if not (isinstance(queries, str) and isinstance(answer, str) and isinstance(view_ops, str)) or not queries.endswith(
         view_ops
     ):
-        return EvalItem(**base, error=ItemError(check="view_ops", message="view_ops is not the tail of queries"))
+        return EvalItem(
+            **base,
+            **_measured(rec, tokenizer_spec),
+            error=ItemError(check="view_ops", message="view_ops is not the tail of queries"),
+        )
     query = parse_query(view_ops)
     if query is None or not HASH_PATTERN.fullmatch(query.hash):
-        return EvalItem(**base, error=ItemError(check="final_query", message="view_ops is not an MRCR v2 query"))
+        return EvalItem(
+            **base,
+            **_measured(rec, tokenizer_spec),
+            error=ItemError(check="final_query", message="view_ops is not an MRCR v2 query"),
+        )
     transcript = queries[: len(queries) - len(view_ops)]
     group = transcript_id(transcript)
     if tokenizer_spec != "o200k_base":
@@ -121,6 +131,23 @@ def make_v2_item(
         total_tokens=prompt_tokens,  # v2 lengths count the text sent, not the answer
         group=group,
     )
+
+
+def _measured(record: dict, tokenizer_spec: str) -> dict[str, Any]:
+    """The needle count and length of a row that cannot be sent, where they can be told (the
+    whole `queries` counted): without them its error would drop out of every bucket."""
+    found: dict[str, Any] = {}
+    try:
+        n_needles = int(record.get("num_relevant"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        n_needles = 0
+    if n_needles > 0:
+        found["n_needles"] = n_needles
+    queries = record.get("queries")
+    if isinstance(queries, str) and queries:
+        tokens = count_tokens(queries, tokenizer_spec)
+        found |= {"bin_upper": bucket_upper(tokens), "prompt_tokens": tokens, "total_tokens": tokens}
+    return found
 
 
 def row_floors(queries: str, answer: str, *, writing_samples: int = DEFAULT_WRITING_SAMPLES) -> dict[str, float | None]:
@@ -158,9 +185,15 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
     (the mean over every row of at most 131072 tokens), "at 1M" (the (524288, 1048576] bucket),
     Context Arena's `auc_128k` / `auc_1m` over the bucket means (as for openai/mrcr), and the mean
     noise floors. Records need `score`, `n_needles` and a token count (`context_len`,
-    `prompt_tokens` or `o200k_prompt_tokens`); records without one are left out."""
+    `prompt_tokens` or `o200k_prompt_tokens`); records without one are left out.
+
+    Two rules, as in the common summary: `mean_score` (and `count`) is the official loop's, so a
+    record with status "skipped" (it did not fit the context window) is not scored there; the
+    bucket means, "up to 128K", "at 1M" and the AUCs are over every row, skipped ones counting 0."""
     by_needles: dict[int, list[tuple[int, dict]]] = defaultdict(list)
     for record in records:
+        if record.get("status") == STATUS_SKIPPED:
+            record = record | {"score": 0.0}
         if record.get("score") is None:
             continue
         tokens = record.get("context_len", record.get("prompt_tokens", record.get("o200k_prompt_tokens")))
@@ -171,11 +204,13 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
         buckets: dict[int, list[dict]] = defaultdict(list)
         for tokens, record in rows:
             buckets[bucket_upper(tokens)].append(record)
+        scored = [r for _, r in rows if r.get("status") != STATUS_SKIPPED]
         cells: list[dict[str, Any]] = [
             {
                 "bucket": f"({upper // 2}, {upper}]",
                 "bucket_upper": upper,
                 "count": len(members),
+                "skipped": sum(1 for m in members if m.get("status") == STATUS_SKIPPED),
                 "mean_score": _mean([m["score"] for m in members]),
                 "mean_score_lenient": mean_of(members, "score_lenient"),
                 "floor_random_needle": mean_of(members, "floor_random_needle"),
@@ -188,8 +223,9 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
         out.append(
             {
                 "n_needles": n,
-                "count": len(rows),
-                "mean_score": _mean([r["score"] for _, r in rows]),
+                "count": len(scored),
+                "skipped": len(rows) - len(scored),
+                "mean_score": _mean([r["score"] for r in scored]),
                 "up_to_128k": _mean(up_to),
                 "up_to_128k_count": len(up_to),
                 "at_1m": _mean(at_1m),
@@ -278,9 +314,11 @@ def render_v2_table(report: dict[str, Any]):
         return "-" if value is None else f"{value:.3f}"
 
     table = Table(title="MRCR v2 summary (compare with Google's reports)")
+    table.caption = "rows: scored or failed; up to 128K, at 1M and AUC count errors and skipped rows 0"
     for column in (
         "needles",
         "rows",
+        "skipped",
         "up to 128K",
         "at 1M",
         "AUC@128k",
@@ -293,6 +331,7 @@ def render_v2_table(report: dict[str, Any]):
         table.add_row(
             str(entry["n_needles"]),
             str(entry["count"]),
+            str(entry.get("skipped", 0)),
             f"{fmt(entry['up_to_128k'])} ({entry['up_to_128k_count']})",
             f"{fmt(entry['at_1m'])} ({entry['at_1m_count']})",
             fmt(entry["auc_128k"]),

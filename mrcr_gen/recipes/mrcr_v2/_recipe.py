@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
-from ...eval._items import EvalItem
+from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
     from ...pool._harvest import HarvestedPair
@@ -134,7 +134,14 @@ class MrcrV2:
         return item_extras(item)
 
     def bin_label(self, upper: int) -> str:
+        if upper <= 0:
+            return UNKNOWN_BIN  # a row that cannot be read far enough to count its tokens
         return f"({upper // 2}, {upper}]"  # its buckets: (4096, 8192] ... (4194304, 8388608]
+
+    def bin_uppers(self) -> tuple[int, ...]:
+        from ._generate import V2_BUCKET_EDGES
+
+        return V2_BUCKET_EDGES
 
     def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
         from ._eval import v2_report

@@ -141,6 +141,7 @@ def make_writer(kind: str, seed: int, **options: Any):
 
 def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, options: dict) -> Path:
     """`build_pool_for_request` with the --writer openai options, its summaries on the messages console."""
+    from ..._prices import PriceError
     from ._pool_llm import BuildError, print_build_report
     from ._shortcut import WritingsFailed, build_pool_for_request
 
@@ -169,5 +170,5 @@ def _build_openai_pool(seed: int, needles: tuple, max_tokens: int, where: str, o
         )
     except WritingsFailed as exc:
         raise RequestError(str(exc), EXIT_FAILED) from None
-    except BuildError as exc:
+    except (BuildError, PriceError) as exc:
         raise RequestError(str(exc)) from None

@@ -149,6 +149,11 @@ class OpenaiMrcr:
     def bin_label(self, upper: int) -> str:
         return bin_label_of_upper(upper)
 
+    def bin_uppers(self) -> tuple[int, ...]:
+        from ..._bins import BIN_UPPER_EDGES
+
+        return BIN_UPPER_EDGES
+
     def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
         return {}  # the common summary is openai/mrcr's own
 
