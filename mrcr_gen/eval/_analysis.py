@@ -74,6 +74,7 @@ class RowAnalysis(BaseModel):
 
     prefix: Prefix
     returned: Returned
+    target_ordinal: int  # 1-based ordinal the final query asked for
     returned_ordinal: int | None = None  # 1-based, when a needle (the target included) was returned
     returned_index: int | None = None  # the writing's message / turn index when one matched
     same_format: bool | None = None  # a distractor's ask shares the needle's format
@@ -163,6 +164,7 @@ def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None 
     return RowAnalysis(
         prefix=prefix,
         returned=returned,
+        target_ordinal=transcript.target,
         returned_ordinal=ordinal,
         returned_index=index,
         same_format=same_format,
