@@ -1,4 +1,4 @@
-"""What the per-row analyses of a run add up to, and their plots.
+"""The per-row analyses of a run's rows, what they add up to, and their plots.
 
 From the records of a run (each scored row carries `analysis`, see `_analysis`):
 
@@ -20,10 +20,19 @@ from typing import Any
 
 from .._bins import bin_sort_key, bin_upper
 from .._files import atomic_path
+from ._analysis import analyse_reply
+from ._items import EvalItem, EvalRecipe
 
 OUTCOMES = ("target", "other_needle", "distractor", "not_in_context", "empty", "error")
 DECILES = 10
 NOT_A_NEEDLE = 0  # the `returned` column of the confusion matrix for replies that matched no needle
+
+
+def analyse_item(recipe: EvalRecipe, item: EvalItem, reply: str, finish_reason: str | None = None) -> dict | None:
+    """The analysis of `reply` to `item` as stored in a result record; None when the recipe
+    cannot read the row's conversation."""
+    transcript = recipe.transcript(item)
+    return None if transcript is None else analyse_reply(reply, transcript, finish_reason).model_dump()
 
 
 def outcome_of(record: dict[str, Any]) -> str | None:
