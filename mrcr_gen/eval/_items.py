@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .._bins import ABOVE_BINS, BELOW_BINS, BIN_UPPER_EDGES, BINS, bin_for_tokens
 from .._paths import file_columns
+from ._analysis import Transcript
 
 
 class ItemError(BaseModel):
@@ -94,6 +95,10 @@ class EvalRecipe(Protocol):
 
     def grade_lenient(self, response: str, item: EvalItem) -> float | None:
         """A diagnostic score, never the headline; None when the recipe has none."""
+        ...
+
+    def transcript(self, item: EvalItem) -> Transcript | None:
+        """The row as the per-row failure analysis reads it; None when it cannot be read."""
         ...
 
     def item_extras(self, item: EvalItem) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from .._bins import bin_sort_key
+from ._failures import analyse_item, failure_summary
 from ._items import EvalRecipe, FileError, read_items, recipe_named
 
 
@@ -22,6 +23,7 @@ class GradedRow(TypedDict):
     score: float
     bin: str
     n_needles: int
+    analysis: dict | None  # `_analysis.RowAnalysis` as a dict; None when the row's conversation cannot be read
 
 
 def _preview(indices: list[int], limit: int = 5) -> str:
@@ -64,9 +66,10 @@ def grade_responses(
 ) -> dict[str, Any]:
     """Grade responses against DATA with the official grader.
 
-    Returns `{"mean": m, "rows": [{"row", "score", "bin", "n_needles"}], "cells": [...],
-    "n_rows": ..., "missing": [...]}`. Every row of DATA needs exactly one response unless
-    `allow_missing`; a response for a row DATA lacks is always an error. A DATA file or row
+    Returns `{"mean": m, "rows": [{"row", "score", "bin", "n_needles", "analysis"}], "cells": [...],
+    "n_rows": ..., "missing": [...], "failures": ...}` (`analysis`: the per-row failure analysis;
+    `failures`: what they add up to, see `_failures.failure_summary`). Every row of DATA needs
+    exactly one response unless `allow_missing`; a response for a row DATA lacks is always an error. A DATA file or row
     that cannot be read, or a row that cannot be graded, raises `FileError` (a ValueError) naming
     it and the validator's check.
     """
@@ -88,6 +91,7 @@ def grade_responses(
                 "score": recipe.grade(given[item.row], item),
                 "bin": recipe.bin_label(item.bin_upper),
                 "n_needles": item.n_needles,
+                "analysis": analyse_item(recipe, item, given[item.row]),
             }
         )
     extra = sorted(i for i in given if i >= n_data)
@@ -109,6 +113,7 @@ def grade_responses(
         "n_rows": len(rows_out),
         "missing": missing,
         "rows": rows_out,
+        "failures": failure_summary([r | {"status": "ok"} for r in rows_out]),
         "cells": [
             {"bin": b, "n_needles": n, "count": len(v), "mean": sum(v) / len(v)}
             for (b, n), v in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1]))

@@ -49,8 +49,15 @@ def test_grade_cli_json_and_table(small_data, tmp_path, capsys):
     assert code == 0
     result = json.loads(out)
     assert len(result["rows"]) == 12 and result["mean"] == pytest.approx(11 / 12)
-    assert result["rows"][0] == {"row": 0, "score": 0.0, "bin": "<4096", "n_needles": 2}
-    assert set(result["rows"][1]) == {"row", "score", "bin", "n_needles"}
+    first = result["rows"][0]
+    assert {k: first[k] for k in ("row", "score", "bin", "n_needles")} == {
+        "row": 0, "score": 0.0, "bin": "<4096", "n_needles": 2
+    }
+    assert (first["analysis"]["prefix"], first["analysis"]["returned"]) == ("missing", "not_in_context")
+    assert set(result["rows"][1]) == {"row", "score", "bin", "n_needles", "analysis"}
+    assert all(r["analysis"]["returned"] == "target" and r["analysis"]["match_ratio"] == 1.0 for r in result["rows"][1:])
+    shares = {(c["n_needles"], c["count"]): c["shares"] for c in result["failures"]["outcomes"]}
+    assert shares[(2, 4)]["target"] == 0.75 and shares[(2, 4)]["not_in_context"] == 0.25
     code, out, _ = call(grade_main, [str(small_data), str(responses)], capsys)
     assert code == 0 and "0.9167" in out and "8 needles" in out
 

@@ -16,6 +16,7 @@ from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, V
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
+    from ...eval._analysis import Transcript
     from ...pool._harvest import HarvestedPair
     from ...validate import RepairResult
 
@@ -127,6 +128,11 @@ class MrcrV2:
         from ._grade import grade_v2_lenient
 
         return grade_v2_lenient(response, item.answer)
+
+    def transcript(self, item: EvalItem) -> Transcript | None:
+        from ._analysis import transcript_of
+
+        return transcript_of(item.messages[0]["content"]) if item.error is None and item.messages else None
 
     def item_extras(self, item: EvalItem) -> dict[str, Any]:
         from ._eval import item_extras

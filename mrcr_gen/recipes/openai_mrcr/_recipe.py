@@ -16,6 +16,7 @@ from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, V
 from ...eval._items import EvalItem, bin_label_of_upper
 
 if TYPE_CHECKING:
+    from ...eval._analysis import Transcript
     from ...pool._harvest import HarvestedPair
     from ...validate import RepairResult
 
@@ -139,6 +140,11 @@ class OpenaiMrcr:
         from ._grade import grade_lenient
 
         return grade_lenient(response, item.answer, item.prefix)
+
+    def transcript(self, item: EvalItem) -> Transcript | None:
+        from ._analysis import transcript_of
+
+        return transcript_of(item.messages, item.prefix) if item.error is None and item.messages else None
 
     def item_extras(self, item: EvalItem) -> dict[str, Any]:
         from ._floors import row_floors

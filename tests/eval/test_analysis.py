@@ -1,0 +1,102 @@
+"""The per-row failure analysis: which writing a reply returned, its prefix, depth and truncation,
+checked against what the generator knows of each row (its needle indices and target) and, for
+MRCR v2, against the tests' own re-solver."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrcr_gen import generate_sample
+from mrcr_gen.eval._analysis import MATCH_THRESHOLD, analyse_reply
+from mrcr_gen.recipes.mrcr_v2._analysis import transcript_of as v2_transcript_of
+from mrcr_gen.recipes.openai_mrcr._analysis import transcript_of
+from mrcr_gen.recipes.openai_mrcr._grade import grade
+
+
+@cache
+def sample(n_needles: int, seed: int):
+    return generate_sample(n_needles=n_needles, bin_upper=8192, seed=seed)
+
+
+def row_of(n_needles: int, seed: int):
+    s = sample(n_needles, seed)
+    messages = json.loads(s.row.prompt)
+    return s, messages, transcript_of(messages, s.row.random_string_to_prepend)
+
+
+@pytest.mark.parametrize("n_needles,seed", [(2, 1), (4, 2), (8, 3), (8, 4)])
+def test_each_needle_returned_is_named_by_its_ordinal(n_needles, seed):
+    s, messages, transcript = row_of(n_needles, seed)
+    rs = s.row.random_string_to_prepend
+    assert [transcript.writings[k].index for k in transcript.needles] == list(s.needle_indices)
+    for ordinal, index in enumerate(s.needle_indices, start=1):
+        analysis = analyse_reply(rs + messages[index + 1]["content"], transcript)
+        expected = "target" if ordinal == s.target_ordinal else "other_needle"
+        assert (analysis.prefix, analysis.returned, analysis.returned_ordinal) == ("ok", expected, ordinal)
+        assert analysis.returned_index == index and analysis.match_ratio == 1.0 and not analysis.truncated
+    depth = analyse_reply(s.row.answer, transcript).target_depth
+    before = sum(len(m["content"]) for m in messages[: s.row.desired_msg_index])
+    assert depth == round(before / sum(len(m["content"]) for m in messages), 4) and 0 < depth < 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 5), cut=st.floats(0.0, 0.4), at=st.floats(0.0, 1.0))
+def test_an_edited_target_is_the_target_and_its_ratio_is_the_official_score(seed, cut, at):
+    """With the prefix in place, the match ratio against the target is the official grade."""
+    s, messages, transcript = row_of(4, seed)
+    rs = s.row.random_string_to_prepend
+    text = messages[s.row.desired_msg_index + 1]["content"]
+    start = int(at * len(text) * (1 - cut))
+    reply = rs + text[:start] + text[start + int(cut * len(text)) :]
+    analysis = analyse_reply(reply, transcript)
+    score = grade(reply, s.row.answer, rs)
+    if score >= MATCH_THRESHOLD:
+        assert analysis.returned == "target" and analysis.match_ratio == round(score, 4)
+    assert analysis.match_ratio >= round(score, 4)  # the best match is at least as good as the target
+
+
+def test_a_distractor_is_located_and_compared_with_the_needle_ask():
+    s, messages, transcript = row_of(4, 5)
+    rs = s.row.random_string_to_prepend
+    needle = transcript.writings[transcript.needles[0]]
+    others = [w for k, w in enumerate(transcript.writings) if k not in transcript.needles]
+    assert others
+    for writing in others:
+        analysis = analyse_reply(rs + writing.text, transcript)
+        assert (analysis.returned, analysis.returned_index, analysis.returned_ordinal) == (
+            "distractor",
+            writing.index,
+            None,
+        )
+        assert messages[writing.index]["content"] == writing.ask
+        assert analysis.same_format == (writing.format == needle.format)
+        assert analysis.same_entity == (writing.entity == needle.entity)
+        assert analysis.same_format is not None and not (analysis.same_format and analysis.same_entity)
+
+
+def test_prefix_states_empty_not_in_context_and_truncation():
+    s, messages, transcript = row_of(2, 6)
+    rs, answer = s.row.random_string_to_prepend, s.row.answer
+    target = answer[len(rs) :]
+    assert analyse_reply(target, transcript).prefix == "missing"
+    late = analyse_reply("Sure! " + rs + target, transcript)
+    assert (late.prefix, late.returned, late.match_ratio) == ("late", "target", 1.0)
+    assert analyse_reply(rs, transcript).returned == "empty"
+    assert analyse_reply(rs + "  \n", transcript).returned == "empty"
+    assert analyse_reply("", transcript).model_dump()["returned"] == "empty"
+    alien = analyse_reply(rs + "Zebra quantum marmalade " * 20, transcript)
+    assert alien.returned == "not_in_context" and alien.match_ratio < MATCH_THRESHOLD and alien.returned_index is None
+    cut = analyse_reply(answer[: len(answer) // 2], transcript, finish_reason="length")
+    assert cut.truncated and cut.returned == "target"
+    assert not analyse_reply(answer, transcript, finish_reason="stop").truncated
+
+
+def test_a_row_without_a_readable_query_has_no_transcript():
+    assert transcript_of([{"role": "user", "content": "hello"}], "abc") is None
+    assert transcript_of([], "abc") is None
+    assert v2_transcript_of("no query here") is None
