@@ -374,6 +374,9 @@ def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_ke
         def item_extras(self, item):
             return {}
 
+        def transcript(self, item):
+            return None
+
         def bin_label(self, upper):
             return "(4096, 8192]"
 
