@@ -254,13 +254,37 @@ def evaluate(
 
 
 def _require_run_dir(run_dir: Path) -> None:
-    if not (run_dir / "results.jsonl").is_file():
-        raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory")
+    if not (run_dir / "results.jsonl").is_file() and not _inspect_log(run_dir):
+        raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory (nor an Inspect log)")
+
+
+def _inspect_log(path: Path) -> bool:
+    from ..inspect._import import is_inspect_log
+
+    return is_inspect_log(path)
+
+
+def _inspect_logs_read(paths: list[Path]) -> list[dict]:
+    """Inspect logs of the mrcr_gen tasks read as runs: their `compare` entries (run dirs too)."""
+    from ..inspect._import import InspectLogError, compare_paths
+
+    try:
+        return compare_paths(paths)
+    except InspectLogError as exc:
+        raise CommandError(str(exc)) from None
 
 
 @report_app.command()
-def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory.")) -> None:
+def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval).")) -> None:
     _require_run_dir(run_dir)
+    if _inspect_log(run_dir):  # printed only: nothing is written beside someone's Inspect logs
+        from ..inspect._import import InspectLogError, summarize_inspect_log
+
+        try:
+            print_report(summarize_inspect_log(run_dir), Console())
+        except InspectLogError as exc:
+            raise CommandError(str(exc)) from None
+        return
     try:
         summary = write_report(run_dir)
     except ValueError as exc:  # run.json that is not JSON
@@ -270,7 +294,7 @@ def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory."
 
 @compare_app.command()
 def compare(
-    run_dirs: list[Path] = typer.Argument(..., help="mrcr-eval run directories."),
+    run_dirs: list[Path] = typer.Argument(..., help="mrcr-eval run directories or Inspect logs (.eval)."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON (a list, one object per run)."),
     plot: Path | None = typer.Option(
         None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."
@@ -282,7 +306,7 @@ def compare(
     for run_dir in run_dirs:
         _require_run_dir(run_dir)
     try:
-        entries = compare_runs(run_dirs)
+        entries = _inspect_logs_read(run_dirs) if any(map(_inspect_log, run_dirs)) else compare_runs(run_dirs)
     except ValueError as exc:  # run.json that is not JSON
         raise CommandError(str(exc)) from None
     if plot is not None:

@@ -16,25 +16,24 @@ from ._report import _fmt, bin_headers, finish_bin_plot, summarize
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:
     """One entry per run: model, rows, mean, AUCs, per-bin means, errors, cost, completeness."""
-    entries = []
-    for run_dir in run_dirs:
-        summary = summarize(run_dir, recipes=recipes)
-        entries.append(
-            {
-                "run": str(run_dir),
-                "model": summary["model"],
-                "rows": summary["n_rows"],
-                "mean_score": summary["mean_score"],
-                "auc_128k": summary["auc_128k"],
-                "auc_1m": summary["auc_1m"],
-                "bins": {b["bin"]: b["mean_score"] for b in summary["bins"]},
-                "errors": summary["errors"]["count"] + len(summary["file_errors"]),
-                "cost_usd": summary["cost_usd"],
-                "complete": summary["complete"],
-                "official": summary["official"],
-            }
-        )
-    return entries
+    return [compare_entry(run_dir, summarize(run_dir, recipes=recipes)) for run_dir in run_dirs]
+
+
+def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, Any]:
+    """The comparison entry of one run (a run directory, or an Inspect log) from its summary."""
+    return {
+        "run": str(run),
+        "model": summary["model"],
+        "rows": summary["n_rows"],
+        "mean_score": summary["mean_score"],
+        "auc_128k": summary["auc_128k"],
+        "auc_1m": summary["auc_1m"],
+        "bins": {b["bin"]: b["mean_score"] for b in summary["bins"]},
+        "errors": summary["errors"]["count"] + len(summary["file_errors"]),
+        "cost_usd": summary["cost_usd"],
+        "complete": summary["complete"],
+        "official": summary["official"],
+    }
 
 
 def _all_bins(entries: list[dict[str, Any]]) -> list[str]:
