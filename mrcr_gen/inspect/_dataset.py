@@ -81,9 +81,12 @@ def _remove(handle: IO[bytes], path: str) -> None:
 _ROLES: dict[str, type] = {"user": ChatMessageUser, "assistant": ChatMessageAssistant, "system": ChatMessageSystem}
 
 
-def chat_messages(messages: list[dict]) -> list[ChatMessage]:
-    """A row's messages as Inspect's chat messages (role and text, nothing added)."""
-    return [_ROLES[m["role"]](content=m["content"]) for m in messages]
+def chat_messages(messages: list[dict], key: str = "") -> list[ChatMessage]:
+    """A row's messages as Inspect's chat messages (role and text, nothing added); their ids are
+    `KEY-INDEX` (`key`: the sample's id), so that a sample built twice is the same sample."""
+    return [
+        _ROLES[m["role"]](content=m["content"], **({"id": f"{key}-{i}"} if key else {})) for i, m in enumerate(messages)
+    ]
 
 
 class MrcrDataset(Dataset):
@@ -116,7 +119,7 @@ class MrcrDataset(Dataset):
     def sample(self, row: Row) -> Sample:
         messages = self._spill.read(row.offset, row.length)
         return Sample(
-            input=chat_messages(messages) if messages else _not_sent(row.metadata),
+            input=chat_messages(messages, row.id) if messages else _not_sent(row.metadata),
             target=row.target,
             id=row.id,
             metadata=dict(row.metadata),

@@ -81,7 +81,7 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]
         why = "not sent" if status != "ok" else "not exported"
         input_value: Any = f"({why}: {record['file']} row {record['row']})"
     else:
-        input_value = chat_messages(messages)
+        input_value = chat_messages(messages, str(record.get("digest") or ""))
     sample_id = str(record.get("digest") or f"{record['file']}:{record['row']}")
     if sample_id in used_ids:
         sample_id = f"{sample_id}-{record['row']}"
@@ -137,18 +137,19 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]
     )
 
 
-def _results(summary: dict[str, Any], total: int) -> EvalResults:
+def _results(summary: dict[str, Any], records: list[dict[str, Any]]) -> EvalResults:
     numbers: dict[str, float | None] = {
         "mean": summary["mean_score"],
         "lenient": summary["mean_score_lenient"],
         "auc_128k": summary["auc_128k"],
         "auc_1m": summary["auc_1m"],
     }
-    numbers |= {f"bin_{b['bin_upper']}": b["mean_score"] for b in summary["bins"] if b.get("bin_upper")}
+    upper = {r["bin"]: r.get("bin_upper") for r in records}  # as the task's metrics name them: bin_4095 for "<4096"
+    numbers |= {f"bin_{upper[b['bin']]}": b["mean_score"] for b in summary["bins"] if upper.get(b["bin"])}
     numbers |= {f"needles_{n['n_needles']}": n["mean_score"] for n in summary["by_needles"]}
     metrics = {name: EvalMetric(name=name, value=float(value)) for name, value in numbers.items() if value is not None}
     return EvalResults(
-        total_samples=total,
+        total_samples=len(records),
         completed_samples=summary["n_scored"],
         scores=[EvalScore(name=SCORER, scorer=SCORER, metrics=metrics)],
     )
@@ -195,7 +196,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
         status="success" if summary["complete"] else "error",
         eval=spec,
         plan=EvalPlan(),
-        results=_results(summary, len(samples)),
+        results=_results(summary, records),
         stats=EvalStats(started_at=created, completed_at=created),
         samples=samples,
     )
