@@ -183,7 +183,8 @@ def as_list(value: Any, convert: Callable[[Any], Any] = str) -> list[Any]:
 
 def data_files(data: str | Sequence[str] | None) -> list[str]:
     """Files, folders, globs and hf:// paths -> data files; DataError naming what names nothing."""
-    paths = as_list(data)
+    # Not split at commas: MRCR v2's file names hold them, `mrcr_v2_8needle_in_(8192,16384).csv`.
+    paths = [data] if isinstance(data, str) else [str(p) for p in data or []]
     if not paths:
         raise DataError("no data: pass -T data=PATH (a file, folder, glob or hf://datasets/ORG/NAME/PATH)")
     files, problems = find_parquet_files(paths, found_csv)
