@@ -38,12 +38,13 @@ from ..._tokens import (
     count_tokens_batch,
     load_tokenizer,
 )
+from ...validate._asks import has_ask_line, is_near_duplicate_ask
 from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, Severity
 from ...validate._provenance import dataset_tokenizer
 from ...validate._repair import FileRepair, RepairResult, output_paths
 from ._generate import V2_BUCKETS, build_path, tokens_range, v2_bucket_for
 from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, iter_records
-from ._text import HASH_PATTERN, parse_query, split_transcript
+from ._text import HASH_PATTERN, ParsedQuery, ParsedTurn, parse_query, split_transcript
 
 ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)
 
@@ -133,6 +134,53 @@ def _finding(file: str, row: int, check: str, message: str, severity: Severity =
     return Finding(file=file, row=row, check=check, severity=severity, message=message)
 
 
+def _ask_findings(
+    text: str, turns: list[ParsedTurn], query: ParsedQuery, needles: list[int]
+) -> list[tuple[str, str, Severity]]:
+    """The needle ask where it is no needle: a turn asking it only up to case, whitespace or
+    punctuation (a warning, as for openai/mrcr), or a whole line (perhaps after `User:`) of the
+    few-shot block, of a writing or of another turn's ask, which a model may count (an error); and
+    needle writings that are empty or blank (an error: the answer is the hash alone)."""
+    ask = query.ask
+    found: list[tuple[str, str, Severity]] = []
+    near = [i for i, t in enumerate(turns) if is_near_duplicate_ask(t.ask, ask)]
+    if near:
+        shown = ", ".join(f"{i}: {turns[i].ask[:60]!r}" for i in near[:5])
+        found.append(
+            (
+                "near_duplicate_ask",
+                f"{len(near)} turn(s) ask '{ask}' only up to case, whitespace or punctuation "
+                f"(not counted as needles): {shown}",
+                "warning",
+            )
+        )
+    skip = {*needles, *near}
+    places = ["the few-shot block"] if has_ask_line(text[: turns[0].start], ask) else []
+    for i, turn in enumerate(turns):
+        if has_ask_line(turn.text, ask):
+            places.append(f"the writing of turn {i}")
+        if i not in skip and has_ask_line(turn.ask, ask):
+            places.append(f"the ask of turn {i}")
+    if places:
+        more = f" (and {len(places) - 5} more)" if len(places) > 5 else ""
+        found.append(
+            (
+                "needle_ask_elsewhere",
+                f"'{ask}' also stands as a line of {', '.join(places[:5])}{more}: a model may count it, so the "
+                "ordinal is ambiguous",
+                "error",
+            )
+        )
+    empty = [(n, i) for n, i in enumerate(needles, start=1) if not turns[i].text.strip()]
+    if empty:
+        shown = ", ".join(
+            f"turn {i} (the {ordinal(n)} of {len(needles)}{', which the query asks for' * (n == query.ordinal)})"
+            for n, i in empty
+        )
+        found.append(("empty_writing", f"needle writings must not be empty or blank: {shown}", "error"))
+    return found
+
+
 def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> RowResult:
     """Every finding of one raw v2 record (CSV strings or parquet values)."""
     file = state.file
@@ -180,6 +228,8 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     indices = [i for i, t in enumerate(turns) if t.ask == query.ask]
     if len(indices) != n:
         add("needle_count", f"'{query.ask}' occurs {len(indices)} times, num_relevant is {n} (turns {indices[:12]})")
+    for check, message, severity in _ask_findings(text, turns, query, indices):
+        add(check, message, severity)
     writings = [turns[i].text for i in indices]
     if len(set(writings)) < len(writings):
         add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
