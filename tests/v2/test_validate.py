@@ -262,3 +262,35 @@ def test_ask_findings_say_where(v2_csv, tmp_path):
     rewrite(v2_csv, bad, _empty_target_writing)
     (finding,) = validate_v2_paths([bad], tokens=False).report.findings
     assert "which the query asks for" in finding.message
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_row_and_turn(v2_csv, tmp_path):
+    """A CSV byte that is not UTF-8 in a writing: a `text_encoding` error on each row holding it,
+    naming the turn, and the other checks still run (it used to stop the file at that row)."""
+    from tests.support.v2_resolve import solve
+
+    records = list(iter_records(v2_csv))
+    turn = _distractor_turn(records[0])
+    writing = solve(records[0]["queries"]).turns[turn][1].encode()
+    bad = tmp_path / "bad.csv"
+    data = v2_csv.read_bytes()
+    bad.write_bytes(data.replace(writing, writing[:5] + b"\xff" + writing[6:]))
+    holding = {i for i, r in enumerate(records) if writing.decode() in r["queries"]}
+    findings = validate_v2_paths([bad], tokens=False).report.findings
+    assert {(f.row, f.check) for f in findings} == {(i, "text_encoding") for i in holding}
+    assert all("holds the byte 0xFF, not UTF-8, at character" in f.message for f in findings)
+    assert all(f"in turn {turn}" in f.message for f in findings if f.row == 0)
+    counted = validate_v2_paths([bad]).report
+    assert not counted.unreadable and {f.row for f in counted.findings} == holding
+
+
+def test_a_lone_surrogate_in_a_record_is_reported_not_raised(v2_csv):
+    from mrcr_gen.recipes.mrcr_v2._checks import V2FileState, check_v2_record
+
+    record = coerce_record(next(iter_records(v2_csv)))
+    head = "\n\nAssistant: "
+    at = record["queries"].rindex(head, 0, len(record["queries"]) - len(record["view_ops"])) + len(head)
+    record["queries"] = record["queries"][:at] + "\ud800" + record["queries"][at:]
+    result = check_v2_record(record, V2FileState(file="x"), 0)
+    assert "text_encoding" in {f.check for f in result.findings}
+    assert result.n_tokens is not None  # the rest is still checked, tokens counted

@@ -38,7 +38,7 @@ from ..._tokens import (
     count_tokens_batch,
     load_tokenizer,
 )
-from ...validate._asks import has_ask_line, is_near_duplicate_ask
+from ...validate._asks import encodable, has_ask_line, is_near_duplicate_ask, unencodable_at
 from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, Severity
 from ...validate._provenance import dataset_tokenizer
 from ...validate._repair import FileRepair, RepairResult, output_paths
@@ -79,13 +79,15 @@ class V2FileState:
     generated: tuple[Bin, str, str] | None = None
     _current: _Transcript | None = None
     hash_owner: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (transcript id, ask)
+    #: The current row holds text UTF-8 cannot encode (`text_encoding`): it is counted with U+FFFD in its place.
+    sanitize: bool = False
     counter: RepeatedTextCounter = field(init=False)
 
     def __post_init__(self) -> None:
         self.counter = RepeatedTextCounter(tokenizer=self.tokenizer)
 
     def count_whole(self, text: str) -> int:
-        return count_tokens(text, self.tokenizer)
+        return count_tokens(encodable(text) if self.sanitize else text, self.tokenizer)
 
     def offset(self, transcript: _Transcript, turn: int) -> int:
         """Tokens of the text before turn `turn` (len(turns): the transcript's end)."""
@@ -116,6 +118,7 @@ class V2FileState:
             state = _Transcript(tid, turns, problem, text)
             if self.count and problem is None:
                 parts = [text[t.start : t.end] for t in turns]
+                parts = list(map(encodable, parts)) if self.sanitize else parts
                 counts = (
                     count_tokens_batch(parts, self.threads, self.tokenizer)
                     if self.threads > 1
@@ -181,6 +184,30 @@ def _ask_findings(
     return found
 
 
+def _encoding_problem(queries: str, view_ops: str, answer: str) -> str | None:
+    """Where `queries` or `answer` hold text UTF-8 cannot encode: a lone surrogate, or a byte that
+    was not UTF-8 in the CSV (read as U+DC80..U+DCFF), by turn; None when there is none."""
+    places = []
+    for column, value in (("queries", queries), ("answer", answer)):
+        at = unencodable_at(value)
+        if at is None:
+            continue
+        code = ord(value[at])
+        what = f"the byte 0x{code - 0xDC00:02X}, not UTF-8," if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        where = ""
+        split = split_transcript(queries) if column == "queries" else None
+        if split is not None and split[1]:
+            turns = split[1]
+            if at < turns[0].start:
+                where = ", in the few-shot block"
+            elif view_ops and queries.endswith(view_ops) and at >= len(queries) - len(view_ops):
+                where = ", in the final query"
+            else:
+                where = f", in turn {max(i for i, t in enumerate(turns) if t.start <= at)}"
+        places.append(f"{column} holds {what} at character {at}{where}")
+    return "; ".join(places) + " (text UTF-8 cannot encode)" if places else None
+
+
 def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> RowResult:
     """Every finding of one raw v2 record (CSV strings or parquet values)."""
     file = state.file
@@ -199,6 +226,10 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         add("v2_row", "queries, view_ops and answer must be strings and num_relevant an integer")
         return RowResult(row=row, findings=tuple(findings))
     n_needles = n
+    problem = _encoding_problem(queries, view_ops, answer)
+    state.sanitize = problem is not None  # the rest is checked, tokens counted with U+FFFD in its place
+    if problem is not None:
+        add("text_encoding", problem)
     if not queries.endswith(view_ops) or not view_ops:
         add("view_ops", "view_ops is not the tail of queries")
         return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
@@ -393,7 +424,7 @@ def validate_v2_file(
     state = V2FileState(file=file, threads=threads, **counting)
     row = -1
     try:
-        for row, record in enumerate(iter_records(path)):
+        for row, record in enumerate(iter_records(path, errors="surrogateescape")):
             result = check_v2_record(record, state, row)
             builder.add_row(result)
             passes = not result.findings if builder.strict else not result.has_error
