@@ -97,6 +97,7 @@ HOSTILE = [
     sample(0),
     sample(1, reply=HOSTILE_REPLY, expected=HOSTILE_EXPECTED, file=HOSTILE_FILE, query="<b>bold?</b>"),
     sample(2, reply="line one\u2028line two</SCRIPT >", expected="¿Qué? 🍵 \"quoted\" 'single' \\ back", error="<i>"),
+    sample(5, expected="<b>unanswered</b> <img src=z onerror=window.__pwned=6>", file="<u>no-reply</u>.parquet"),
 ]
 
 
@@ -357,6 +358,12 @@ def test_browser_hostile_text_shows_as_text_and_never_runs(open_page):
     assert page.text_content("#d-expected") == HOSTILE_EXPECTED
     assert page.text_content("#d-query") == "<b>bold?</b>"
     assert page.locator("#detail img, #detail svg, #detail script, #detail b").count() == 0
+    page.keyboard.press("Escape")
+    page.locator("#samples tbody tr", has_text="no-reply").click()  # an error: no reply, nothing to diff
+    assert page.text_content("#d-expected") == HOSTILE[3].expected
+    assert page.text_content("#d-reply") == "(no reply)"
+    assert page.text_content("#d-error") == HOSTILE[3].error
+    assert page.locator("#detail img, #detail b, #detail u").count() == 0
     assert page.text_content("h1") == "<img src=y onerror=window.__pwned=5>"
     assert page.locator("img").count() == 1  # the plot alone
     assert page.evaluate("typeof window.__pwned") == "undefined"
@@ -391,4 +398,15 @@ def test_browser_loads_2400_long_samples(open_page):
     page.click('#samples tbody tr[data-index="4"]')  # on page 1; its reply differs from its expected answer
     assert page.locator("#d-expected del").count() > 0 and page.locator("#d-reply ins").count() > 0
     assert page.text_content("#d-reply") == samples[4].reply
+    assert page.errors == []
+
+
+def test_browser_diff_too_long_shows_both_texts_unmarked(open_page):
+    expected = " ".join(f"e{k}" for k in range(3500))
+    reply = " ".join(f"r{k}" for k in range(3500))  # 3,501 x 3,501 cells: above the diff's limit
+    page = open_page(report([sample(0, expected=expected, reply=reply)]))
+    page.click("#samples tbody tr >> nth=0")
+    assert page.text_content("#d-expected") == expected and page.text_content("#d-reply") == reply
+    assert page.locator("#d-expected del, #d-expected ins, #d-reply del, #d-reply ins").count() == 0
+    assert "too long for a word diff" in page.text_content("#d-diffnote")
     assert page.errors == []
