@@ -273,7 +273,7 @@ def render_compare(reports: list[ViewReport]) -> str:
     body = (
         f"<header><h1>{_e(title)}</h1></header><main><section><h2>Headline</h2>"
         f'<table id="headline-compare" class="grid"><thead><tr><th></th>{head}</tr></thead>'
-        f"<tbody>{rows}</tbody></table></section>{sections}</main>"
+        f'<tbody>{rows}</tbody></table></section><div class="runs">{sections}</div></main>'
     )
     return _page(title, body)
 

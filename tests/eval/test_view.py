@@ -410,3 +410,21 @@ def test_browser_diff_too_long_shows_both_texts_unmarked(open_page):
     assert page.locator("#d-expected del, #d-expected ins, #d-reply del, #d-reply ins").count() == 0
     assert "too long for a word diff" in page.text_content("#d-diffnote")
     assert page.errors == []
+
+
+def test_browser_compare_page_shows_every_run_and_fetches_nothing(browser, tmp_path):
+    runs = [report([sample(0)], title=f"run {name}", headline={"model": name, "mean_score": score})
+            for name, score in (("a", 0.5), ("<b>b</b>", None))]
+    path = tmp_path / "compare.html"
+    write_html(render_compare(runs), path)
+    page = browser.new_page()
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(path.as_uri())
+    header = page.eval_on_selector_all("#headline-compare thead th", "e => e.map(x => x.textContent)")
+    cells = page.eval_on_selector_all("#headline-compare tbody td", "e => e.map(x => x.textContent)")
+    assert header == ["", "run a", "run <b>b</b>"] and cells == ["a", "<b>b</b>", "0.5", "n/a"]
+    assert page.locator("section.run").count() == 2 and page.locator("section.run img").count() == 2
+    assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+    page.close()
+    assert [url for url in requested if not url.startswith(("file:", "data:"))] == []
