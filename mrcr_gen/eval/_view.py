@@ -172,8 +172,9 @@ def _outcomes_html(rows: list[dict[str, Any]], table_id: str = "outcomes") -> st
 
 def samples_json(samples: list[ViewSample]) -> str:
     """The samples as JSON safe inside a <script> element: every "<" is written \\u003c (as are ">"
-    and "&"), so no text a reply holds ("</script>", "<!--") can end the element early."""
-    text = json.dumps([s.model_dump(mode="json") for s in samples], ensure_ascii=False, separators=(",", ":"))
+    and "&"), so no text a reply holds ("</script>", "<!--") can end the element early. A NaN or
+    infinite number is written null: JSON.parse would reject the whole blob otherwise."""
+    text = "[" + ",".join(s.model_dump_json() for s in samples) + "]"
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

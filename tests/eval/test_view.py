@@ -144,6 +144,12 @@ def test_hostile_text_cannot_leave_its_element():
     assert "<h1>&lt;b&gt;run&lt;/b&gt; &amp; co</h1>" in page
 
 
+def test_blob_writes_nan_and_infinity_as_null():
+    text = samples_json([sample(0, score=float("nan"), match_ratio=float("inf"), target_depth=float("-inf"))])
+    parsed = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the blob"))
+    assert (parsed[0]["score"], parsed[0]["match_ratio"], parsed[0]["target_depth"]) == (None, None, None)
+
+
 def test_blob_escapes_every_angle_bracket_and_ampersand():
     text = samples_json(HOSTILE)
     assert not set("<>&") & set(text)
