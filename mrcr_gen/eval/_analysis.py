@@ -65,6 +65,7 @@ class Transcript:
     target: int  # 1-based ordinal the final query asks for
     prefix: str  # the random string / hash the reply must start with
     length: int  # characters of the whole conversation
+    query: str = ""  # the final query, as the row asks it
 
 
 class RowAnalysis(BaseModel):
