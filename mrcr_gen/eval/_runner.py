@@ -9,7 +9,9 @@ awaited and recorded, nothing more is sent (`EvalFatal`).
 
 Each finished row is appended to RUN_DIR/results.jsonl (flushed and fsynced) with the digest
 of its content, the settings fingerprint and the sha256 of its data file. A rerun sends only
-rows without a result for the same digest; different settings are refused (`EvalError`).
+rows without a result for the same digest, and reports what a fresh run of the same command
+would (`Planner`); different settings are refused (`EvalError`). run.json records the rows the
+command selected: its summary describes those only. One run at a time holds RUN_DIR/run.lock.
 """
 
 from __future__ import annotations

@@ -228,3 +228,29 @@ def test_two_overlapping_runs_send_each_row_once_and_a_killed_run_does_not_block
         assert len(server.per_last_user) == 12
         assert server.total_requests <= 12 + 1  # at most the killed run's request in flight went twice
     assert json.loads((out / "summary.json").read_text())["n_scored"] == 12
+
+
+def test_a_file_read_in_full_on_rerun_no_longer_reports_its_old_file_error(small_data, tmp_path, api_key, monkeypatch):
+    """A read that failed once (the same bytes: a network share that dropped) is a file error of
+    that run only: the rerun that reads the file reports what a fresh run reports."""
+    from mrcr_gen.eval import _planner
+    from mrcr_gen.eval._items import FileError
+
+    real = _planner.read_items
+    failing = {"on": True}
+
+    def read_items(path, **kwargs):
+        if failing["on"]:
+            raise FileError(f"{path}: cannot read (transient)")
+        yield from real(path, **kwargs)
+
+    monkeypatch.setattr(_planner, "read_items", read_items)
+    out = tmp_path / "run"
+    with ChatServer("oracle") as server:
+        _, first = run_eval(config([small_data], out, server))
+        assert first["file_errors"] and not first["complete"]
+        failing["on"] = False
+        _, again = run_eval(config([small_data], out, server))
+        _, fresh = run_eval(config([small_data], tmp_path / "fresh", server))
+    assert again["file_errors"] == [] and again["complete"]
+    assert reported(again) == reported(fresh)
