@@ -30,7 +30,8 @@ app = typer.Typer(
     "to continue a killed run. The key comes from OPENAI_API_KEY. "
     "Scoring is the official loop's: every HTTP-200 reply is graded (empty or null scores 0), only "
     "transport failures are retried, errors count 0 in mean_score. Exit codes: 0 complete, 1 some rows "
-    "failed (rerun to retry them), 2 bad input, changed settings or a fatal server answer. "
+    "failed (rerun to retry them), 2 bad input, changed settings, a run folder another run is writing "
+    "or a fatal server answer. The summary and exit code describe the rows this command selects. "
     "See also: mrcr-eval report RUN_DIR, mrcr-eval compare RUN_DIR...",
 )
 report_app = typer.Typer(add_completion=False, help="Rewrite RUN_DIR/summary.json and plot.png and print the table.")

@@ -29,6 +29,7 @@ from ._results import (
     latest_file_errors,
     latest_records,
     read_results,
+    selected_keys,
 )
 
 
@@ -58,6 +59,35 @@ def _is_current(record: dict[str, Any], run: dict[str, Any]) -> bool:
         return False
     fingerprint = run.get("fingerprint")
     return not (fingerprint and record.get("settings") != fingerprint)
+
+
+class _Selection:
+    """The rows and files the run folder's last command selected (run.json `selection`): its summary
+    describes them only; the folder's other results stay there for reuse. A run.json without a
+    selection (older mrcr-eval) selects everything; one killed before it ended, every row of its files."""
+
+    def __init__(self, selection: Any):
+        selection = selection if isinstance(selection, dict) else {}
+        files = selection.get("files")
+        self.files = set(files) if isinstance(files, list) else None
+        self.keys = selected_keys(selection)
+        unreadable = selection.get("unreadable")
+        self.failed_files = set(unreadable) if isinstance(unreadable, list) else self.files
+
+    def file(self, entry: Any) -> bool:
+        return self.files is None or not isinstance(entry, dict) or entry.get("path") in self.files
+
+    def row(self, record: dict[str, Any]) -> bool:
+        if self.keys is not None:
+            return (record["file"], record["row"]) in self.keys
+        return self.files is None or record["file"] in self.files
+
+    def unreadable(self, record: dict[str, Any]) -> bool:
+        return self.failed_files is None or record["file"] in self.failed_files
+
+
+def _selected(run: dict[str, Any]) -> _Selection:
+    return _Selection(run.get("selection"))
 
 
 def _group_stats(
@@ -98,9 +128,10 @@ def summarize_records(
     its own entries (`EvalRecipe.report_extras`) from its rows.
     """
     run = run or {}
-    final = [r for r in latest_records(records).values() if _is_current(r, run)]
+    selected = _selected(run)
+    final = [r for r in latest_records(records).values() if _is_current(r, run) and selected.row(r)]
     final.sort(key=lambda r: (r["file"], int(r["row"])))
-    file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run)]
+    file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run) and selected.unreadable(r)]
     scored = [r for r in final if r.get("status") == STATUS_OK]
     errors = [r for r in final if r.get("status") == STATUS_ERROR]
     skipped = [r for r in final if r.get("status") == STATUS_SKIPPED]
@@ -161,7 +192,7 @@ def summarize_records(
     return extra | {
         "model": run.get("model"),
         "base_url": run.get("base_url"),
-        "data": run.get("data"),
+        "data": [e for e in run["data"] if selected.file(e)] if isinstance(run.get("data"), list) else run.get("data"),
         "settings": settings or None,
         "official": not strip_think,
         "scoring": "NOT OFFICIAL: replies graded with <think> blocks removed (--strip-think)"

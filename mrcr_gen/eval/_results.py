@@ -9,6 +9,7 @@ from typing import Any
 
 RESULTS_NAME = "results.jsonl"
 RUN_NAME = "run.json"
+LOCK_NAME = "run.lock"  # held (fcntl.flock) by the run writing the folder
 SUMMARY_NAME = "summary.json"
 PLOT_NAME = "plot.png"
 
@@ -98,3 +99,33 @@ def latest_records(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[
 def latest_file_errors(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The latest file-level error of each file (row null)."""
     return {record["file"]: record for record in records if record["row"] is None}
+
+
+def latest_answers(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """The latest reply (status ok) or failed send (status error) of each (file, row): kept for reuse
+    even after a later skip record (a narrower window) superseded it in `latest_records`."""
+    answers: dict[tuple[str, int], dict[str, Any]] = {}
+    for record in records:
+        if isinstance(record["row"], int) and record.get("status") in (STATUS_OK, STATUS_ERROR):
+            answers[(record["file"], record["row"])] = record
+    return answers
+
+
+def row_ranges(rows: list[int]) -> list[list[int]]:
+    """Sorted row indices as inclusive [first, last] runs (the compact form run.json stores)."""
+    ranges: list[list[int]] = []
+    for row in sorted(set(rows)):
+        if ranges and ranges[-1][1] == row - 1:
+            ranges[-1][1] = row
+        else:
+            ranges.append([row, row])
+    return ranges
+
+
+def selected_keys(selection: dict[str, Any]) -> set[tuple[str, int]] | None:
+    """The (file, row) pairs a command selected (run.json's `selection.rows`); None when not recorded
+    (a run killed before it ended: then every row of its files)."""
+    rows = selection.get("rows")
+    if not isinstance(rows, dict):
+        return None
+    return {(path, row) for path, ranges in rows.items() for first, last in ranges for row in range(first, last + 1)}
