@@ -506,6 +506,13 @@ def check_report(ws: Workspace, command: Command, run: Run) -> None:
     assert "mean_score" in json.loads((out / "summary.json").read_text())
 
 
+def check_view(ws: Workspace, command: Command, run: Run) -> None:
+    out = ws.root / shlex.split(command.text)[2]
+    page = (out / "report.html").read_text()
+    assert run.stdout.strip().endswith("report.html") and page.startswith("<!DOCTYPE html>")
+    assert len(page) > 10000 and "samples-data" in page
+
+
 def check_grade(ws: Workspace, command: Command, run: Run) -> None:
     n = rows_in(ws.root / "mrcr/2needle/2needle_0.parquet")
     if "--json" in shlex.split(command.text):
@@ -641,6 +648,7 @@ RULES: dict[str, Rule] = {
     "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report ", needs=("eval-generated",), check=check_report, before=before_report),
+    "eval-view": Rule(r"^mrcr-eval view ", needs=("eval-generated",), check=check_view),
     "gen-v2": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--out v2-data$", check=check_v2_generated),
     "gen-v2-tokens": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokens ", check=check_v2_generated),
     "validate-v2": Rule(r"^mrcr-validate v2-data/$", needs=("gen-v2",), check=check_validated),

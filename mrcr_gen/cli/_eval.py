@@ -34,7 +34,17 @@ app = typer.Typer(
     "or a fatal server answer. The summary and exit code describe the rows this command selects. "
     "See also: mrcr-eval report RUN_DIR, mrcr-eval compare RUN_DIR...",
 )
-report_app = typer.Typer(add_completion=False, help="Rewrite RUN_DIR/summary.json and plot.png and print the table.")
+report_app = typer.Typer(
+    add_completion=False,
+    help="Rewrite RUN_DIR/summary.json and its plots and print the table; rows of a run made by an earlier "
+    "version get their failure analysis first (the data files are read again).",
+)
+view_app = typer.Typer(
+    add_completion=False,
+    help="Write one self-contained HTML report of RUN_DIR (no network needed, works from file:// and as an "
+    "e-mail attachment): headline numbers, plots, what the replies returned per bin, and every row with its "
+    "query, expected answer and reply side by side.",
+)
 compare_app = typer.Typer(
     add_completion=False,
     help="Compare runs: one row per run (model, rows, mean, AUC@128k, AUC@1M, per-bin means, errors, cost).",
@@ -261,12 +271,37 @@ def _require_run_dir(run_dir: Path) -> None:
 
 @report_app.command()
 def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory.")) -> None:
+    from .._api import add_analyses
+    from .._files import Busy
+
     _require_run_dir(run_dir)
     try:
+        add_analyses(run_dir)
         summary = write_report(run_dir)
+    except Busy as exc:
+        raise CommandError(str(exc)) from None
     except ValueError as exc:  # run.json that is not JSON
         raise CommandError(str(exc)) from None
     print_report(summary, Console())
+
+
+@view_app.command()
+def view(
+    run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="The HTML file [default: RUN_DIR/report.html]."),
+) -> None:
+    from .._api import run_view
+    from ..eval import render_view, write_html
+
+    _require_run_dir(run_dir)
+    output = output or run_dir / "report.html"
+    try:
+        write_html(render_view(run_view(run_dir)), output)
+    except ValueError as exc:  # run.json that is not JSON
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
+    print(output)
 
 
 @compare_app.command()
@@ -276,8 +311,12 @@ def compare(
     plot: Path | None = typer.Option(
         None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."
     ),
+    html: Path | None = typer.Option(
+        None, "--html", help="Write the runs side by side as one self-contained HTML page."
+    ),
 ) -> None:
-    from .._api import compare_runs
+    from .._api import compare_runs, run_view
+    from ..eval import render_compare, write_html
     from ..eval._compare import compare_table, plot_compare
 
     for run_dir in run_dirs:
@@ -291,6 +330,11 @@ def compare(
             plot_compare(entries, plot)
         except OSError as exc:
             raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
+    if html is not None:
+        try:
+            write_html(render_compare([run_view(run_dir) for run_dir in run_dirs]), html)
+        except OSError as exc:
+            raise CommandError(f"cannot write {html}: {exc.strerror or exc}") from None
     if as_json:
         print(json.dumps(entries, indent=2))
     else:
@@ -298,11 +342,11 @@ def compare(
         Console(width=None if sys.stdout.isatty() else 240).print(compare_table(entries))
 
 
-SUBCOMMANDS = {"report": report_app, "compare": compare_app}
+SUBCOMMANDS = {"report": report_app, "compare": compare_app, "view": view_app}
 
 
 def eval_main(args: list[str] | None = None) -> None:
-    """`report` or `compare` as the first argument selects that command; anything else evaluates."""
+    """`report`, `compare` or `view` as the first argument selects that command; anything else evaluates."""
     argv = list(sys.argv[1:] if args is None else args)
     if argv and argv[0] in SUBCOMMANDS:
         run_app(SUBCOMMANDS[argv[0]], f"mrcr-eval {argv[0]}", argv[1:])

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ._config import EvalConfig
+from ._failures import analyse_item
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 from ._results import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, latest_answers, latest_records, row_ranges
 
@@ -243,7 +244,8 @@ def base_record(
 
 
 def scored_record(item: EvalItem, recipe: EvalRecipe, result: Any, strip_think: bool) -> dict[str, Any]:
-    """The fields of a graded row (the reply, its scores, usage, finish_reason, extras)."""
+    """The fields of a graded row (the reply, its scores, usage, finish_reason, the failure
+    analysis of the reply as graded, extras)."""
     text = graded_text(result.text, strip_think)
     return {
         "status": STATUS_OK,
@@ -262,4 +264,5 @@ def scored_record(item: EvalItem, recipe: EvalRecipe, result: Any, strip_think: 
             "reasoning_tokens": result.reasoning_tokens,
             "cached_tokens": result.cached_tokens,
         },
+        "analysis": analyse_item(recipe, item, text, result.finish_reason),
     } | recipe.item_extras(item)

@@ -17,6 +17,7 @@ from .._bins import bin_sort_key, bin_upper
 from .._files import atomic_path, write_text_atomic
 from .._prices import cost_usd
 from ._auc import auc_fields
+from ._failures import failure_summary, write_failure_plots
 from ._items import EvalRecipe
 from ._results import (
     PLOT_NAME,
@@ -113,6 +114,15 @@ def _group_stats(
     }
 
 
+def run_rows(records: list[dict[str, Any]], run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records a run's summary describes: the latest current record of each row the last
+    command selected, by file and row."""
+    selected = _selected(run)
+    final = [r for r in latest_records(records).values() if _is_current(r, run) and selected.row(r)]
+    final.sort(key=lambda r: (r["file"], int(r["row"])))
+    return final
+
+
 def summarize_records(
     records: list[dict[str, Any]], run: dict[str, Any] | None = None, *, recipes: Sequence[EvalRecipe] = ()
 ) -> dict[str, Any]:
@@ -129,8 +139,7 @@ def summarize_records(
     """
     run = run or {}
     selected = _selected(run)
-    final = [r for r in latest_records(records).values() if _is_current(r, run) and selected.row(r)]
-    final.sort(key=lambda r: (r["file"], int(r["row"])))
+    final = run_rows(records, run)
     file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run) and selected.unreadable(r)]
     scored = [r for r in final if r.get("status") == STATUS_OK]
     errors = [r for r in final if r.get("status") == STATUS_ERROR]
@@ -247,6 +256,7 @@ def summarize_records(
             ],
         },
         "file_errors": [{"file": r["file"], "error": r.get("error")} for r in file_errors],
+        "failures": failure_summary(counted),
         "usage": usage,
         "price_per_1m": price,
         "cost_usd": cost_usd((price["input"], price["output"]), usage["prompt_tokens"], usage["completion_tokens"])
@@ -399,11 +409,13 @@ def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend:
 
 
 def write_report(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
-    """Write RUN_DIR/summary.json and RUN_DIR/plot.png; return the summary."""
+    """Write RUN_DIR/summary.json, RUN_DIR/plot.png and the failure plots beside it
+    (`_failures.write_failure_plots`); return the summary."""
     run_dir = Path(run_dir)
     summary = summarize(run_dir, recipes=recipes)
     write_text_atomic(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2) + "\n")
     plot_summary(summary, run_dir / PLOT_NAME)
+    write_failure_plots(summary["failures"], run_dir, f"MRCR - {summary.get('model') or 'model'}")
     return summary
 
 
