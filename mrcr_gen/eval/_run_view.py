@@ -142,6 +142,7 @@ def view_samples(
                 returned_ordinal=(analysis or {}).get("returned_ordinal"),
                 returned_index=(analysis or {}).get("returned_index"),
                 target_depth=depth,
+                returned_depth=(analysis or {}).get("returned_depth"),
                 match_ratio=(analysis or {}).get("match_ratio"),
                 truncated=bool((analysis or {}).get("truncated")),
                 query=transcript.query if transcript is not None else "",

@@ -58,6 +58,7 @@ class ViewSample(BaseModel):
     returned_ordinal: int | None = None
     returned_index: int | None = None  # message index of the writing the reply matched
     target_depth: float | None = None  # share of the conversation's characters before the target needle
+    returned_depth: float | None = None  # the same, before the writing the reply matched
     match_ratio: float | None = None
     truncated: bool = False
     query: str

@@ -214,7 +214,8 @@
       fact("Outcome", null, badge(s.outcome)), fact("Status", s.status), fact("Score", fmt(s.score)),
       fact("Prefix", fmt(s.prefix)), fact("Target ordinal", fmt(s.target_ordinal)),
       fact("Returned ordinal", fmt(s.returned_ordinal)), fact("Returned index", fmt(s.returned_index)),
-      fact("Target depth", pct(s.target_depth)), fact("Match ratio", fmt(s.match_ratio)),
+      fact("Target depth", pct(s.target_depth)), fact("Returned depth", pct(s.returned_depth)),
+      fact("Match ratio", fmt(s.match_ratio)),
       fact("Truncated", fmt(s.truncated)), fact("Bin", s.bin), fact("Needles", s.n_needles),
       fact("File", s.file), fact("Row", s.row),
     ];
