@@ -3,7 +3,9 @@ inputs named on the command line (`checked_tokenizer` and `open_engine` come fro
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +26,8 @@ from .._paths import find_parquet_files
 from .._request import RequestError, checked_tokenizer, open_engine
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+#: As a shell reports them: 128 + the signal's number.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
 stderr = Console(stderr=True)
 
@@ -74,17 +78,48 @@ def one_line(error: ValidationError) -> str:
     return f"{where}: {message}" if where else message
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it stops as on Ctrl-C: the units still
+    running are stopped, temporary files removed, a local Ray instance shut down."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    # Once is enough: a second SIGTERM must not cut the clean-up short (SIGKILL still can).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
+
+
+@contextmanager
+def terminating_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises `Terminated` (a KeyboardInterrupt). Python's default would end the
+    process at once, leaving its workers and a Ray instance it started running."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread has handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> None:
-    """Run a typer app; usage errors, CommandError and RequestError become `prog: error: ...` and exit 2."""
+    """Run a typer app; usage errors, CommandError and RequestError become `prog: error: ...` and
+    exit 2; Ctrl-C and SIGTERM stop it the same way (exit 130 and 143)."""
     command = typer.main.get_command(app)
     try:
-        code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+        with terminating_as_interrupt():
+            code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except RequestError as exc:  # CommandError, or a recipe's refusal
         print(f"{prog_name}: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        # click turns a KeyboardInterrupt into Abort, the interruption its cause.
+        if isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated):
+            print(f"{prog_name}: terminated", file=sys.stderr)
+            sys.exit(EXIT_TERMINATED)
         print(f"{prog_name}: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:
         # Usage errors: click's classes, or typer's vendored copies of them in newer releases.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -96,10 +131,13 @@ def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> 
 
 __all__ = [
     "EXIT_FINDINGS",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "TOKENIZER_HELP",
     "CommandError",
+    "Terminated",
     "checked_tokenizer",
     "data_inputs",
     "generating_bar",
