@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -83,22 +84,31 @@ class Terminated(KeyboardInterrupt):
     running are stopped, temporary files removed, a local Ray instance shut down."""
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    # Once is enough: a second SIGTERM must not cut the clean-up short (SIGKILL still can).
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated()
+@dataclass
+class Termination:
+    """Whether SIGTERM arrived (typer turns the interruption it raises into an exit code)."""
+
+    received: bool = False
 
 
 @contextmanager
-def terminating_as_interrupt() -> Iterator[None]:
+def terminating_as_interrupt() -> Iterator[Termination]:
     """Within: SIGTERM raises `Terminated` (a KeyboardInterrupt). Python's default would end the
     process at once, leaving its workers and a Ray instance it started running."""
+    termination = Termination()
     if threading.current_thread() is not threading.main_thread():  # only the main thread has handlers
-        yield
+        yield termination
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+
+    def terminate(signum: int, frame: object) -> None:
+        # Once is enough: a second SIGTERM must not cut the clean-up short (SIGKILL still can).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        termination.received = True
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        yield
+        yield termination
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -107,25 +117,27 @@ def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> 
     """Run a typer app; usage errors, CommandError and RequestError become `prog: error: ...` and
     exit 2; Ctrl-C and SIGTERM stop it the same way (exit 130 and 143)."""
     command = typer.main.get_command(app)
-    try:
-        with terminating_as_interrupt():
+    with terminating_as_interrupt() as termination:
+        try:
             code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-    except RequestError as exc:  # CommandError, or a recipe's refusal
-        print(f"{prog_name}: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt) as exc:
-        # click turns a KeyboardInterrupt into Abort, the interruption its cause.
-        if isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated):
-            print(f"{prog_name}: terminated", file=sys.stderr)
-            sys.exit(EXIT_TERMINATED)
+        except RequestError as exc:  # CommandError, or a recipe's refusal
+            if not termination.received:
+                print(f"{prog_name}: error: {exc}", file=sys.stderr)
+                sys.exit(exc.exit_code)
+            code = EXIT_TERMINATED
+        except (typer.Abort, KeyboardInterrupt):
+            code = EXIT_INTERRUPTED
+        except Exception as exc:
+            # Usage errors: click's classes, or typer's vendored copies of them in newer releases.
+            if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+                raise
+            print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+    if termination.received:
+        print(f"{prog_name}: terminated", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED)
+    if code == EXIT_INTERRUPTED:  # typer returns it for a KeyboardInterrupt
         print(f"{prog_name}: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
-    except Exception as exc:
-        # Usage errors: click's classes, or typer's vendored copies of them in newer releases.
-        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-            raise
-        print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 

@@ -46,10 +46,8 @@ def _die_with_caller(caller_alive: Any) -> None:
     server dies (which, in turn, ends once the caller and the workers have)."""
 
     def watch() -> None:
-        try:
+        with contextlib.suppress(EOFError, OSError):
             caller_alive.recv_bytes()
-        except (EOFError, OSError):
-            pass
         os._exit(1)  # no cleanup: what a unit was writing stays a temporary file (`remove_partials`)
 
     threading.Thread(target=watch, name="mrcr-gen caller watch", daemon=True).start()

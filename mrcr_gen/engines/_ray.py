@@ -11,6 +11,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
@@ -19,6 +20,8 @@ from ._base import TaskFailed, available_cores
 
 #: Ray's own default for tasks, spelled out: a task whose worker or node died is run again this often.
 MAX_RETRIES = 3
+#: How often a task's process checks that its raylet is still there (seconds).
+PARENT_POLL = 0.1
 #: Seconds to wait for a cluster at a given address before giving up (Ray itself retries for
 #: minutes); $MRCR_GEN_RAY_CONNECT_TIMEOUT overrides it.
 CONNECT_TIMEOUT = 30.0
@@ -101,6 +104,27 @@ def _own_sigterm_handler_kept() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
+_watching_raylet = False
+
+
+def _run_unit(fn: Callable[..., Any], *args: Any) -> Any:
+    """A unit as a Ray task: `fn(*args)`, in a worker process that ends as soon as its raylet is
+    gone. Ray kills a local instance's raylet with the process that started it (even killed with
+    SIGKILL), but a worker would finish the unit it runs first, and write its file."""
+    global _watching_raylet
+    if not _watching_raylet:
+        _watching_raylet = True
+        raylet = os.getppid()
+
+        def watch() -> None:
+            while os.getppid() == raylet:  # the parent changes when it dies
+                time.sleep(PARENT_POLL)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="mrcr-gen raylet watch", daemon=True).start()
+    return fn(*args)
+
+
 class RayEngine:
     name = "ray"
 
@@ -141,8 +165,10 @@ class RayEngine:
             raise ConnectionError(f"no Ray cluster answered at {address} within {timeout:g} s") from None
 
     def _task(self, fn: Callable[..., Any]) -> Any:
+        """A remote function calling `fn` (see `_run_unit`), named after it in Ray's listings."""
         if fn not in self._remote:
-            self._remote[fn] = self._ray.remote(max_retries=self.max_retries)(fn)
+            task = self._ray.remote(max_retries=self.max_retries)(_run_unit)
+            self._remote[fn] = task.options(name=getattr(fn, "__name__", "unit"))
         return self._remote[fn]
 
     def map(
@@ -166,7 +192,7 @@ class RayEngine:
                     item = next(queue, None)
                     if item is None:
                         break
-                    pending.append((item[0], task.remote(*item[1])))
+                    pending.append((item[0], task.remote(fn, *item[1])))
                 if not pending:
                     return
                 index, ref = pending.popleft()

@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 from ..._bins import Bin
 from ..._budget import AssemblyError
-from ..._files import write_text_atomic
+from ..._files import remove_partials, write_text_atomic
 from ..._models import _Frozen
 from ..._seeding import derive_seed, derived_rng
 from ..._tokens import load_tokenizer
@@ -169,6 +169,11 @@ def generate_v2(
         writer=writer, catalog=getattr(writer, "catalog", None) or load_v2_catalog(), tokenizer=config.tokenizer_spec
     )
     counted_by = load_tokenizer(config.tokenizer_spec).describe()
+    index, count = config.shard
+    card = "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
+    # What a run killed before this one left (the folder is this run's now); `.build.json` included.
+    for target in [*(config.out / relative for *_, relative in config.shard_files()), config.out / card]:
+        remove_partials(target)
     summaries = []
     for n_needles, label, where, relative in config.shard_files():
         path = config.out / relative
@@ -203,8 +208,6 @@ def generate_v2(
         write_text_atomic(
             build_path(path), json.dumps({"build": build, "summary": summaries[-1], "tokenizer": counted_by}) + "\n"
         )
-    index, count = config.shard
-    card = "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
     write_text_atomic(config.out / card, v2_dataset_card(config, writer, summaries, command))
     return summaries
 
