@@ -77,9 +77,12 @@ def stop_while_running(
     *,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    slow_to_exit: Callable[[str], bool] = lambda _: False,
+    slow_deadline: float = 0.0,
 ) -> Stopped:
     """Start `args`, wait until `ready(process)` (bounded), send `sig` to the command alone, then
-    wait (bounded) for it and every descendant it had to end. Whatever is left is killed after."""
+    wait (bounded) for it and every descendant it had to end; descendants `slow_to_exit` (by
+    their description) are given `slow_deadline` more. Whatever is left is killed after."""
     # A file, not a pipe: descendants that outlive the command would hold a pipe open.
     errors = out.parent / f"{out.name}.stderr"
     with open(errors, "w") as stderr:
@@ -94,19 +97,22 @@ def stop_while_running(
             time.sleep(0.05)
         for child in main.children(recursive=True):
             descendants[child.pid] = child
+        described = {pid: _describe(child) for pid, child in descendants.items()}  # while they run
         process.send_signal(sig)
         signalled = time.time()
         process.wait(timeout=STOP_DEADLINE)
         deadline = time.monotonic() + EXIT_DEADLINE
         while any(_alive(p) for p in descendants.values()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        left = [_describe(p) for p in descendants.values() if _alive(p)]
+        left = [described[pid] for pid, p in descendants.items() if _alive(p)]
+        deadline = time.monotonic() + slow_deadline
+        while left and all(map(slow_to_exit, left)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = [described[pid] for pid, p in descendants.items() if _alive(p)]
         written_after = sorted(
             str(path.relative_to(out)) for path, ctime in complete_files(out).items() if ctime > signalled + SETTLE
         )
-        return Stopped(
-            process.returncode, errors.read_text(), left, written_after, [_describe(p) for p in descendants.values()]
-        )
+        return Stopped(process.returncode, errors.read_text(), left, written_after, list(described.values()))
     finally:
         for leftover in [main, *descendants.values()]:
             if _alive(leftover):
