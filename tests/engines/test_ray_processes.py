@@ -6,12 +6,13 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.support.processes import cli, command_env, stop_while_running
+from tests.support.processes import ROOT, cli, command_env, stop_while_running
 
 pytest.importorskip("ray")
 
@@ -70,9 +71,40 @@ def test_a_local_ray_instance_does_not_outlive_the_command(tmp_path: Path, sig: 
     # Only after SIGKILL may the agents take their minute: the command cannot stop them itself.
     slow_to_exit = _is_agent if sig == signal.SIGKILL else lambda _: False
     stopped = stop_while_running(job, out, sig, tasks_running, slow_to_exit=slow_to_exit, slow_deadline=AGENT_DEADLINE)
-    assert any("raylet" in d for d in stopped.descendants) and any("gcs_server" in d for d in stopped.descendants), stopped
+    assert any("raylet" in d for d in stopped.descendants) and any("gcs_server" in d for d in stopped.descendants)
     assert stopped.left == []
     assert stopped.written_after == []
     if sig == signal.SIGTERM:
         assert stopped.returncode == 143
         assert stopped.stderr.strip().splitlines()[-1] == "mrcr-gen: terminated"
+
+
+RAY_CALLER = """
+import sys
+from mrcr_gen.engines import RayEngine
+from tests.engines.units import sleep_then_touch
+
+engine = RayEngine(num_cpus=2)
+for _ in engine.map(sleep_then_touch, [(float(sys.argv[1]), f"{sys.argv[2]}/{i}") for i in range(4)]):
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_a_ray_task_of_a_killed_driver_ends_without_finishing_its_unit(tmp_path: Path) -> None:
+    # Each unit sleeps 2 s, then writes a file: Ray alone ends the task of a killed driver later.
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def tasks_running(main: psutil.Process) -> bool:
+        try:
+            return sum("ray::sleep_then_touch" in " ".join(p.cmdline()) for p in main.children(recursive=True)) >= 2
+        except psutil.Error:
+            return False
+
+    caller = [sys.executable, "-c", RAY_CALLER, "2", str(out)]
+    stopped = stop_while_running(
+        caller, out, signal.SIGKILL, tasks_running, cwd=ROOT, slow_to_exit=_is_agent, slow_deadline=AGENT_DEADLINE
+    )
+    assert stopped.left == []
+    assert list(out.iterdir()) == []
