@@ -89,3 +89,17 @@ def test_the_workers_of_a_killed_library_caller_end_at_once_without_finishing_th
         p.kill()
     assert left == []
     assert list(tmp_path.iterdir()) == []  # and with no process left, none will be written
+
+
+def test_a_killed_validation_leaves_no_worker(tmp_path: Path) -> None:
+    # Enough rows (about 6 MB decoded) that mrcr-validate checks them in a pool of two workers.
+    from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
+    from mrcr_gen.engines import LocalEngine
+
+    data = tmp_path / "data"
+    config = GenerateConfig(needles=(4,), bins=(bin_by_upper(131072),), samples=12, seed=1, out=data, rows_per_file=3)
+    with LocalEngine(2) as engine:
+        generate_dataset(config, OfflineWriter(1), engine=engine)
+    command = cli("mrcr-validate", str(data), "--workers", "2")
+    stopped = stop_while_running(command, tmp_path / "none", signal.SIGKILL, units_running(2))
+    assert len(stopped.descendants) >= 4 and stopped.left == []
