@@ -109,3 +109,11 @@ def cut_files_into_chunks(monkeypatch) -> list:
 
     monkeypatch.setattr(generate_module, "Join", CountedJoin)
     return joined
+
+
+def sleep_then_touch(seconds: float, path: str) -> None:
+    """A unit that takes `seconds`, then writes an empty file at `path`."""
+    import time
+
+    time.sleep(seconds)
+    Path(path).touch()
