@@ -281,7 +281,12 @@ def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> d
         run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
     except ValueError:
         raise ValueError(f"{run_file} is not valid JSON") from None
-    return summarize_records(read_results(results), run, recipes=recipes)
+    records = read_results(results)
+    if not records and results.stat().st_size > 0:
+        raise ValueError(
+            f"{results} holds no result records this mrcr-eval can read (another version or another file?)"
+        )
+    return summarize_records(records, run, recipes=recipes)
 
 
 def _fmt(value: float | None) -> str:

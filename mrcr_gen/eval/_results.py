@@ -66,7 +66,8 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every well-formed record, in file order (a torn or corrupt line is skipped)."""
+    """Every well-formed record, in file order (a torn or corrupt line, or a record of another
+    shape, is skipped)."""
     path = Path(path)
     if not path.exists():
         return []
@@ -81,9 +82,25 @@ def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and "file" in record and "row" in record:
+            if _well_formed(record):
                 records.append(record)
     return records
+
+
+def _well_formed(record: Any) -> bool:
+    """A record of this version's shape: a row's (file, row, status, bin, needles) or a file's (row null)."""
+    if not isinstance(record, dict) or not isinstance(record.get("file"), str):
+        return False
+    row = record.get("row", False)
+    if row is None:
+        return True
+    return (
+        isinstance(row, int)
+        and not isinstance(row, bool)
+        and isinstance(record.get("status"), str)
+        and isinstance(record.get("bin"), str)
+        and isinstance(record.get("n_needles"), int)
+    )
 
 
 def latest_records(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:

@@ -110,3 +110,34 @@ def test_grade_html_shows_the_graded_replies(small_data, tmp_path, capsys):
     samples = embedded_samples((tmp_path / "g.html").read_text())
     assert [s["outcome"] for s in samples] == ["not_in_context" if i % 2 == 0 else "target" for i in range(len(rows))]
     assert [s["expected"] for s in samples] == [r.answer for r in rows]
+
+
+def test_bad_run_folders_are_one_line_and_exit_2(tmp_path, capsys):
+    shapes = {"other-json": '{"x": 1}\n', "no-bin": '{"file": "f", "row": 0, "status": "ok"}\n', "text": "not json\n"}
+    for name, text in shapes.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text(text)
+        for command in ("view", "report"):
+            code, out, err = call(eval_main, [command, str(tmp_path / name)], capsys)
+            assert code == 2 and err.count("\n") == 1 and "holds no result records" in err, (name, command, err)
+    (tmp_path / "empty").mkdir()
+    code, _, err = call(eval_main, ["view", str(tmp_path / "empty")], capsys)
+    assert code == 2 and "no results.jsonl" in err and "Traceback" not in err
+
+
+def test_a_run_whose_data_is_gone_is_still_shown(small_data, tmp_path, api_key, capsys):
+    import shutil
+
+    data = tmp_path / "data.parquet"
+    shutil.copy(small_data, data)
+    run = tmp_path / "run"
+    with ChatServer("oracle") as server:
+        run_eval(config([data], run, server))
+    older = [{k: v for k, v in r.items() if k != "analysis"} for r in results(run)]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in older))
+    data.unlink()
+    assert call(eval_main, ["view", str(run)], capsys)[0] == 0
+    samples = embedded_samples((run / "report.html").read_text())
+    assert len(samples) == 12 and {s["outcome"] for s in samples} == {"unanalysed"}
+    assert all(s["expected"] == "" and s["reply"] for s in samples)
+    assert call(eval_main, ["report", str(run)], capsys)[0] == 0  # nothing can be added: still a report
