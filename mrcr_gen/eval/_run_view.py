@@ -80,16 +80,25 @@ def _analysis(record: dict, item: EvalItem | None, recipes: Sequence[EvalRecipe]
     return analyse_reply(text, transcript, record.get("finish_reason")).model_dump()
 
 
+def _read_run(run_dir: Path) -> dict[str, Any]:
+    """RUN_DIR/run.json ({} when absent); ValueError naming it when it is not JSON."""
+    import json
+
+    run_file = run_dir / RUN_NAME
+    try:
+        return json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    except ValueError:
+        raise ValueError(f"{run_file} is not valid JSON") from None
+
+
 def add_analyses(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> int:
     """Give every scored row of RUN_DIR that has no failure analysis one (a run of an earlier
     version), appended to results.jsonl as the row's latest record; returns how many. Holds the
     run folder's lock: refused (`_files.Busy`) while a run writes the folder."""
-    import json
 
     run_dir = Path(run_dir)
     with exclusive_lock(run_dir / LOCK_NAME, f"the run folder {run_dir}"):
-        run_file = run_dir / RUN_NAME
-        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+        run = _read_run(run_dir)
         strip_think = bool((run.get("settings") or {}).get("strip_think"))
         missing = [
             r
@@ -167,12 +176,10 @@ HEADLINE = ("model", "mean_score", "auc_128k", "auc_1m", "mean_128k", "mean_1m",
 
 def run_view(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> ViewReport:
     """The HTML report of a run folder: its summary, plots, outcomes and every row it describes."""
-    import json
 
     run_dir = Path(run_dir)
     summary = summarize(run_dir, recipes=recipes)
-    run_file = run_dir / RUN_NAME
-    run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    run = _read_run(run_dir)
     records = run_rows(read_results(run_dir / RESULTS_NAME), run)
     samples, analysed = view_samples(records, recipes=recipes, strip_think=not summary.get("official", True))
     failures = failure_summary([r for r in analysed if r.get("status") != "skipped"])

@@ -16,7 +16,7 @@ from tests.support.processes import ROOT, cli, command_env, stop_while_running
 
 pytest.importorskip("ray")
 
-JOB = ("-b", "65536", "-s", "24", "--rows-per-file", "1", "--workers", "2", "--engine", "ray")
+JOB = ("-b", "262144", "-s", "48", "--rows-per-file", "1", "--workers", "2", "--engine", "ray")
 #: Ray's dashboard and runtime-env agents exit by themselves once their raylet is gone, after a
 #: last report to the (gone) GCS times out: about a minute.
 AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent", "dashboard/agent.py", "runtime_env/agent/main.py")
@@ -25,7 +25,7 @@ AGENT_DEADLINE = 120.0
 
 def test_a_wrong_address_is_one_line_and_exit_2() -> None:
     done = subprocess.run(
-        cli("mrcr-gen", "--engine", "ray", "--address", "127.0.0.1:1", "-b", "8192", "-s", "1", "-o", "unused"),
+        cli("mrcr-gen", "--engine", "ray", "--address", "127.0.0.1:1", "--needles", "2", "-b", "8192", "-s", "1", "-o", "unused"),
         env=command_env(),
         capture_output=True,
         text=True,
@@ -42,7 +42,7 @@ def test_an_address_where_no_ray_answers_gives_up_after_the_bound(tmp_path: Path
         silent.listen(16)
         port = silent.getsockname()[1]
         done = subprocess.run(
-            cli("mrcr-gen", "--engine", "ray", "--address", f"127.0.0.1:{port}", "-s", "1", "-o", str(tmp_path)),
+            cli("mrcr-gen", "--engine", "ray", "--address", f"127.0.0.1:{port}", "--needles", "2", "-s", "1", "-o", str(tmp_path)),
             env=command_env(MRCR_GEN_RAY_CONNECT_TIMEOUT="3"),
             capture_output=True,
             text=True,
