@@ -92,7 +92,7 @@ for _ in engine.map(sleep_then_touch, [(float(sys.argv[1]), f"{sys.argv[2]}/{i}"
 
 @pytest.mark.slow
 def test_a_ray_task_of_a_killed_driver_ends_without_finishing_its_unit(tmp_path: Path) -> None:
-    # Each unit sleeps 2 s, then writes a file: Ray alone ends the task of a killed driver later.
+    # Each unit sleeps 6 s (room for a loaded machine), then writes a file: Ray alone ends the task of a killed driver later.
     out = tmp_path / "out"
     out.mkdir()
 
@@ -102,7 +102,7 @@ def test_a_ray_task_of_a_killed_driver_ends_without_finishing_its_unit(tmp_path:
         except psutil.Error:
             return False
 
-    caller = [sys.executable, "-c", RAY_CALLER, "2", str(out)]
+    caller = [sys.executable, "-c", RAY_CALLER, "6", str(out)]
     stopped = stop_while_running(
         caller, out, signal.SIGKILL, tasks_running, cwd=ROOT, slow_to_exit=_is_agent, slow_deadline=AGENT_DEADLINE
     )
