@@ -9,6 +9,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -36,6 +37,13 @@ def remove_partials(target: str | os.PathLike) -> None:
     target = Path(target)
     for stale in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
         stale.unlink(missing_ok=True)
+
+
+def save_figure(figure: Any, path: str | os.PathLike) -> None:
+    """A matplotlib figure laid out and written atomically as PNG."""
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png")
 
 
 def write_text_atomic(target: str | os.PathLike, text: str) -> None:

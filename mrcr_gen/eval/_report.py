@@ -13,8 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .._bins import bin_sort_key, bin_upper
-from .._files import atomic_path, write_text_atomic
+from .._bins import bin_headers, bin_sort_key, bin_upper
+from .._files import save_figure, write_text_atomic
 from .._prices import cost_usd
 from ._auc import auc_fields
 from ._failures import failure_summary, write_failure_plots
@@ -270,8 +270,9 @@ def summarize_records(
     }
 
 
-def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
-    """The summary of RUN_DIR (results.jsonl and run.json), without writing anything."""
+def read_run_dir(run_dir: str | os.PathLike) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(results records, run.json) of RUN_DIR; FileNotFoundError without results.jsonl, ValueError
+    (naming the file) for a run.json that is not JSON or results of no readable record."""
     run_dir = Path(run_dir)
     results = run_dir / RESULTS_NAME
     if not results.exists():
@@ -286,6 +287,12 @@ def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> d
         raise ValueError(
             f"{results} holds no result records this mrcr-eval can read (another version or another file?)"
         )
+    return records, run
+
+
+def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
+    """The summary of RUN_DIR (results.jsonl and run.json), without writing anything."""
+    records, run = read_run_dir(run_dir)
     return summarize_records(records, run, recipes=recipes)
 
 
@@ -327,37 +334,6 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
         "plus a random writing (no model calls)"
     )
     return table
-
-
-def _short_tokens(n_tokens: int) -> str:
-    if n_tokens >= 1048576 and n_tokens % 1048576 == 0:
-        return f"{n_tokens // 1048576}M"
-    return f"{n_tokens // 1024}k" if n_tokens % 1024 == 0 else str(n_tokens)
-
-
-def _short_bin(label: str) -> str:
-    upper = bin_upper(label)
-    return label if upper is None else _short_tokens(upper)
-
-
-def bin_headers(labels: list[str]) -> list[str]:
-    """Short column / tick labels of bins: the upper edge ("8k", "1M"), or, where two bins share
-    it (openai/mrcr's [4096, 8192] beside MRCR v2's (4096, 8192]), the whole range ("[4k, 8k]",
-    "(4k, 8k]"), so two different bins never look like one."""
-    shared = {upper for upper in map(bin_upper, labels) if sum(bin_upper(o) == upper for o in labels) > 1}
-    headers = []
-    for label in labels:
-        upper = bin_upper(label)
-        if upper is None or upper not in shared:
-            headers.append(_short_bin(label))
-            continue
-        try:
-            lower = int(label[1:].split(",")[0])
-        except ValueError:
-            headers.append(label)
-            continue
-        headers.append(f"{label[0]}{_short_tokens(lower)}, {_short_tokens(upper)}{label[-1]}")
-    return headers
 
 
 def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
@@ -408,9 +384,7 @@ def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend:
     axes.set_title(title)
     if legend:
         axes.legend(fontsize="small")
-    figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, format="png")
+    save_figure(figure, path)
 
 
 def write_report(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:

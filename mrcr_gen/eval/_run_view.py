@@ -16,20 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from .._files import exclusive_lock
-from ._analysis import analyse_reply
+from ._analysis import Transcript, analyse_reply
 from ._failures import failure_summary, write_failure_plots
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 from ._planner import graded_text
-from ._report import plot_summary, run_rows, summarize
+from ._report import plot_summary, read_run_dir, run_rows, summarize_records
 from ._results import (
     LOCK_NAME,
     PLOT_NAME,
     RESULTS_NAME,
-    RUN_NAME,
     STATUS_OK,
     ResultsWriter,
     latest_records,
-    read_results,
 )
 from ._view import ViewReport, ViewSample
 
@@ -69,26 +67,16 @@ def _with_items(
     return paired
 
 
-def _analysis(record: dict, item: EvalItem | None, recipes: Sequence[EvalRecipe], strip_think: bool) -> dict | None:
+def _transcript(item: EvalItem | None, recipes: Sequence[EvalRecipe]) -> Transcript | None:
+    return None if item is None else recipe_named(item.recipe, recipes).transcript(item)
+
+
+def _analysis(record: dict, transcript: Transcript | None, strip_think: bool) -> dict | None:
     """The record's stored analysis, else the analysis of its reply when its row can be read."""
-    if record.get("analysis") is not None or record.get("status") != STATUS_OK or item is None:
+    if record.get("analysis") is not None or record.get("status") != STATUS_OK or transcript is None:
         return record.get("analysis")
-    transcript = recipe_named(item.recipe, recipes).transcript(item)
-    if transcript is None:
-        return None
     text = graded_text(str(record.get("response") or ""), strip_think)
     return analyse_reply(text, transcript, record.get("finish_reason")).model_dump()
-
-
-def _read_run(run_dir: Path) -> dict[str, Any]:
-    """RUN_DIR/run.json ({} when absent); ValueError naming it when it is not JSON."""
-    import json
-
-    run_file = run_dir / RUN_NAME
-    try:
-        return json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
-    except ValueError:
-        raise ValueError(f"{run_file} is not valid JSON") from None
 
 
 def add_analyses(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> int:
@@ -98,17 +86,15 @@ def add_analyses(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -
 
     run_dir = Path(run_dir)
     with exclusive_lock(run_dir / LOCK_NAME, f"the run folder {run_dir}"):
-        run = _read_run(run_dir)
+        records, run = read_run_dir(run_dir)
         strip_think = bool((run.get("settings") or {}).get("strip_think"))
         missing = [
-            r
-            for r in latest_records(read_results(run_dir / RESULTS_NAME)).values()
-            if r.get("status") == STATUS_OK and r.get("analysis") is None
+            r for r in latest_records(records).values() if r.get("status") == STATUS_OK and r.get("analysis") is None
         ]
         added = 0
         with ResultsWriter(run_dir / RESULTS_NAME) as writer:
             for record, item in _with_items(missing, recipes):
-                analysis = _analysis(record, item, recipes, strip_think)
+                analysis = _analysis(record, _transcript(item, recipes), strip_think)
                 if analysis is not None:
                     writer.write(record | {"analysis": analysis})
                     added += 1
@@ -126,8 +112,8 @@ def view_samples(
     computed now) for `failure_summary`; `items` (file -> row -> item) saves reading them again."""
     samples, analysed = [], []
     for record, item in _with_items(records, recipes, items):
-        analysis = _analysis(record, item, recipes, strip_think)
-        transcript = None if item is None else recipe_named(item.recipe, recipes).transcript(item)
+        transcript = _transcript(item, recipes)
+        analysis = _analysis(record, transcript, strip_think)
         status = str(record.get("status"))
         if status == STATUS_OK:
             outcome = analysis["returned"] if analysis else UNANALYSED
@@ -164,10 +150,13 @@ def view_samples(
     return samples, analysed
 
 
-def _plots(summary: dict[str, Any], failures: dict[str, Any], title: str) -> dict[str, bytes]:
+def _plots(summary: dict[str, Any] | None, failures: dict[str, Any], title: str) -> dict[str, bytes]:
+    """The run's plots as PNG bytes: `plot.png` of `summary` (when given) and the failure plots."""
     with tempfile.TemporaryDirectory(prefix="mrcr-view-") as tmp:
-        plot_summary(summary, Path(tmp) / PLOT_NAME)
-        names = [PLOT_NAME, *write_failure_plots(failures, tmp, title)]
+        names = write_failure_plots(failures, tmp, title)
+        if summary is not None:
+            plot_summary(summary, Path(tmp) / PLOT_NAME)
+            names = [PLOT_NAME, *names]
         return {name: (Path(tmp) / name).read_bytes() for name in names}
 
 
@@ -178,9 +167,9 @@ def run_view(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> Vi
     """The HTML report of a run folder: its summary, plots, outcomes and every row it describes."""
 
     run_dir = Path(run_dir)
-    summary = summarize(run_dir, recipes=recipes)
-    run = _read_run(run_dir)
-    records = run_rows(read_results(run_dir / RESULTS_NAME), run)
+    records, run = read_run_dir(run_dir)
+    summary = summarize_records(records, run, recipes=recipes)
+    records = run_rows(records, run)
     samples, analysed = view_samples(records, recipes=recipes, strip_think=not summary.get("official", True))
     failures = failure_summary([r for r in analysed if r.get("status") != "skipped"])
     title = f"MRCR - {summary.get('model') or 'model'}"
@@ -221,8 +210,7 @@ def graded_view(
     ]
     samples, analysed = view_samples(records, recipes=recipes, items={source: items})
     failures = failure_summary(analysed)
-    summary = {"model": None, "cells": [], "mean_score": result["mean"]}
-    plots = {k: v for k, v in _plots(summary, failures, "MRCR - graded replies").items() if k != PLOT_NAME}
+    plots = _plots(None, failures, "MRCR - graded replies")
     return ViewReport(
         title=f"MRCR - graded replies ({Path(data).name})",
         headline={"mean_score": result["mean"], "n_rows": result["n_rows"], "missing": len(result["missing"])},
