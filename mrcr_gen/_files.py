@@ -7,9 +7,19 @@ import glob
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+#: Called, in order, right before a finished file is moved into place; one that raises stops the
+#: move (the temporary file is removed). A Ray worker adds one: its driver must still be alive.
+_before_publish: list[Callable[[], None]] = []
+
+
+def add_publish_guard(guard: Callable[[], None]) -> None:
+    """Run `guard()` before every later `atomic_path` move in this process (once per guard)."""
+    if guard not in _before_publish:
+        _before_publish.append(guard)
 
 
 @contextlib.contextmanager
@@ -25,6 +35,8 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as written:
             os.fsync(written.fileno())  # the data is on disk before the name points at it
+        for guard in _before_publish:
+            guard()
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
+from .._files import add_publish_guard
 from ._base import TaskFailed, available_cores
 
 #: Ray's own default for tasks, spelled out: a task whose worker or node died is run again this often.
@@ -104,25 +105,67 @@ def _own_sigterm_handler_kept() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
-_watching_raylet = False
+def process_identity(pid: int) -> tuple[int, str] | None:
+    """(pid, start time) of a live process, which a later process reusing the pid does not share;
+    None when it is gone. Without /proc (not Linux) the start time is left empty."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # Field 22 is the start time; fields 3 on follow the name, which may hold spaces.
+            return pid, stat.read().rsplit(b")", 1)[1].split()[19].decode()
+    except FileNotFoundError:
+        if not os.path.isdir("/proc/self"):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return None
+            except PermissionError:
+                pass
+            return pid, ""
+        return None
+    except (OSError, IndexError):
+        return None
 
 
-def _run_unit(fn: Callable[..., Any], *args: Any) -> Any:
-    """A unit as a Ray task: `fn(*args)`, in a worker process that ends as soon as its raylet is
-    gone. Ray kills a local instance's raylet with the process that started it (even killed with
-    SIGKILL), but a worker would finish the unit it runs first, and write its file."""
-    global _watching_raylet
-    if not _watching_raylet:
-        _watching_raylet = True
+class _Orphaned(BaseException):
+    """Raised in a Ray worker whose raylet or driver is gone, where a finished file would be moved
+    into place: that move is not made (a BaseException, so no unit catches it as an error)."""
+
+
+#: Whether the worker this module runs in is orphaned (set by the first unit it runs).
+_orphaned: Callable[[], bool] | None = None
+
+
+def _refuse_orphaned_publish() -> None:
+    if _orphaned is not None and _orphaned():
+        raise _Orphaned
+
+
+def _run_unit(driver: tuple[int, str] | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """A unit as a Ray task: `fn(*args)`, in a worker process that ends as soon as its raylet, or
+    the driver of the local instance (`driver`, from `process_identity`), is gone. Ray kills a
+    local instance's raylet with the process that started it (even killed with SIGKILL), but
+    that can take seconds on a loaded machine and a worker would finish the unit it runs first,
+    and write its file. A thread ends the worker soon after; a check made right before each
+    file is moved into place makes sure no file appears once the driver is gone."""
+    global _orphaned
+    if _orphaned is None:  # a worker runs the tasks of one driver, under one raylet
         raylet = os.getppid()
 
+        def orphaned() -> bool:  # the parent changes when it dies
+            return os.getppid() != raylet or (driver is not None and process_identity(driver[0]) != driver)
+
         def watch() -> None:
-            while os.getppid() == raylet:  # the parent changes when it dies
+            while not orphaned():
                 time.sleep(PARENT_POLL)
             os._exit(1)
 
+        _orphaned = orphaned
+        add_publish_guard(_refuse_orphaned_publish)
         threading.Thread(target=watch, name="mrcr-gen raylet watch", daemon=True).start()
-    return fn(*args)
+    try:
+        return fn(*args)
+    except _Orphaned:
+        os._exit(1)  # the unfinished file is removed by then
 
 
 class RayEngine:
@@ -142,12 +185,15 @@ class RayEngine:
             self._ray = ray
             self.max_retries = max_retries
             self._started = False
+            # Set for a local instance of our own only: its tasks run on this machine and end with this process.
+            self._driver: tuple[int, str] | None = None
             if not ray.is_initialized():
                 options: dict[str, Any] = {"logging_level": "warning", "log_to_driver": True}
                 with _own_sigterm_handler_kept():
                     if address is None:  # a local instance of our own, with this machine's cores
                         options.update(num_cpus=num_cpus or available_cores(), include_dashboard=False)
                         ray.init(**options)
+                        self._driver = process_identity(os.getpid())
                     else:
                         self._connect(address, options, timeout)
                 self._started = True
@@ -192,7 +238,7 @@ class RayEngine:
                     item = next(queue, None)
                     if item is None:
                         break
-                    pending.append((item[0], task.remote(fn, *item[1])))
+                    pending.append((item[0], task.remote(self._driver, fn, *item[1])))
                 if not pending:
                     return
                 index, ref = pending.popleft()
