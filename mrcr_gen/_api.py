@@ -13,11 +13,12 @@ from typing import Any
 from rich.console import Console
 
 from ._tokens import DEFAULT_TOKENIZER
-from .eval import _compare, _items, _report, _responses, _runner
+from .eval import _compare, _items, _report, _responses, _run_view, _runner
 from .eval._config import EvalConfig
 from .eval._fit import TooLong
 from .eval._items import EvalItem
 from .eval._runner import RunStats
+from .eval._view import ViewReport
 from .pool._harvest import HarvestReport
 from .recipes import RECIPES, recipe_claiming
 
@@ -59,6 +60,21 @@ def write_report(run_dir: str | os.PathLike) -> dict[str, Any]:
 def print_report(summary: dict[str, Any], console: Console | None = None) -> None:
     """The summary's table, then each recipe's own tables."""
     _report.print_report(summary, console, recipes=RECIPES)
+
+
+def add_analyses(run_dir: str | os.PathLike) -> int:
+    """Give the scored rows of a run made by an earlier version their failure analysis; how many."""
+    return _run_view.add_analyses(run_dir, recipes=RECIPES)
+
+
+def run_view(run_dir: str | os.PathLike) -> ViewReport:
+    """The HTML report of a run folder (`mrcr_gen.eval.render_view` renders it)."""
+    return _run_view.run_view(run_dir, recipes=RECIPES)
+
+
+def graded_view(data: str | os.PathLike, responses: dict[int, str], result: dict[str, Any]) -> ViewReport:
+    """The HTML report of replies `grade_responses` graded."""
+    return _run_view.graded_view(data, responses, result, recipes=RECIPES)
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:

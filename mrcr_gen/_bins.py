@@ -80,3 +80,34 @@ def bin_upper(label: str) -> int | None:
     """Upper edge of a bin label, None for labels outside the bins."""
     key = bin_sort_key(label)[0]
     return key if 0 < key < 2**61 else None
+
+
+def _short_tokens(n_tokens: int) -> str:
+    if n_tokens >= 1048576 and n_tokens % 1048576 == 0:
+        return f"{n_tokens // 1048576}M"
+    return f"{n_tokens // 1024}k" if n_tokens % 1024 == 0 else str(n_tokens)
+
+
+def _short_bin(label: str) -> str:
+    upper = bin_upper(label)
+    return label if upper is None else _short_tokens(upper)
+
+
+def bin_headers(labels: list[str]) -> list[str]:
+    """Short column / tick labels of bins: the upper edge ("8k", "1M"), or, where two bins share
+    it (openai/mrcr's [4096, 8192] beside MRCR v2's (4096, 8192]), the whole range ("[4k, 8k]",
+    "(4k, 8k]"), so two different bins never look like one."""
+    shared = {upper for upper in map(bin_upper, labels) if sum(bin_upper(o) == upper for o in labels) > 1}
+    headers = []
+    for label in labels:
+        upper = bin_upper(label)
+        if upper is None or upper not in shared:
+            headers.append(_short_bin(label))
+            continue
+        try:
+            lower = int(label[1:].split(",")[0])
+        except ValueError:
+            headers.append(label)
+            continue
+        headers.append(f"{label[0]}{_short_tokens(lower)}, {_short_tokens(upper)}{label[-1]}")
+    return headers

@@ -7,8 +7,19 @@ import glob
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+#: Called, in order, right before a finished file is moved into place; one that raises stops the
+#: move (the temporary file is removed). A Ray worker adds one: its driver must still be alive.
+_before_publish: list[Callable[[], None]] = []
+
+
+def add_publish_guard(guard: Callable[[], None]) -> None:
+    """Run `guard()` before every later `atomic_path` move in this process (once per guard)."""
+    if guard not in _before_publish:
+        _before_publish.append(guard)
 
 
 @contextlib.contextmanager
@@ -24,6 +35,8 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as written:
             os.fsync(written.fileno())  # the data is on disk before the name points at it
+        for guard in _before_publish:
+            guard()
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -38,6 +51,13 @@ def remove_partials(target: str | os.PathLike) -> None:
         stale.unlink(missing_ok=True)
 
 
+def save_figure(figure: Any, path: str | os.PathLike) -> None:
+    """A matplotlib figure laid out and written atomically as PNG."""
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png")
+
+
 def write_text_atomic(target: str | os.PathLike, text: str) -> None:
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")
@@ -49,3 +69,46 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+class Busy(RuntimeError):
+    """Another live process holds the lock; the message names it (pid, host, start)."""
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_file: str | os.PathLike, what: str) -> Iterator[None]:
+    """Hold an OS lock (`fcntl.flock`) on `lock_file` for the body: one writer per output.
+
+    The lock dies with its process (even on kill -9), so a crashed run never blocks the next
+    one; the file itself only tells the refused process who holds it (pid, host, start). A
+    second holder is refused at once with `Busy("<what> is in use by ...")`.
+    """
+    import fcntl
+    import json
+    import socket
+    import time
+
+    path = Path(lock_file)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"{what} is in use by {_holder(path)}; wait for it to end or choose another output") from None
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _holder(path: Path) -> str:
+    """`pid N on HOST since START` from a lock file, or a plain phrase when it cannot be read yet."""
+    import json
+
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        return f"another run (pid {holder['pid']} on {holder['host']}, started {holder['started']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another run"

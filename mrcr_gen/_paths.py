@@ -137,7 +137,9 @@ def file_columns(path: str | os.PathLike) -> list[str] | None:
     try:
         if path.suffix.lower() == ".csv":
             raise_csv_limit()
-            with open(path, newline="", encoding="utf-8-sig") as handle:  # a byte-order mark is not a column
+            # A byte-order mark is not a column; a byte that is not UTF-8 in the rows read along
+            # with the header is the rows' problem (reported by row), not the header's.
+            with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
                 return next(csv.reader(handle), [])
         return list(pq.read_schema(path).names)
     except Exception:

@@ -95,6 +95,12 @@ class ValidateRequest:
 # --- options both recipes parse ------------------------------------------------------------------
 
 
+def check_out_folder(out: Path) -> None:
+    """Refuse an `--out` that names a file, before any work or note is printed."""
+    if out.exists() and not out.is_dir():
+        raise RequestError(f"cannot write {out}: Not a directory")
+
+
 def parse_bins(
     values: tuple[str, ...] | list[str],
     by_upper: Callable[[int], Any] = bin_by_upper,

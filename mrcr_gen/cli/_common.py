@@ -3,9 +3,12 @@ inputs named on the command line (`checked_tokenizer` and `open_engine` come fro
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -24,6 +27,8 @@ from .._paths import find_parquet_files
 from .._request import RequestError, checked_tokenizer, open_engine
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+#: As a shell reports them: 128 + the signal's number.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
 stderr = Console(stderr=True)
 
@@ -74,32 +79,77 @@ def one_line(error: ValidationError) -> str:
     return f"{where}: {message}" if where else message
 
 
-def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> None:
-    """Run a typer app; usage errors, CommandError and RequestError become `prog: error: ...` and exit 2."""
-    command = typer.main.get_command(app)
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it stops as on Ctrl-C: the units still
+    running are stopped, temporary files removed, a local Ray instance shut down."""
+
+
+@dataclass
+class Termination:
+    """Whether SIGTERM arrived (typer turns the interruption it raises into an exit code)."""
+
+    received: bool = False
+
+
+@contextmanager
+def terminating_as_interrupt() -> Iterator[Termination]:
+    """Within: SIGTERM raises `Terminated` (a KeyboardInterrupt). Python's default would end the
+    process at once, leaving its workers and a Ray instance it started running."""
+    termination = Termination()
+    if threading.current_thread() is not threading.main_thread():  # only the main thread has handlers
+        yield termination
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        # Once is enough: a second SIGTERM must not cut the clean-up short (SIGKILL still can).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        termination.received = True
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-    except RequestError as exc:  # CommandError, or a recipe's refusal
-        print(f"{prog_name}: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+        yield termination
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> None:
+    """Run a typer app; usage errors, CommandError and RequestError become `prog: error: ...` and
+    exit 2; Ctrl-C and SIGTERM stop it the same way (exit 130 and 143)."""
+    command = typer.main.get_command(app)
+    with terminating_as_interrupt() as termination:
+        try:
+            code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+        except RequestError as exc:  # CommandError, or a recipe's refusal
+            if not termination.received:
+                print(f"{prog_name}: error: {exc}", file=sys.stderr)
+                sys.exit(exc.exit_code)
+            code = EXIT_TERMINATED
+        except (typer.Abort, KeyboardInterrupt):
+            code = EXIT_INTERRUPTED
+        except Exception as exc:
+            # Usage errors: click's classes, or typer's vendored copies of them in newer releases.
+            if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+                raise
+            print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+    if termination.received:
+        print(f"{prog_name}: terminated", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED)
+    if code == EXIT_INTERRUPTED:  # typer returns it for a KeyboardInterrupt
         print(f"{prog_name}: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:
-        # Usage errors: click's classes, or typer's vendored copies of them in newer releases.
-        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-            raise
-        print(f"{prog_name}: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 __all__ = [
     "EXIT_FINDINGS",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "TOKENIZER_HELP",
     "CommandError",
+    "Terminated",
     "checked_tokenizer",
     "data_inputs",
     "generating_bar",

@@ -30,10 +30,21 @@ app = typer.Typer(
     "to continue a killed run. The key comes from OPENAI_API_KEY. "
     "Scoring is the official loop's: every HTTP-200 reply is graded (empty or null scores 0), only "
     "transport failures are retried, errors count 0 in mean_score. Exit codes: 0 complete, 1 some rows "
-    "failed (rerun to retry them), 2 bad input, changed settings or a fatal server answer. "
+    "failed (rerun to retry them), 2 bad input, changed settings, a run folder another run is writing "
+    "or a fatal server answer. The summary and exit code describe the rows this command selects. "
     "See also: mrcr-eval report RUN_DIR, mrcr-eval compare RUN_DIR...",
 )
-report_app = typer.Typer(add_completion=False, help="Rewrite RUN_DIR/summary.json and plot.png and print the table.")
+report_app = typer.Typer(
+    add_completion=False,
+    help="Rewrite RUN_DIR/summary.json and its plots and print the table; rows of a run made by an earlier "
+    "version get their failure analysis first (the data files are read again).",
+)
+view_app = typer.Typer(
+    add_completion=False,
+    help="Write one self-contained HTML report of RUN_DIR (no network needed, works from file:// and as an "
+    "e-mail attachment): headline numbers, plots, what the replies returned per bin, and every row with its "
+    "query, expected answer and reply side by side.",
+)
 compare_app = typer.Typer(
     add_completion=False,
     help="Compare runs: one row per run (model, rows, mean, AUC@128k, AUC@1M, per-bin means, errors, cost).",
@@ -274,8 +285,18 @@ def _inspect_logs_read(paths: list[Path]) -> list[dict]:
         raise CommandError(str(exc)) from None
 
 
+def _view_of(path: Path) -> Any:
+    """The HTML report of a run directory or an Inspect log."""
+    from ..inspect._import import view_path
+
+    return view_path(path)
+
+
 @report_app.command()
 def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval).")) -> None:
+    from .._api import add_analyses
+    from .._files import Busy
+
     _require_run_dir(run_dir)
     if _inspect_log(run_dir):  # printed only: nothing is written beside someone's Inspect logs
         from ..inspect._import import InspectLogError, summarize_inspect_log
@@ -286,10 +307,34 @@ def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, 
             raise CommandError(str(exc)) from None
         return
     try:
+        add_analyses(run_dir)
         summary = write_report(run_dir)
+    except Busy as exc:
+        raise CommandError(str(exc)) from None
     except ValueError as exc:  # run.json that is not JSON
         raise CommandError(str(exc)) from None
     print_report(summary, Console())
+
+
+@view_app.command()
+def view(
+    run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval)."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="The HTML file [default: RUN_DIR/report.html; for a log, LOG.html beside it]."
+    ),
+) -> None:
+    from ..eval import render_view, write_html
+
+    _require_run_dir(run_dir)
+    if output is None:
+        output = run_dir.with_suffix(".html") if _inspect_log(run_dir) else run_dir / "report.html"
+    try:
+        write_html(render_view(_view_of(run_dir)), output)
+    except ValueError as exc:  # run.json that is not JSON; a log not of these tasks
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
+    print(output)
 
 
 @compare_app.command()
@@ -299,8 +344,12 @@ def compare(
     plot: Path | None = typer.Option(
         None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."
     ),
+    html: Path | None = typer.Option(
+        None, "--html", help="Write the runs side by side as one self-contained HTML page."
+    ),
 ) -> None:
     from .._api import compare_runs
+    from ..eval import render_compare, write_html
     from ..eval._compare import compare_table, plot_compare
 
     for run_dir in run_dirs:
@@ -314,6 +363,13 @@ def compare(
             plot_compare(entries, plot)
         except OSError as exc:
             raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
+    if html is not None:
+        try:
+            write_html(render_compare([_view_of(run_dir) for run_dir in run_dirs]), html)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        except OSError as exc:
+            raise CommandError(f"cannot write {html}: {exc.strerror or exc}") from None
     if as_json:
         print(json.dumps(entries, indent=2))
     else:
@@ -321,11 +377,11 @@ def compare(
         Console(width=None if sys.stdout.isatty() else 240).print(compare_table(entries))
 
 
-SUBCOMMANDS = {"report": report_app, "compare": compare_app}
+SUBCOMMANDS = {"report": report_app, "compare": compare_app, "view": view_app}
 
 
 def eval_main(args: list[str] | None = None) -> None:
-    """`report` or `compare` as the first argument selects that command; anything else evaluates."""
+    """`report`, `compare` or `view` as the first argument selects that command; anything else evaluates."""
     argv = list(sys.argv[1:] if args is None else args)
     if argv and argv[0] in SUBCOMMANDS:
         run_app(SUBCOMMANDS[argv[0]], f"mrcr-eval {argv[0]}", argv[1:])

@@ -47,6 +47,9 @@ def grade(
     responses: Path = typer.Argument(..., help="JSONL file of {row, response} objects."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Grade only the rows that have a response."),
+    html: Path | None = typer.Option(
+        None, "--html", help="Also write one self-contained HTML report of the graded replies (see mrcr-eval view)."
+    ),
 ) -> None:
     if data.startswith("hf://") or Path(data).is_dir() or glob.has_magic(data):
         files = data_inputs([data], with_csv=True)
@@ -58,6 +61,14 @@ def grade(
             raise CommandError(f"file not found: {path}")
     recipe = recipe_claiming(data)
     result = recipe.grade_responses(data, responses, allow_missing=allow_missing)
+    if html is not None:
+        from .._api import graded_view
+        from ..eval import read_responses, render_view, write_html
+
+        try:
+            write_html(render_view(graded_view(data, read_responses(responses), result)), html)
+        except OSError as exc:
+            raise CommandError(f"cannot write {html}: {exc.strerror or exc}") from None
     if as_json:
         print(json.dumps(result))
         return

@@ -8,6 +8,7 @@ import multiprocessing.forkserver
 import os
 import signal
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -24,12 +25,37 @@ MAX_RETRIES = 3
 
 #: In a worker: its end of the engine's report queue (see `_start_worker`).
 _reports: Any = None
+#: Linux's prctl option: a signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
 
 
-def _start_worker(reports: Any) -> None:
+def _start_worker(reports: Any, caller_alive: Any) -> None:
     global _reports
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _reports = reports
+    _die_with_caller(caller_alive)
+
+
+def _die_with_caller(caller_alive: Any) -> None:
+    """End this worker the moment the process that runs the engine is gone (even killed with
+    SIGKILL): it would otherwise wait for units forever, or go on writing the ones queued.
+
+    `caller_alive` is the read end of a pipe whose write end only the calling process holds: the
+    kernel closes it when that process dies, however it dies, and the read returns. A worker's
+    parent is the fork server, not the caller, so on Linux the worker is also killed if the fork
+    server dies (which, in turn, ends once the caller and the workers have)."""
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            caller_alive.recv_bytes()
+        os._exit(1)  # no cleanup: what a unit was writing stays a temporary file (`remove_partials`)
+
+    threading.Thread(target=watch, name="mrcr-gen caller watch", daemon=True).start()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _run_unit(fn: Callable[..., Any], call: int, index: int, unit: tuple, progress: bool) -> Any:
@@ -86,6 +112,7 @@ class LocalEngine:
         self.max_retries = max_retries
         self._pool: ProcessPoolExecutor | None = None
         self._reports: Any = None
+        self._caller_alive: tuple[Any, Any] | None = None  # the pipe the workers watch (see `_die_with_caller`)
         self._calls = 0  # map calls so far: tells their reports apart
         self._idle_breaks = 0  # pools that broke before any of their workers started a unit
         self._worker_pids: set[int] = set()  # of the current pool, as its reports name them
@@ -105,9 +132,14 @@ class LocalEngine:
             if self._reports is not None:
                 self._reports.close()
             self._reports = context.SimpleQueue()
+            # Held open until the pool has stopped: workers may start (and be given the read end) later.
+            self._caller_alive = context.Pipe(duplex=False)
             self._worker_pids.clear()
             self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=context, initializer=_start_worker, initargs=(self._reports,)
+                max_workers=self.workers,
+                mp_context=context,
+                initializer=_start_worker,
+                initargs=(self._reports, self._caller_alive[0]),
             )
         return self._pool
 
@@ -152,6 +184,10 @@ class LocalEngine:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._caller_alive is not None:
+            for end in self._caller_alive:
+                end.close()
+            self._caller_alive = None
 
     def _stop_workers(self) -> None:
         """End the pool now: its workers are killed, not waited for (a unit can run for minutes).

@@ -13,9 +13,9 @@ before that ask), which of them are the needles, and the ordinal the final query
   which), `distractor` (a writing of another ask: `returned_index` says where, `same_format` /
   `same_entity` whether its ask shares the needle's format or entity), `not_in_context` when no
   writing reaches `MATCH_THRESHOLD`, or `empty` when nothing follows the prefix;
-* `target_depth`: the share of the conversation's characters before the target needle's ask
-  (characters, not tokens: the analysis needs no tokenizer and characters track tokens closely
-  in this English text);
+* `target_depth` / `returned_depth`: the share of the conversation's characters before the
+  target needle's ask / the matched writing's ask (characters, not tokens: the analysis needs no
+  tokenizer and characters track tokens closely in this English text);
 * `truncated`: the server stopped the reply at its length limit (`finish_reason` "length").
 
 Speed: a 1M-token row holds thousands of writings, too many to compare with difflib each. The
@@ -65,6 +65,7 @@ class Transcript:
     target: int  # 1-based ordinal the final query asks for
     prefix: str  # the random string / hash the reply must start with
     length: int  # characters of the whole conversation
+    query: str = ""  # the final query, as the row asks it
 
 
 class RowAnalysis(BaseModel):
@@ -81,6 +82,7 @@ class RowAnalysis(BaseModel):
     same_entity: bool | None = None  # a distractor's ask shares the needle's entity / topic
     match_ratio: float  # ratio of the reply after the prefix against the best-matching writing
     target_depth: float | None  # share of characters before the target needle's ask
+    returned_depth: float | None = None  # share of characters before the matched writing's ask
     truncated: bool
 
 
@@ -146,21 +148,24 @@ def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None 
         depth = round(transcript.writings[needles[transcript.target - 1]].offset / transcript.length, 4)
     returned: Returned = "empty"
     ratio = 0.0
-    ordinal = index = same_format = same_entity = None
+    ordinal = index = same_format = same_entity = returned_depth = None
     if body.strip():
         position, ratio = best_match(body, transcript)
         ratio = round(ratio, 4)
         if position is None or ratio < MATCH_THRESHOLD:
             returned = "not_in_context"
-        elif position in needles:
-            ordinal, index = needles.index(position) + 1, transcript.writings[position].index
-            returned = "target" if ordinal == transcript.target else "other_needle"
         else:
             writing = transcript.writings[position]
-            returned, index = "distractor", writing.index
-            if needles:
-                needle = transcript.writings[needles[0]]
-                same_format, same_entity = writing.format == needle.format, writing.entity == needle.entity
+            index = writing.index
+            returned_depth = round(writing.offset / transcript.length, 4) if transcript.length > 0 else None
+            if position in needles:
+                ordinal = needles.index(position) + 1
+                returned = "target" if ordinal == transcript.target else "other_needle"
+            else:
+                returned = "distractor"
+                if needles:
+                    needle = transcript.writings[needles[0]]
+                    same_format, same_entity = writing.format == needle.format, writing.entity == needle.entity
     return RowAnalysis(
         prefix=prefix,
         returned=returned,
@@ -171,5 +176,6 @@ def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None 
         same_entity=same_entity,
         match_ratio=ratio,
         target_depth=depth,
+        returned_depth=returned_depth,
         truncated=finish_reason == "length",
     )

@@ -70,6 +70,10 @@ class EvalConfig(BaseModel):
         """Whether prompts are counted as the seed counts them (o200k over the contents)."""
         return self.tokenizer_spec == "o200k_base" and not self.chat_template and not self.count_with_server
 
+    def counting(self) -> dict[str, Any]:
+        """How --max-context-window counts a prompt: a skip record made another way is recounted."""
+        return {"tokenizer": self.tokenizer_spec, "chat_template": self.chat_template, "server": self.count_with_server}
+
     def request_params(self) -> dict[str, Any]:
         """Keyword arguments of every `chat.completions.create` call besides model and messages."""
         params: dict[str, Any] = {}

@@ -18,8 +18,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from .._bins import bin_sort_key, bin_upper
-from .._files import atomic_path
+from .._bins import bin_headers, bin_sort_key
+from .._files import save_figure
 from ._analysis import analyse_reply
 from ._items import EvalItem, EvalRecipe
 
@@ -128,19 +128,6 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(figure: Any, path: str | os.PathLike) -> None:
-    figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, format="png")
-
-
-def _short(label: str) -> str:
-    upper = bin_upper(label)
-    if upper is None:
-        return label
-    return f"{upper // 1048576}M" if upper >= 1048576 else f"{upper // 1024}k"
-
-
 def plot_depth(summary: dict[str, Any], path: str | os.PathLike, title: str) -> None:
     """The mean score by target depth (rows) x context bin (columns); blank where no row fell."""
     plt = _pyplot()
@@ -152,20 +139,20 @@ def plot_depth(summary: dict[str, Any], path: str | os.PathLike, title: str) -> 
         if not bins:  # no analysed row: an empty, labelled chart rather than none
             axes.text(0.5, 0.5, "no analysed rows", ha="center", va="center", transform=axes.transAxes)
             axes.set_title(title)
-            _save(figure, path)
+            save_figure(figure, path)
             return
         image = axes.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", origin="upper")
         for d, row in enumerate(depth["mean_score"]):
             for b, value in enumerate(row):
                 if value is not None:
                     axes.text(b, d, f"{value:.2f}\n({depth['count'][d][b]})", ha="center", va="center", fontsize=7)
-        axes.set_xticks(range(len(bins)), [_short(b) for b in bins])
+        axes.set_xticks(range(len(bins)), bin_headers(bins))
         axes.set_yticks(range(len(depth["deciles"])), depth["deciles"])
         axes.set_xlabel("context length bin (upper edge)")
         axes.set_ylabel("target needle depth (share of characters before it)")
         axes.set_title(title)
         figure.colorbar(image, ax=axes, label="mean score")
-        _save(figure, path)
+        save_figure(figure, path)
     finally:
         plt.close(figure)
 
@@ -191,7 +178,7 @@ def plot_ordinals(summary: dict[str, Any], path: str | os.PathLike, title: str) 
             axes.set_ylabel("needle asked")
             axes.set_title(f"{matrix['n_needles']} needles" if matrix["n_needles"] else "no analysed rows")
         figure.suptitle(title)
-        _save(figure, path)
+        save_figure(figure, path)
     finally:
         plt.close(figure)
 
@@ -211,14 +198,14 @@ def plot_outcomes(summary: dict[str, Any], path: str | os.PathLike, title: str) 
                 heights = [c["shares"][outcome] for c in cells]
                 axes.bar(range(len(cells)), heights, bottom=bottoms, color=OUTCOME_COLORS[outcome], label=outcome)
                 bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
-            axes.set_xticks(range(len(cells)), [_short(c["bin"]) for c in cells])
+            axes.set_xticks(range(len(cells)), bin_headers([c["bin"] for c in cells]))
             axes.set_ylim(0, 1.0)
             axes.set_xlabel("context length bin (upper edge)")
             axes.set_ylabel("share of rows")
             axes.set_title(f"{n_needles} needles" if n_needles else "no rows")
         axes_list[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
         figure.suptitle(title)
-        _save(figure, path)
+        save_figure(figure, path)
     finally:
         plt.close(figure)
 

@@ -8,8 +8,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ._config import EvalConfig
+from ._failures import analyse_item
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
-from ._results import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED
+from ._results import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, latest_answers, latest_records, row_ranges
 
 THINK_TAG = "<think>"
 
@@ -36,7 +37,10 @@ class Planner:
     one transcript group), or write a record at once (skipped, unreadable, carried over).
 
     Filters apply in this order: needles, bin, limit (rows already done count toward the limit),
-    then the context window. Rows already done are neither parsed nor tokenized again.
+    then the context window. Every row gets the decision a fresh run of the same command would
+    make; a stored reply is reused for a row that is to be sent. A row whose stored record was
+    counted with this tokenizer is not parsed nor tokenized again unless it has to be sent.
+    `selected` lists the rows this command selects, `unreadable` its files that could not be read.
     """
 
     def __init__(
@@ -45,7 +49,7 @@ class Planner:
         recipes: Sequence[EvalRecipe],
         files: list[str],
         shas: dict[str, str],
-        final: dict,
+        records: list[dict],
         base: dict,
         too_long: dict[tuple[str, int], int] | None = None,
     ):
@@ -54,28 +58,45 @@ class Planner:
         self.too_long = too_long  # (source, row) -> prompt tokens, when a pre-flight counted them
         self.files = files
         self.shas = shas
-        self.final = final
+        self.latest = latest_records(records)
+        self.answers = latest_answers(records)
         self.base = base  # digest-independent fields of every record (settings fingerprint)
         self.taken = 0
         self.resumed = 0
+        self.selected: dict[str, list[int]] = {}
+        self.unreadable: list[str] = []
 
-    def _done(self, key: tuple[str, int], digest: str) -> dict | None:
-        previous = self.final.get(key)
-        if previous is None or previous.get("digest") != digest or previous.get("settings") != self.base["settings"]:
+    def _matches(self, record: dict, digest: str) -> bool:
+        """Whether a stored record is of this content of the row, under this run's settings."""
+        return record.get("digest") == digest and record.get("settings") == self.base["settings"]
+
+    def _answer(self, key: tuple[str, int], digest: str) -> dict | None:
+        """The stored reply a fresh run's send would get for this row's content, if reusable."""
+        answer = self.answers.get(key)
+        if answer is None or not self._matches(answer, digest):
             return None
-        status = previous.get("status")
-        if status == STATUS_OK:
-            return previous
-        if status == STATUS_ERROR and not self.config.retry_errors:
-            return previous
-        if status == STATUS_SKIPPED and previous.get("max_context_window") == self.config.max_context_window:
-            return previous
+        if answer.get("status") == STATUS_OK or not self.config.retry_errors:
+            return answer
         return None
 
-    def _over_window(self, item: EvalItem, window: int) -> bool:
+    def _facts(self, key: tuple[str, int], digest: str, answer: dict | None) -> dict | None:
+        """A stored record of this row's content whose counts are this run's tokenizer's."""
+        for record in (self.latest.get(key), answer):
+            if (
+                record is not None
+                and self._matches(record, digest)
+                and record.get("tokenizer") == self.config.tokenizer_spec
+            ):
+                return record
+        return None
+
+    def _over_window(self, key: tuple[str, int], prompt_tokens: int) -> bool:
+        window = self.config.max_context_window
+        if window is None:
+            return False
         if self.too_long is not None:
-            return (item.source, item.row) in self.too_long
-        return item.prompt_tokens > window
+            return key in self.too_long
+        return prompt_tokens > window
 
     def _wanted(self, n_needles: int, bin_upper: int) -> bool:
         config = self.config
@@ -83,63 +104,77 @@ class Planner:
             return False
         return not (config.bins and bin_upper not in config.bins)
 
+    def _skip_fields(self, key: tuple[str, int]) -> dict[str, Any]:
+        return {
+            "status": STATUS_SKIPPED,
+            "reason": "context",
+            "max_context_window": self.config.max_context_window,
+            "counted_with": self.config.counting(),
+        } | ({} if self.too_long is None else {"context_tokens": self.too_long[key]})
+
+    def _record(self, key: tuple[str, int], record: dict) -> Iterator[tuple[str, Any]]:
+        """Write `record` unless the row's latest stored record already says exactly that."""
+        if record != self.latest.get(key):
+            yield RECORD, record
+
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         config = self.config
+        tokenizer = config.tokenizer_spec
         for path in self.files:
             if config.limit is not None and self.taken >= config.limit:
                 return
             sha = self.shas[path]
             group: list[EvalItem] = []
-            done_now: dict[int, dict] = {}
+            known: dict[int, tuple[dict | None, dict | None]] = {}  # row -> (facts, answer)
 
-            def skip(row: int, digest: str, path: str = path, done_now: dict[int, dict] = done_now) -> bool:
-                previous = self._done((path, row), digest)
-                if previous is not None:
-                    done_now[row] = previous
-                return previous is not None
+            def skip(row: int, digest: str, path: str = path, known: dict = known) -> bool:
+                """Whether the row needs no parsing: its stored counts decide it and it is not to be sent."""
+                key = (path, row)
+                answer = self._answer(key, digest)
+                facts = self._facts(key, digest, answer)
+                if facts is not None and answer is None:
+                    sends = self._wanted(int(facts.get("n_needles") or 0), int(facts.get("bin_upper") or 0))
+                    sends = sends and not self._over_window(key, int(facts.get("o200k_prompt_tokens") or 0))
+                    if sends:
+                        facts = None  # to be sent: parse it
+                known[row] = (facts, answer)
+                return facts is not None
 
             try:
-                for item in read_items(path, recipes=self.recipes, tokenizer_spec=config.tokenizer_spec, skip=skip):
+                for item in read_items(path, recipes=self.recipes, tokenizer_spec=tokenizer, skip=skip):
                     if config.limit is not None and self.taken >= config.limit:
                         break
-                    previous = done_now.pop(item.row, None)
-                    if previous is not None:
-                        if previous.get("data_sha256") != sha:  # same row in a rewritten file: still valid
-                            yield RECORD, previous | {"data_sha256": sha}
-                        if self._wanted(int(previous.get("n_needles") or 0), int(previous.get("bin_upper") or 0)):
-                            self.taken += 1
-                            self.resumed += previous.get("status") == STATUS_OK
+                    key = (path, item.row)
+                    facts, answer = known.pop(item.row, (None, None))
+                    recipe = recipe_named(item.recipe, self.recipes)
+                    if facts is not None:  # a bare item: what a fresh parse would give is stored
+                        row_fields = {name: facts.get(name) for name in ROW_FIELDS} | {"data_sha256": sha}
+                        n_needles, upper = int(facts.get("n_needles") or 0), int(facts.get("bin_upper") or 0)
+                        prompt_tokens = int(facts.get("o200k_prompt_tokens") or 0)
+                    elif item.error is not None:
+                        self.taken += 1
+                        self.selected.setdefault(path, []).append(item.row)
+                        error = {
+                            "status": STATUS_ERROR,
+                            "check": item.error.check,
+                            "error": item.error.message,
+                            "attempts": 0,
+                        }
+                        yield from self._record(key, self.base | base_record(item, recipe, sha) | error)
                         continue
-                    if item.error is None and not self._wanted(item.n_needles, item.bin_upper):
+                    else:
+                        row_fields = base_record(item, recipe, sha, tokenizer=tokenizer)
+                        n_needles, upper, prompt_tokens = item.n_needles, item.bin_upper, item.prompt_tokens
+                    if not self._wanted(n_needles, upper):
                         continue
                     self.taken += 1
-                    record = self.base | base_record(item, recipe_named(item.recipe, self.recipes), sha)
-                    if item.error is not None:
-                        yield (
-                            RECORD,
-                            record
-                            | {
-                                "status": STATUS_ERROR,
-                                "check": item.error.check,
-                                "error": item.error.message,
-                                "attempts": 0,
-                            },
-                        )
-                    elif config.max_context_window is not None and self._over_window(item, config.max_context_window):
-                        yield (
-                            RECORD,
-                            record
-                            | {
-                                "status": STATUS_SKIPPED,
-                                "reason": "context",
-                                "max_context_window": config.max_context_window,
-                            }
-                            | (
-                                {}
-                                if self.too_long is None
-                                else {"context_tokens": self.too_long[(item.source, item.row)]}
-                            ),
-                        )
+                    self.selected.setdefault(path, []).append(item.row)
+                    if self._over_window(key, prompt_tokens):
+                        yield from self._record(key, self.base | row_fields | self._skip_fields(key))
+                    elif answer is not None:  # sent before: its reply, described as this run counts the row
+                        self.resumed += answer.get("status") == STATUS_OK
+                        extras = {} if facts is not None else recipe.item_extras(item)
+                        yield from self._record(key, answer | self.base | row_fields | extras)
                     elif group and item.group is not None and item.group == group[-1].group:
                         group.append(item)
                     else:
@@ -151,6 +186,7 @@ class Planner:
             except FileError as exc:
                 if group:
                     yield JOB, group
+                self.unreadable.append(path)
                 yield (
                     FILE_ERROR,
                     {
@@ -164,8 +200,35 @@ class Planner:
                     | self.base,
                 )
 
+    def selection(self) -> dict[str, Any]:
+        """What run.json records of this command's rows, for its summary (see `_report`)."""
+        return {
+            "files": self.files,
+            "rows": {path: row_ranges(rows) for path, rows in self.selected.items()},
+            "unreadable": self.unreadable,
+        }
 
-def base_record(item: EvalItem, recipe: EvalRecipe, data_sha256: str) -> dict[str, Any]:
+
+ROW_FIELDS = (
+    "file",
+    "row",
+    "digest",
+    "data_sha256",
+    "recipe",
+    "bin",
+    "bin_upper",
+    "n_needles",
+    "o200k_prompt_tokens",
+    "o200k_tokens",
+    "tokenizer",
+)
+
+
+def base_record(
+    item: EvalItem, recipe: EvalRecipe, data_sha256: str, *, tokenizer: str | None = None
+) -> dict[str, Any]:
+    """The fields of every record of a row (`ROW_FIELDS`); `tokenizer` names what counted the
+    tokens and the bin (left out for a row that could not be read far enough to count them)."""
     return {
         "file": item.source,
         "row": item.row,
@@ -177,11 +240,12 @@ def base_record(item: EvalItem, recipe: EvalRecipe, data_sha256: str) -> dict[st
         "n_needles": item.n_needles,
         "o200k_prompt_tokens": item.prompt_tokens,
         "o200k_tokens": item.total_tokens,
-    }
+    } | ({} if tokenizer is None else {"tokenizer": tokenizer})
 
 
 def scored_record(item: EvalItem, recipe: EvalRecipe, result: Any, strip_think: bool) -> dict[str, Any]:
-    """The fields of a graded row (the reply, its scores, usage, finish_reason, extras)."""
+    """The fields of a graded row (the reply, its scores, usage, finish_reason, the failure
+    analysis of the reply as graded, extras)."""
     text = graded_text(result.text, strip_think)
     return {
         "status": STATUS_OK,
@@ -200,4 +264,5 @@ def scored_record(item: EvalItem, recipe: EvalRecipe, result: Any, strip_think: 
             "reasoning_tokens": result.reasoning_tokens,
             "cached_tokens": result.cached_tokens,
         },
+        "analysis": analyse_item(recipe, item, text, result.finish_reason),
     } | recipe.item_extras(item)

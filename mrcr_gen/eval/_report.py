@@ -13,10 +13,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .._bins import bin_sort_key, bin_upper
-from .._files import atomic_path, write_text_atomic
+from .._bins import bin_headers, bin_sort_key, bin_upper
+from .._files import save_figure, write_text_atomic
 from .._prices import cost_usd
 from ._auc import auc_fields
+from ._failures import failure_summary, write_failure_plots
 from ._items import EvalRecipe
 from ._results import (
     PLOT_NAME,
@@ -29,6 +30,7 @@ from ._results import (
     latest_file_errors,
     latest_records,
     read_results,
+    selected_keys,
 )
 
 
@@ -60,6 +62,35 @@ def _is_current(record: dict[str, Any], run: dict[str, Any]) -> bool:
     return not (fingerprint and record.get("settings") != fingerprint)
 
 
+class _Selection:
+    """The rows and files the run folder's last command selected (run.json `selection`): its summary
+    describes them only; the folder's other results stay there for reuse. A run.json without a
+    selection (older mrcr-eval) selects everything; one killed before it ended, every row of its files."""
+
+    def __init__(self, selection: Any):
+        selection = selection if isinstance(selection, dict) else {}
+        files = selection.get("files")
+        self.files = set(files) if isinstance(files, list) else None
+        self.keys = selected_keys(selection)
+        unreadable = selection.get("unreadable")
+        self.failed_files = set(unreadable) if isinstance(unreadable, list) else self.files
+
+    def file(self, entry: Any) -> bool:
+        return self.files is None or not isinstance(entry, dict) or entry.get("path") in self.files
+
+    def row(self, record: dict[str, Any]) -> bool:
+        if self.keys is not None:
+            return (record["file"], record["row"]) in self.keys
+        return self.files is None or record["file"] in self.files
+
+    def unreadable(self, record: dict[str, Any]) -> bool:
+        return self.failed_files is None or record["file"] in self.failed_files
+
+
+def _selected(run: dict[str, Any]) -> _Selection:
+    return _Selection(run.get("selection"))
+
+
 def _group_stats(
     members: list[dict[str, Any]], skipped: list[dict[str, Any]], max_context_window: int | None
 ) -> dict[str, Any]:
@@ -83,6 +114,15 @@ def _group_stats(
     }
 
 
+def run_rows(records: list[dict[str, Any]], run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records a run's summary describes: the latest current record of each row the last
+    command selected, by file and row."""
+    selected = _selected(run)
+    final = [r for r in latest_records(records).values() if _is_current(r, run) and selected.row(r)]
+    final.sort(key=lambda r: (r["file"], int(r["row"])))
+    return final
+
+
 def summarize_records(
     records: list[dict[str, Any]], run: dict[str, Any] | None = None, *, recipes: Sequence[EvalRecipe] = ()
 ) -> dict[str, Any]:
@@ -98,9 +138,9 @@ def summarize_records(
     its own entries (`EvalRecipe.report_extras`) from its rows.
     """
     run = run or {}
-    final = [r for r in latest_records(records).values() if _is_current(r, run)]
-    final.sort(key=lambda r: (r["file"], int(r["row"])))
-    file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run)]
+    selected = _selected(run)
+    final = run_rows(records, run)
+    file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run) and selected.unreadable(r)]
     scored = [r for r in final if r.get("status") == STATUS_OK]
     errors = [r for r in final if r.get("status") == STATUS_ERROR]
     skipped = [r for r in final if r.get("status") == STATUS_SKIPPED]
@@ -161,7 +201,7 @@ def summarize_records(
     return extra | {
         "model": run.get("model"),
         "base_url": run.get("base_url"),
-        "data": run.get("data"),
+        "data": [e for e in run["data"] if selected.file(e)] if isinstance(run.get("data"), list) else run.get("data"),
         "settings": settings or None,
         "official": not strip_think,
         "scoring": "NOT OFFICIAL: replies graded with <think> blocks removed (--strip-think)"
@@ -216,6 +256,7 @@ def summarize_records(
             ],
         },
         "file_errors": [{"file": r["file"], "error": r.get("error")} for r in file_errors],
+        "failures": failure_summary(counted),
         "usage": usage,
         "price_per_1m": price,
         "cost_usd": cost_usd((price["input"], price["output"]), usage["prompt_tokens"], usage["completion_tokens"])
@@ -229,8 +270,9 @@ def summarize_records(
     }
 
 
-def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
-    """The summary of RUN_DIR (results.jsonl and run.json), without writing anything."""
+def read_run_dir(run_dir: str | os.PathLike) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(results records, run.json) of RUN_DIR; FileNotFoundError without results.jsonl, ValueError
+    (naming the file) for a run.json that is not JSON or results of no readable record."""
     run_dir = Path(run_dir)
     results = run_dir / RESULTS_NAME
     if not results.exists():
@@ -240,7 +282,18 @@ def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> d
         run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
     except ValueError:
         raise ValueError(f"{run_file} is not valid JSON") from None
-    return summarize_records(read_results(results), run, recipes=recipes)
+    records = read_results(results)
+    if not records and results.stat().st_size > 0:
+        raise ValueError(
+            f"{results} holds no result records this mrcr-eval can read (another version or another file?)"
+        )
+    return records, run
+
+
+def summarize(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
+    """The summary of RUN_DIR (results.jsonl and run.json), without writing anything."""
+    records, run = read_run_dir(run_dir)
+    return summarize_records(records, run, recipes=recipes)
 
 
 def _fmt(value: float | None) -> str:
@@ -281,37 +334,6 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
         "plus a random writing (no model calls)"
     )
     return table
-
-
-def _short_tokens(n_tokens: int) -> str:
-    if n_tokens >= 1048576 and n_tokens % 1048576 == 0:
-        return f"{n_tokens // 1048576}M"
-    return f"{n_tokens // 1024}k" if n_tokens % 1024 == 0 else str(n_tokens)
-
-
-def _short_bin(label: str) -> str:
-    upper = bin_upper(label)
-    return label if upper is None else _short_tokens(upper)
-
-
-def bin_headers(labels: list[str]) -> list[str]:
-    """Short column / tick labels of bins: the upper edge ("8k", "1M"), or, where two bins share
-    it (openai/mrcr's [4096, 8192] beside MRCR v2's (4096, 8192]), the whole range ("[4k, 8k]",
-    "(4k, 8k]"), so two different bins never look like one."""
-    shared = {upper for upper in map(bin_upper, labels) if sum(bin_upper(o) == upper for o in labels) > 1}
-    headers = []
-    for label in labels:
-        upper = bin_upper(label)
-        if upper is None or upper not in shared:
-            headers.append(_short_bin(label))
-            continue
-        try:
-            lower = int(label[1:].split(",")[0])
-        except ValueError:
-            headers.append(label)
-            continue
-        headers.append(f"{label[0]}{_short_tokens(lower)}, {_short_tokens(upper)}{label[-1]}")
-    return headers
 
 
 def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
@@ -362,17 +384,17 @@ def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend:
     axes.set_title(title)
     if legend:
         axes.legend(fontsize="small")
-    figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, format="png")
+    save_figure(figure, path)
 
 
 def write_report(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
-    """Write RUN_DIR/summary.json and RUN_DIR/plot.png; return the summary."""
+    """Write RUN_DIR/summary.json, RUN_DIR/plot.png and the failure plots beside it
+    (`_failures.write_failure_plots`); return the summary."""
     run_dir = Path(run_dir)
     summary = summarize(run_dir, recipes=recipes)
     write_text_atomic(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2) + "\n")
     plot_summary(summary, run_dir / PLOT_NAME)
+    write_failure_plots(summary["failures"], run_dir, f"MRCR - {summary.get('model') or 'model'}")
     return summary
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 RESULTS_NAME = "results.jsonl"
 RUN_NAME = "run.json"
+LOCK_NAME = "run.lock"  # held (fcntl.flock) by the run writing the folder
 SUMMARY_NAME = "summary.json"
 PLOT_NAME = "plot.png"
 
@@ -65,7 +66,8 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every well-formed record, in file order (a torn or corrupt line is skipped)."""
+    """Every well-formed record, in file order (a torn or corrupt line, or a record of another
+    shape, is skipped)."""
     path = Path(path)
     if not path.exists():
         return []
@@ -80,9 +82,25 @@ def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and "file" in record and "row" in record:
+            if _well_formed(record):
                 records.append(record)
     return records
+
+
+def _well_formed(record: Any) -> bool:
+    """A record of this version's shape: a row's (file, row, status, bin, needles) or a file's (row null)."""
+    if not isinstance(record, dict) or not isinstance(record.get("file"), str):
+        return False
+    row = record.get("row", False)
+    if row is None:
+        return True
+    return (
+        isinstance(row, int)
+        and not isinstance(row, bool)
+        and isinstance(record.get("status"), str)
+        and isinstance(record.get("bin"), str)
+        and isinstance(record.get("n_needles"), int)
+    )
 
 
 def latest_records(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -98,3 +116,33 @@ def latest_records(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[
 def latest_file_errors(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The latest file-level error of each file (row null)."""
     return {record["file"]: record for record in records if record["row"] is None}
+
+
+def latest_answers(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """The latest reply (status ok) or failed send (status error) of each (file, row): kept for reuse
+    even after a later skip record (a narrower window) superseded it in `latest_records`."""
+    answers: dict[tuple[str, int], dict[str, Any]] = {}
+    for record in records:
+        if isinstance(record["row"], int) and record.get("status") in (STATUS_OK, STATUS_ERROR):
+            answers[(record["file"], record["row"])] = record
+    return answers
+
+
+def row_ranges(rows: list[int]) -> list[list[int]]:
+    """Sorted row indices as inclusive [first, last] runs (the compact form run.json stores)."""
+    ranges: list[list[int]] = []
+    for row in sorted(set(rows)):
+        if ranges and ranges[-1][1] == row - 1:
+            ranges[-1][1] = row
+        else:
+            ranges.append([row, row])
+    return ranges
+
+
+def selected_keys(selection: dict[str, Any]) -> set[tuple[str, int]] | None:
+    """The (file, row) pairs a command selected (run.json's `selection.rows`); None when not recorded
+    (a run killed before it ended: then every row of its files)."""
+    rows = selection.get("rows")
+    if not isinstance(rows, dict):
+        return None
+    return {(path, row) for path, ranges in rows.items() for first, last in ranges for row in range(first, last + 1)}

@@ -9,7 +9,9 @@ awaited and recorded, nothing more is sent (`EvalFatal`).
 
 Each finished row is appended to RUN_DIR/results.jsonl (flushed and fsynced) with the digest
 of its content, the settings fingerprint and the sha256 of its data file. A rerun sends only
-rows without a result for the same digest; different settings are refused (`EvalError`).
+rows without a result for the same digest, and reports what a fresh run of the same command
+would (`Planner`); different settings are refused (`EvalError`). run.json records the rows the
+command selected: its summary describes those only. One run at a time holds RUN_DIR/run.lock.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._files import file_sha256
+from .._files import Busy, exclusive_lock, file_sha256
 from .._openai import (
     ChatError,
     ChatStopped,
@@ -48,12 +50,12 @@ from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, EvalRecipe, FileError, recipe_named
 from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
 from ._results import (
+    LOCK_NAME,
     RESULTS_NAME,
     RUN_NAME,
     STATUS_ERROR,
     STATUS_SKIPPED,
     ResultsWriter,
-    latest_records,
     read_results,
 )
 
@@ -101,8 +103,11 @@ def _check_settings(out: Path, previous: dict | None, settings: dict) -> None:
     )
 
 
-def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], *, finished: bool) -> dict:
-    """RUN_DIR/run.json: settings, fingerprint, data files with sha256 (all this run dir has seen)."""
+def run_record(
+    config: EvalConfig, previous: dict | None, shas: dict[str, str], *, finished: bool, selection: dict
+) -> dict:
+    """RUN_DIR/run.json: settings, fingerprint, data files with sha256 (all this run dir has seen) and
+    the `selection` of the last command (its files; its rows and unreadable files once it ended)."""
     data = {entry["path"]: entry["sha256"] for entry in (previous or {}).get("data", []) if isinstance(entry, dict)}
     data.update(shas)
     settings = config.settings()
@@ -131,6 +136,7 @@ def run_record(config: EvalConfig, previous: dict | None, shas: dict[str, str], 
             }
         ),
         "finished": finished,
+        "selection": selection,
     } | _hub_sources(config)
 
 
@@ -167,19 +173,43 @@ async def run_eval_async(
         if not Path(path).is_file():
             raise EvalError(f"data file not found: {path}")
     out = Path(config.out)
+    with contextlib.ExitStack() as held:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            # One writer per run folder, for the whole run: a second run would send the same rows.
+            held.enter_context(exclusive_lock(out / LOCK_NAME, f"the run folder {out}"))
+        except Busy as exc:
+            raise EvalError(str(exc)) from None
+        except OSError as exc:
+            raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
+        return await _run_locked(
+            config, files, out, recipes=recipes, api_key=api_key, client=client, on_record=on_record, too_long=too_long
+        )
+
+
+async def _run_locked(
+    config: EvalConfig,
+    files: list[str],
+    out: Path,
+    *,
+    recipes: Sequence[EvalRecipe],
+    api_key: str | None,
+    client: Any,
+    on_record: Callable[[dict], None] | None,
+    too_long: Sequence[TooLong] | None,
+) -> RunStats:
     previous = _read_run_file(out)
     settings = config.settings()
     _check_settings(out, previous, settings)
     config = with_stored_prices(config, previous)
     shas = {path: await asyncio.to_thread(file_sha256, path) for path in files}
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        _write_run_file(out, run_record(config, previous, shas, finished=False))
+        _write_run_file(out, run_record(config, previous, shas, finished=False, selection={"files": files}))
     except OSError as exc:
         raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
 
     results_path = out / RESULTS_NAME
-    final = latest_records(read_results(results_path))
+    records = read_results(results_path)
     if client is None:
         try:
             client = make_client(config.base_url, api_key=api_key, timeout=config.timeout)
@@ -212,7 +242,7 @@ async def run_eval_async(
         async def send(item: EvalItem, sha: str) -> None:
             nonlocal in_flight
             recipe = recipe_named(item.recipe, recipes)
-            record = base | base_record(item, recipe, sha)
+            record = base | base_record(item, recipe, sha, tokenizer=config.tokenizer_spec)
             in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, in_flight)
             try:
@@ -277,7 +307,7 @@ async def run_eval_async(
                     return
                 await send(item, sha)
 
-        planner = Planner(config, recipes, files, shas, final, base, over_window)
+        planner = Planner(config, recipes, files, shas, records, base, over_window)
         plan = iter(planner)
         finished = False
 
@@ -327,13 +357,14 @@ async def run_eval_async(
             if close is not None:
                 with contextlib.suppress(Exception):
                     await close()
+    stats.resumed = planner.resumed
+    # The rows this command selected (all of them once finished): what its summary describes.
+    finished = finished and not crashed and not fatal
+    _write_run_file(out, run_record(config, previous, shas, finished=finished, selection=planner.selection()))
     if crashed:  # never a silent loss: the rows it was writing have no record, so the run is not finished
         raise crashed[0]
-    stats.resumed = planner.resumed
     if fatal:
         raise EvalFatal(f"the server refused the run: {fatal[0]} (nothing more was sent)")
-    if finished:
-        _write_run_file(out, run_record(config, previous, shas, finished=True))
     return stats
 
 

@@ -7,8 +7,9 @@ that `import mrcr_gen` and every command stay free of it (the names below load o
 * `mrcr`, `mrcr_v2` (`_tasks`): the Inspect tasks, registered through the `inspect_ai` entry point;
 * `mrcr_dataset` (`_dataset`): the lazy dataset they read;
 * `export_run` (`_export`): a run directory -> an Inspect log (`mrcr-eval export-inspect`);
-* `is_inspect_log`, `read_inspect_log`, `summarize_inspect_log`, `compare_paths` (`_import`): an
-  Inspect log of these tasks (or one `export_run` wrote) -> results records, a run dict, a summary.
+* `is_inspect_log`, `read_inspect_log`, `summarize_inspect_log`, `compare_paths`, `inspect_log_view`,
+  `view_path` (`_import`): an Inspect log of these tasks (or one `export_run` wrote) -> results
+  records, a run dict, a summary, the HTML report.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _HOMES = {
     "read_inspect_log": "_import",
     "summarize_inspect_log": "_import",
     "compare_paths": "_import",
+    "inspect_log_view": "_import",
+    "view_path": "_import",
 }
 
 

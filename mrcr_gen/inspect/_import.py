@@ -17,12 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._api import summarize_run
+from .._api import run_view, summarize_run
 from ..eval._compare import compare_entry
 from ..eval._report import summarize_records
+from ..eval._run_view import records_view
+from ..eval._view import ViewReport
 from ..recipes import RECIPES
 
 TASKS = ("mrcr_gen/mrcr", "mrcr_gen/mrcr_v2")
+TASK_KEY = "mrcr_gen_recipe"  # eval metadata of a log of these tasks: the recipe the task reads
 SCORER = "mrcr_scorer"
 RECORD_KEY = "mrcr_record"  # sample metadata of an exported run: the original results record
 RUN_KEY = "mrcr_run"  # eval metadata of an exported run: the original run.json
@@ -70,7 +73,7 @@ def _run_of(header: Any, path: Path) -> dict[str, Any]:
     exported = (header.eval.metadata or {}).get(RUN_KEY)
     if isinstance(exported, dict):
         return exported
-    if header.eval.task not in TASKS:
+    if TASK_KEY not in (header.eval.metadata or {}) and header.eval.task not in TASKS:
         raise InspectLogError(f"{path}: a log of the task {header.eval.task}, not of {' or '.join(TASKS)}")
     args = header.eval.task_args or {}
     window = args.get("max_context_window")
@@ -169,3 +172,15 @@ def summarize_path(path: str | os.PathLike) -> dict[str, Any]:
 def compare_paths(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
     """`mrcr-eval compare`'s entries for run directories and Inspect logs alike."""
     return [compare_entry(path, summarize_path(path)) for path in paths]
+
+
+def inspect_log_view(path: str | os.PathLike) -> ViewReport:
+    """The HTML report (`mrcr-eval view`) of an Inspect log of these tasks; the conversations are
+    read again from the data files the samples name, as for a run folder."""
+    records, run = read_inspect_log(path)
+    return records_view(records, run, Path(path).name, recipes=RECIPES)
+
+
+def view_path(path: str | os.PathLike) -> ViewReport:
+    """The HTML report of a run directory or of an Inspect log."""
+    return inspect_log_view(path) if is_inspect_log(path) else run_view(path)

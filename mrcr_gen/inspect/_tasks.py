@@ -32,6 +32,7 @@ from ..eval._failures import analyse_item
 from ..eval._items import EvalItem
 from ..recipes import recipe_named
 from ._dataset import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, mrcr_dataset
+from ._import import TASK_KEY
 
 
 def _status(score: SampleScore) -> str:
@@ -218,7 +219,15 @@ def _task(recipe: str, data: Any, needles: Any, bins: Any, limit: Any, max_conte
         max_context_window=window,
         tokenizer=tokenizer,
     )
-    return Task(dataset=dataset, solver=mrcr_generate(), scorer=mrcr_scorer(), metrics=task_metrics(window))
+    return Task(
+        dataset=dataset,
+        solver=mrcr_generate(),
+        scorer=mrcr_scorer(),
+        metrics=task_metrics(window),
+        # How `mrcr-eval report` knows a log of these tasks: Inspect names the task `mrcr` when it
+        # is run from Python and `mrcr_gen/mrcr` through the registry.
+        metadata={TASK_KEY: recipe},
+    )
 
 
 @task

@@ -39,6 +39,8 @@ def test_each_needle_returned_is_named_by_its_ordinal(n_needles, seed):
         expected = "target" if ordinal == s.target_ordinal else "other_needle"
         assert (analysis.prefix, analysis.returned, analysis.returned_ordinal) == ("ok", expected, ordinal)
         assert analysis.returned_index == index and analysis.match_ratio == 1.0 and not analysis.truncated
+        before = sum(len(m["content"]) for m in messages[:index])
+        assert analysis.returned_depth == round(before / sum(len(m["content"]) for m in messages), 4)
     depth = analyse_reply(s.row.answer, transcript).target_depth
     before = sum(len(m["content"]) for m in messages[: s.row.desired_msg_index])
     assert depth == round(before / sum(len(m["content"]) for m in messages), 4) and 0 < depth < 1

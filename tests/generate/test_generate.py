@@ -259,20 +259,26 @@ def test_a_crash_between_parquet_and_sidecar_never_reuses_the_old_sidecar(tmp_pa
 
     cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), rows_per_file=3)
     run(cfg)
-    before = file_bytes(cfg.out)
+    real = generate_module.write_text_atomic
 
-    def crash_before_the_sidecar(_path, _text):
-        raise KeyboardInterrupt
+    def crash_before_the_sidecar(path, text):
+        if str(path).endswith(".samples.jsonl"):
+            raise KeyboardInterrupt
+        real(path, text)
 
-    # Another run (another writer) replaces the parquet, then dies before writing its sidecar.
+    # Another generation (another writer, --overwrite) replaces the parquet, then dies before
+    # writing its sidecar; the same command run again must make that file again, not keep it
+    # beside a sidecar of other rows.
     monkeypatch.setattr(generate_module, "write_text_atomic", crash_before_the_sidecar)
     with pytest.raises(KeyboardInterrupt):
-        generate_dataset(cfg, OfflineWriter(cfg.seed + 1), engine=LocalEngine(1))
+        generate_dataset(cfg, OfflineWriter(cfg.seed + 1), engine=LocalEngine(1), overwrite=True)
     monkeypatch.undo()
     generated = []
-    generate_dataset(cfg, OfflineWriter(cfg.seed), on_rows=generated.append)
+    generate_dataset(cfg, OfflineWriter(cfg.seed + 1), on_rows=generated.append)
     assert sum(generated) == 3
-    assert file_bytes(cfg.out) == before
+    fresh = config(tmp_path / "fresh", needles=(2,), bins=(bin_by_upper(8192),), rows_per_file=3)
+    generate_dataset(fresh, OfflineWriter(cfg.seed + 1))
+    assert file_bytes(cfg.out) == file_bytes(fresh.out)
 
 
 def test_a_repeated_bin_plans_its_rows_once_and_no_bin_is_an_error(tmp_path):

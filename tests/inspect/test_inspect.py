@@ -255,6 +255,42 @@ def test_export_then_import_gives_the_runs_summary_and_inspect_reads_it(mrcr_dat
     assert info.value.code == 0 and "AUC@128k" in capsys.readouterr().out
 
 
+def _page_samples(path: Path) -> list[dict]:
+    import re
+
+    match = re.search(r'<script type="application/json" id="samples-data">(.*?)</script>', path.read_text(), re.S)
+    assert match is not None
+    return json.loads(match.group(1))
+
+
+def test_the_html_view_and_compare_html_read_inspect_logs(mrcr_data, tmp_path, capsys):
+    """`mrcr-eval view LOG` shows each sample with its conversation read again from the data file
+    (the log names it), whatever name Inspect gave the task; `compare --html` takes a log beside a
+    run directory."""
+    from mrcr_gen.cli import eval_main
+
+    files = sorted(mrcr_data.glob("*.parquet"))
+    [log] = inspect_eval(mrcr(data=[str(p) for p in files], limit=5), model="mockllm/model",
+                         log_dir=str(tmp_path / "logs"), display="none")
+    assert log.eval.metadata["mrcr_gen_recipe"] == "openai-mrcr"
+    records, _ = read_inspect_log(log.location)
+    with pytest.raises(SystemExit) as info:
+        eval_main(["view", log.location])
+    assert info.value.code == 0
+    page = Path(log.location).with_suffix(".html")
+    assert capsys.readouterr().out.strip() == str(page)
+    samples = _page_samples(page)
+    assert sorted((s["file"], s["row"]) for s in samples) == sorted((r["file"], r["row"]) for r in records)
+    assert all(s["expected"] and s["query"] and s["reply"] is not None for s in samples)
+    assert {s["score"] for s in samples} == {r["score"] for r in records}
+    _mrcr_eval(files, tmp_path / "run", "first_needle", limit=5)
+    with pytest.raises(SystemExit) as info:
+        eval_main(["compare", str(tmp_path / "run"), log.location, "--html", str(tmp_path / "both.html")])
+    assert info.value.code == 0
+    page = (tmp_path / "both.html").read_text()
+    assert "test-model" in page and "mockllm/model" in page
+
+
 def test_report_refuses_a_log_of_another_task(tmp_path, capsys):
     from inspect_ai import Task
     from inspect_ai.dataset import Sample

@@ -230,6 +230,51 @@ def near_duplicate(row: dict) -> dict:
     return with_messages(row, messages)
 
 
+def needle_ask_in_preamble(row: dict) -> dict:
+    """A worked example of the preamble asks the needle ask too."""
+    messages = messages_of(row)
+    example = "User: write a riddle about ink\n"
+    extra = "User: write a poem about lanterns\nAssistant: Glow.\n"
+    messages[0] = {"role": "user", "content": messages[0]["content"].replace(example, extra + example)}
+    return with_messages(row, messages)
+
+
+def needle_ask_in_writing(row: dict) -> dict:
+    """A distractor writing ends with what reads as one more turn asking the needle ask."""
+    messages, i = messages_of(row), _distractor(row) + 1
+    messages[i] = {"role": "assistant", "content": messages[i]["content"] + "\n\nUser: write a poem about lanterns"}
+    return with_messages(row, messages)
+
+
+def needle_ask_in_user_message(row: dict) -> dict:
+    """A distractor ask carries the needle ask (Write a Poem About Lanterns.) on a line of its own."""
+    messages, i = messages_of(row), _distractor(row)
+    messages[i] = {"role": "user", "content": messages[i]["content"] + "\nWrite a Poem About Lanterns."}
+    return with_messages(row, messages)
+
+
+def empty_target_writing(row: dict) -> dict:
+    """The queried needle's writing is empty, so the answer is the random string alone."""
+    messages, target = messages_of(row), row["desired_msg_index"]
+    messages[target + 1] = {"role": "assistant", "content": ""}
+    return {**with_messages(row, messages), "answer": row["random_string_to_prepend"]}
+
+
+def blank_needle_writing(row: dict) -> dict:
+    """Another needle's writing is only whitespace."""
+    messages = messages_of(row)
+    other = next(i for i in needles_of(row) if i != row["desired_msg_index"])
+    messages[other + 1] = {"role": "assistant", "content": " \n "}
+    return with_messages(row, messages)
+
+
+def lone_surrogate(row: dict) -> dict:
+    """A distractor writing holds a lone surrogate (the JSON escape \\ud800), which UTF-8 cannot encode."""
+    messages, i = messages_of(row), _distractor(row) + 1
+    messages[i] = {"role": "assistant", "content": messages[i]["content"] + " \ud800"}
+    return with_messages(row, messages)
+
+
 def duplicate_response(row: dict) -> dict:
     messages, needles = messages_of(row), needles_of(row)
     a, b = needles[0], needles[1]
@@ -282,6 +327,12 @@ MUTATIONS: dict[str, tuple[Callable[[dict], dict], set[str]]] = {
     "too_few_needles": (too_few_needles, {"needle_count"}),
     "near_duplicate": (near_duplicate, {"near_duplicate_ask"}),
     "duplicate_response": (duplicate_response, {"duplicate_needle_response"}),
+    "needle_ask_in_preamble": (needle_ask_in_preamble, {"needle_ask_elsewhere"}),
+    "needle_ask_in_writing": (needle_ask_in_writing, {"needle_ask_elsewhere"}),
+    "needle_ask_in_user_message": (needle_ask_in_user_message, {"needle_ask_elsewhere", "ask_form"}),
+    "empty_target_writing": (empty_target_writing, {"empty_writing"}),
+    "blank_needle_writing": (blank_needle_writing, {"empty_writing"}),
+    "lone_surrogate": (lone_surrogate, {"text_encoding"}),
     "bad_date": (bad_date, {"date_added"}),
     "impossible_date": (impossible_date, {"date_added"}),
     "wrong_type": (wrong_type, {"schema"}),

@@ -26,3 +26,22 @@ def test_mrcr_v2_needles_target_and_distractors_agree_with_the_resolver(v2_data)
             filler = next(i for i in range(len(solved.turns)) if i not in solved.needle_turns)
             analysis = analyse_reply(solved.hash + solved.turns[filler][1], transcript)
             assert (analysis.returned, analysis.returned_index) == ("distractor", filler)
+
+
+def test_an_mrcr_v2_run_stores_the_analysis_of_each_reply(v2_csv, tmp_path, monkeypatch):
+    import json
+
+    from mrcr_gen import run_eval
+    from mrcr_gen.eval import EvalConfig
+    from tests.support.chat_server import ChatServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-v2")
+    with ChatServer("first_needle") as server:
+        _, summary = run_eval(EvalConfig(data=[str(v2_csv)], model="m", out=str(tmp_path / "run"), base_url=server.base_url))
+    records = {r["row"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
+    for index, record in enumerate(iter_records(v2_csv)):
+        solved = solve(record["queries"])
+        analysis = records[index]["analysis"]
+        assert (analysis["prefix"], analysis["returned_ordinal"], analysis["target_ordinal"]) == ("ok", 1, solved.ordinal)
+        assert analysis["returned"] == ("target" if solved.ordinal == 1 else "other_needle")
+    assert summary["failures"]["analysed_rows"] == len(records)

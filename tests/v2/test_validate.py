@@ -169,3 +169,128 @@ def test_an_ordinal_beyond_the_needles_is_named_in_english(v2_data, tmp_path):
     rewrite(source, bad, ask_for_the_third)
     messages = [f.message for f in validate_v2_paths([bad]).report.findings if f.check == "ground_truth"]
     assert any("asks for the 3rd of 2 turns" in m for m in messages), messages
+
+
+# --- the needle ask where it is no needle, empty needle writings (tokens not recounted: only the text changes)
+
+
+def _edit_turn(record: dict, turn: int, ask: str | None = None, writing: str | None = None) -> None:
+    """Rewrite one turn's ask and/or writing in `queries` (by its offset, so no other turn changes)."""
+    from tests.support.v2_resolve import solve
+
+    old_ask, old_writing, start = solve(record["queries"]).turns[turn]
+    old = f"User: {old_ask}\n\nAssistant: {old_writing}\n\n"
+    ask, writing = ask if ask is not None else old_ask, writing if writing is not None else old_writing
+    new = f"User: {ask}\n\nAssistant: {writing}\n\n"
+    assert record["queries"][start : start + len(old)] == old
+    record["queries"] = record["queries"][:start] + new + record["queries"][start + len(old) :]
+
+
+def _distractor_turn(record: dict) -> int:
+    from tests.support.v2_resolve import solve
+
+    solved = solve(record["queries"])
+    return next(i for i in range(len(solved.turns)) if i not in solved.needle_turns)
+
+
+def _needle_ask(record: dict) -> str:
+    from tests.support.v2_resolve import solve
+
+    return solve(record["queries"]).ask
+
+
+def _near_duplicate_upper(records):
+    _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).upper())
+
+
+def _near_duplicate_no_period(records):
+    _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).removesuffix("."))
+
+
+def _needle_ask_in_fewshot(records):
+    marker = "======== EXAMPLE 1 ========\n\n"
+    extra = f"User: {_needle_ask(records[2])}\n\nAssistant: Glow.\n\n"
+    records[2]["queries"] = records[2]["queries"].replace(marker, marker + extra, 1)
+
+
+def _needle_ask_in_writing(records):
+    from tests.support.v2_resolve import solve
+
+    record = records[2]
+    turn = _distractor_turn(record)
+    writing = solve(record["queries"]).turns[turn][1]
+    _edit_turn(record, turn, writing=f"{writing}\n\nUser: {_needle_ask(record)}")
+
+
+def _empty_target_writing(records):
+    from tests.support.v2_resolve import solve
+
+    record = records[2]
+    solved = solve(record["queries"])
+    _edit_turn(record, solved.needle_turns[solved.ordinal - 1], writing="")
+    record["answer"] = solved.hash
+
+
+TEXT_MUTATIONS = {
+    "near_duplicate_upper": (_near_duplicate_upper, {"near_duplicate_ask"}),
+    "near_duplicate_no_period": (_near_duplicate_no_period, {"near_duplicate_ask"}),
+    "needle_ask_in_fewshot": (_needle_ask_in_fewshot, {"needle_ask_elsewhere"}),
+    "needle_ask_in_writing": (_needle_ask_in_writing, {"needle_ask_elsewhere"}),
+    "empty_target_writing": (_empty_target_writing, {"empty_writing"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_MUTATIONS))
+def test_each_ask_defect_is_caught_by_name(v2_csv, tmp_path, name):
+    mutate, expected = TEXT_MUTATIONS[name]
+    bad = tmp_path / "bad.csv"
+    rewrite(v2_csv, bad, mutate)
+    findings = validate_v2_paths([bad], tokens=False).report.findings
+    assert {f.row for f in findings} == {2}, findings
+    assert {f.check for f in findings} == expected, [f.message for f in findings]
+    severity = "warning" if expected == {"near_duplicate_ask"} else "error"
+    assert {f.severity for f in findings} == {severity}
+
+
+def test_ask_findings_say_where(v2_csv, tmp_path):
+    bad = tmp_path / "bad.csv"
+    rewrite(v2_csv, bad, _needle_ask_in_writing)
+    record = next(r for i, r in enumerate(iter_records(v2_csv)) if i == 2)
+    turn = _distractor_turn(record)
+    (finding,) = validate_v2_paths([bad], tokens=False).report.findings
+    assert f"the writing of turn {turn}" in finding.message
+    rewrite(v2_csv, bad, _empty_target_writing)
+    (finding,) = validate_v2_paths([bad], tokens=False).report.findings
+    assert "which the query asks for" in finding.message
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_row_and_turn(v2_csv, tmp_path):
+    """A CSV byte that is not UTF-8 in a writing: a `text_encoding` error on each row holding it,
+    naming the turn, and the other checks still run (it used to stop the file at that row)."""
+    from tests.support.v2_resolve import solve
+
+    records = list(iter_records(v2_csv))
+    turn = _distractor_turn(records[0])
+    writing = solve(records[0]["queries"]).turns[turn][1].encode()
+    bad = tmp_path / "bad.csv"
+    data = v2_csv.read_bytes()
+    bad.write_bytes(data.replace(writing, writing[:5] + b"\xff" + writing[6:]))
+    holding = {i for i, r in enumerate(records) if writing.decode() in r["queries"]}
+    findings = validate_v2_paths([bad], tokens=False).report.findings
+    assert {(f.row, f.check) for f in findings} == {(i, "text_encoding") for i in holding}
+    assert all("holds the byte 0xFF, not UTF-8, at character" in f.message for f in findings)
+    assert all(f"in turn {turn}" in f.message for f in findings if f.row == 0)
+    counted = validate_v2_paths([bad]).report
+    assert not counted.unreadable and {f.row for f in counted.findings} == holding
+
+
+def test_a_lone_surrogate_in_a_record_is_reported_not_raised(v2_csv):
+    from mrcr_gen.recipes.mrcr_v2._checks import V2FileState, check_v2_record
+
+    record = coerce_record(next(iter_records(v2_csv)))
+    head = "\n\nAssistant: "
+    at = record["queries"].rindex(head, 0, len(record["queries"]) - len(record["view_ops"])) + len(head)
+    record["queries"] = record["queries"][:at] + "\ud800" + record["queries"][at:]
+    result = check_v2_record(record, V2FileState(file="x"), 0)
+    assert "text_encoding" in {f.check for f in result.findings}
+    assert result.n_tokens is not None  # the rest is still checked, tokens counted

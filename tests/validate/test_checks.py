@@ -218,3 +218,76 @@ def test_odd_roles_are_structure_errors_not_crashes() -> None:
         findings = validate_row({**row, "prompt": json.dumps(messages)}, count_tokens=False)
         assert [(f.check, f.severity) for f in findings] == [("structure", "error")], findings
         assert f"messages[0] is {str(role)!r}" in findings[0].message
+
+
+def test_needle_ask_elsewhere_names_where_it_stands() -> None:
+    row = make_row(5)
+    preamble = MUTATIONS["needle_ask_in_preamble"][0](row)
+    (finding,) = validate_row(preamble, count_tokens=False)
+    assert finding.severity == "error" and "messages[0] (the preamble's worked examples)" in finding.message
+    writing = MUTATIONS["needle_ask_in_writing"][0](row)
+    (finding,) = validate_row(writing, count_tokens=False)
+    distractor = next(i for i in range(1, row["total_messages"] - 1, 2) if i not in needles_of(row))
+    assert f"messages[{distractor + 1}] (a writing)" in finding.message
+
+
+@pytest.mark.parametrize(
+    "addition",
+    [
+        "\n\nUSER: Write a poem about lanterns.",  # any case, a speaker label, final punctuation
+        "\n**write a poem, about lanterns**",
+        "\nwrite a poem about lanterns\nAssistant: A second poem.",
+    ],
+)
+def test_needle_ask_as_a_line_of_a_writing_is_an_error(addition: str) -> None:
+    row = make_row(2)
+    messages = messages_of(row)
+    target = row["desired_msg_index"] + 1
+    messages[target]["content"] += addition  # the needle's own writing too
+    fixed = {**with_messages(row, messages), "answer": row["random_string_to_prepend"] + messages[target]["content"]}
+    assert [f.check for f in validate_row(fixed, count_tokens=False)] == ["needle_ask_elsewhere"]
+
+
+@pytest.mark.parametrize(
+    "addition",
+    [
+        " I could write a poem about lanterns, she said.",  # a phrase in a sentence, not an ask
+        "\nwrite a poem about lanterns and glaciers",  # another ask
+        "\nwrite a poem\nabout lanterns",  # across lines
+        "\nwrite a short poem about lanterns",
+    ],
+)
+def test_the_needle_phrase_inside_a_sentence_is_no_ask(addition: str) -> None:
+    row = make_row(2)
+    messages = messages_of(row)
+    i = next(i for i in range(1, row["total_messages"] - 1, 2) if i not in needles_of(row)) + 1
+    messages[i]["content"] += addition
+    assert validate_row(with_messages(row, messages), count_tokens=False) == []
+
+
+def test_empty_target_writing_is_an_error_naming_it() -> None:
+    row = make_row(6, n_needles=3, k=2)
+    (finding,) = validate_row(MUTATIONS["empty_target_writing"][0](row), count_tokens=False)
+    target = row["desired_msg_index"] + 1
+    assert finding.check == "empty_writing" and finding.severity == "error"
+    assert f"messages[{target}] (needle 2 of 3, the one the query asks for)" in finding.message
+
+
+def test_a_lone_surrogate_is_named_and_the_row_still_counted() -> None:
+    row = make_row(1, pairs=12, filler=400)
+    bad = MUTATIONS["lone_surrogate"][0](row)
+    result = check_row(bad, count_tokens=True)
+    (finding,) = result.findings
+    i = next(i for i in range(1, row["total_messages"] - 1, 2) if i not in needles_of(row)) + 1
+    assert finding.check == "text_encoding" and f"messages[{i}] at character" in finding.message
+    assert "U+D800" in finding.message
+    assert result.bin == "[4096, 8192]" and result.n_tokens is not None
+    # The rest of the row is still checked: a second defect is reported beside it.
+    both = MUTATIONS["answer_distractor"][0](bad)
+    assert {f.check for f in check_row(both, count_tokens=True).findings} == {"text_encoding", "ground_truth"}
+
+
+def test_a_null_answer_claims_no_token_count() -> None:
+    result = check_row(MUTATIONS["null_value"][0](make_row(1, pairs=12, filler=400)), count_tokens=True)
+    assert [f.check for f in result.findings] == ["schema"]
+    assert result.n_tokens is None and result.bin is None

@@ -222,3 +222,29 @@ def test_workers_are_chosen_from_the_data_size() -> None:
     assert _files.choose_workers(3 * per, cores=8) == 3
     assert _files.choose_workers(100 * per, cores=8) == 8
     assert _files.choose_workers(100 * per, tokens=False, cores=8) == 1
+
+
+def test_missing_answer_column_is_one_file_level_finding_and_no_token_claim(tmp_path: Path) -> None:
+    schema = pa.schema([f for f in MRCR_SCHEMA if f.name != "answer"])
+    rows = [{k: v for k, v in make_row(s).items() if k != "answer"} for s in range(3)]
+    report = validate_file(write_rows(tmp_path / "a.parquet", rows, schema=schema), workers=1)
+    assert [(f.row, f.check, f.severity) for f in report.findings] == [(None, "schema", "error")]
+    assert report.findings[0].message == "column 'answer' is missing"
+    assert report.summary.by_bin == {"not counted": {"3": 3}}
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="real rows folder absent")
+def test_needle_ask_put_into_a_real_writing_is_caught() -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from mrcr_gen.recipes.openai_mrcr._checks import check_row
+
+    row = pq.read_table(REAL).to_pylist()[1]
+    messages = json.loads(row["prompt"])
+    ask = messages[row["desired_msg_index"]]["content"]
+    messages[10]["content"] += f"\n\nUser: {ask}"
+    bad = {**row, "prompt": json.dumps(messages), "n_chars": row["n_chars"] + len(ask) + 8}
+    findings = check_row(bad, count_tokens=False).findings
+    assert [(f.check, "messages[10] (a writing)" in f.message) for f in findings] == [("needle_ask_elsewhere", True)]

@@ -30,4 +30,5 @@ def transcript_of(queries: str) -> Transcript | None:
         target=query.ordinal,
         prefix=query.hash,
         length=len(queries),
+        query=queries[split_at:],
     )

@@ -38,12 +38,13 @@ from ..._tokens import (
     count_tokens_batch,
     load_tokenizer,
 )
+from ...validate._asks import encodable, has_ask_line, is_near_duplicate_ask, unencodable_at
 from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, Severity
 from ...validate._provenance import dataset_tokenizer
 from ...validate._repair import FileRepair, RepairResult, output_paths
 from ._generate import V2_BUCKETS, build_path, tokens_range, v2_bucket_for
 from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, iter_records
-from ._text import HASH_PATTERN, parse_query, split_transcript
+from ._text import HASH_PATTERN, ParsedQuery, ParsedTurn, parse_query, split_transcript
 
 ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)
 
@@ -78,13 +79,15 @@ class V2FileState:
     generated: tuple[Bin, str, str] | None = None
     _current: _Transcript | None = None
     hash_owner: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (transcript id, ask)
+    #: The current row holds text UTF-8 cannot encode (`text_encoding`): it is counted with U+FFFD in its place.
+    sanitize: bool = False
     counter: RepeatedTextCounter = field(init=False)
 
     def __post_init__(self) -> None:
         self.counter = RepeatedTextCounter(tokenizer=self.tokenizer)
 
     def count_whole(self, text: str) -> int:
-        return count_tokens(text, self.tokenizer)
+        return count_tokens(encodable(text) if self.sanitize else text, self.tokenizer)
 
     def offset(self, transcript: _Transcript, turn: int) -> int:
         """Tokens of the text before turn `turn` (len(turns): the transcript's end)."""
@@ -115,6 +118,7 @@ class V2FileState:
             state = _Transcript(tid, turns, problem, text)
             if self.count and problem is None:
                 parts = [text[t.start : t.end] for t in turns]
+                parts = list(map(encodable, parts)) if self.sanitize else parts
                 counts = (
                     count_tokens_batch(parts, self.threads, self.tokenizer)
                     if self.threads > 1
@@ -131,6 +135,77 @@ class V2FileState:
 
 def _finding(file: str, row: int, check: str, message: str, severity: Severity = "error") -> Finding:
     return Finding(file=file, row=row, check=check, severity=severity, message=message)
+
+
+def _ask_findings(
+    text: str, turns: list[ParsedTurn], query: ParsedQuery, needles: list[int]
+) -> list[tuple[str, str, Severity]]:
+    """The needle ask where it is no needle: a turn asking it only up to case, whitespace or
+    punctuation (a warning, as for openai/mrcr), or a whole line (perhaps after `User:`) of the
+    few-shot block, of a writing or of another turn's ask, which a model may count (an error); and
+    needle writings that are empty or blank (an error: the answer is the hash alone)."""
+    ask = query.ask
+    found: list[tuple[str, str, Severity]] = []
+    near = [i for i, t in enumerate(turns) if is_near_duplicate_ask(t.ask, ask)]
+    if near:
+        shown = ", ".join(f"{i}: {turns[i].ask[:60]!r}" for i in near[:5])
+        found.append(
+            (
+                "near_duplicate_ask",
+                f"{len(near)} turn(s) ask '{ask}' only up to case, whitespace or punctuation "
+                f"(not counted as needles): {shown}",
+                "warning",
+            )
+        )
+    skip = {*needles, *near}
+    places = ["the few-shot block"] if has_ask_line(text[: turns[0].start], ask) else []
+    for i, turn in enumerate(turns):
+        if has_ask_line(turn.text, ask):
+            places.append(f"the writing of turn {i}")
+        if i not in skip and has_ask_line(turn.ask, ask):
+            places.append(f"the ask of turn {i}")
+    if places:
+        more = f" (and {len(places) - 5} more)" if len(places) > 5 else ""
+        found.append(
+            (
+                "needle_ask_elsewhere",
+                f"'{ask}' also stands as a line of {', '.join(places[:5])}{more}: a model may count it, so the "
+                "ordinal is ambiguous",
+                "error",
+            )
+        )
+    empty = [(n, i) for n, i in enumerate(needles, start=1) if not turns[i].text.strip()]
+    if empty:
+        shown = ", ".join(
+            f"turn {i} (the {ordinal(n)} of {len(needles)}{', which the query asks for' * (n == query.ordinal)})"
+            for n, i in empty
+        )
+        found.append(("empty_writing", f"needle writings must not be empty or blank: {shown}", "error"))
+    return found
+
+
+def _encoding_problem(queries: str, view_ops: str, answer: str) -> str | None:
+    """Where `queries` or `answer` hold text UTF-8 cannot encode: a lone surrogate, or a byte that
+    was not UTF-8 in the CSV (read as U+DC80..U+DCFF), by turn; None when there is none."""
+    places = []
+    for column, value in (("queries", queries), ("answer", answer)):
+        at = unencodable_at(value)
+        if at is None:
+            continue
+        code = ord(value[at])
+        what = f"the byte 0x{code - 0xDC00:02X}, not UTF-8," if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        where = ""
+        split = split_transcript(queries) if column == "queries" else None
+        if split is not None and split[1]:
+            turns = split[1]
+            if at < turns[0].start:
+                where = ", in the few-shot block"
+            elif view_ops and queries.endswith(view_ops) and at >= len(queries) - len(view_ops):
+                where = ", in the final query"
+            else:
+                where = f", in turn {max(i for i, t in enumerate(turns) if t.start <= at)}"
+        places.append(f"{column} holds {what} at character {at}{where}")
+    return "; ".join(places) + " (text UTF-8 cannot encode)" if places else None
 
 
 def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> RowResult:
@@ -151,6 +226,10 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         add("v2_row", "queries, view_ops and answer must be strings and num_relevant an integer")
         return RowResult(row=row, findings=tuple(findings))
     n_needles = n
+    problem = _encoding_problem(queries, view_ops, answer)
+    state.sanitize = problem is not None  # the rest is checked, tokens counted with U+FFFD in its place
+    if problem is not None:
+        add("text_encoding", problem)
     if not queries.endswith(view_ops) or not view_ops:
         add("view_ops", "view_ops is not the tail of queries")
         return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
@@ -180,6 +259,8 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     indices = [i for i, t in enumerate(turns) if t.ask == query.ask]
     if len(indices) != n:
         add("needle_count", f"'{query.ask}' occurs {len(indices)} times, num_relevant is {n} (turns {indices[:12]})")
+    for check, message, severity in _ask_findings(text, turns, query, indices):
+        add(check, message, severity)
     writings = [turns[i].text for i in indices]
     if len(set(writings)) < len(writings):
         add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
@@ -343,7 +424,7 @@ def validate_v2_file(
     state = V2FileState(file=file, threads=threads, **counting)
     row = -1
     try:
-        for row, record in enumerate(iter_records(path)):
+        for row, record in enumerate(iter_records(path, errors="surrogateescape")):
             result = check_v2_record(record, state, row)
             builder.add_row(result)
             passes = not result.findings if builder.strict else not result.has_error

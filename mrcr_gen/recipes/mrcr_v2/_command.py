@@ -17,6 +17,7 @@ from ..._request import (
     GenerateRequest,
     ProgressBar,
     RequestError,
+    check_out_folder,
     checked_tokenizer,
     option_error,
     parse_bins,
@@ -47,6 +48,7 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
         )
     except ValidationError as exc:
         raise RequestError(option_error(exc)) from None
+    check_out_folder(config.out)
     chosen = _writer(request, tokenizer)
     total = request.samples * len(config.shard_files())
     with progress(total) as advance:

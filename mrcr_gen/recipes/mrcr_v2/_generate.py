@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 from ..._bins import Bin
 from ..._budget import AssemblyError
 from ..._card import claim_folder, generation_lines
-from ..._files import write_text_atomic
+from ..._files import remove_partials, write_text_atomic
 from ..._models import _Frozen
 from ..._seeding import derive_seed, derived_rng
 from ..._tokens import load_tokenizer
@@ -176,6 +176,9 @@ def generate_v2(
     index, count = config.shard
     card = "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
     claim_folder(config.out, v2_generation(config, writer), overwrite)
+    # What a run killed before this one left (the folder is this run's now); `.build.json` included.
+    for target in [*(config.out / relative for *_, relative in config.shard_files()), config.out / card]:
+        remove_partials(target)
     # The card names this generation and its files from the start: an interrupted run is known too.
     write_text_atomic(config.out / card, v2_card_header(config, counted_by, writer) + V2_IN_PROGRESS)
     summaries = []

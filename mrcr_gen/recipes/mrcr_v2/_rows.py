@@ -128,12 +128,14 @@ def parse_positions(value: Any) -> Any:
     raise ValueError(f"expected a list or tuple, got {type(value).__name__}")
 
 
-def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """Raw records of a v2 file (CSV cells are strings; parquet cells typed), one at a time."""
+def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[dict[str, Any]]:
+    """Raw records of a v2 file (CSV cells are strings; parquet cells typed), one at a time.
+    `errors` is how CSV bytes that are not UTF-8 decode (the validator reads them as lone
+    surrogates with "surrogateescape", to report them by row)."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
         raise_csv_limit()
-        with open(path, newline="", encoding="utf-8-sig") as handle:  # a byte-order mark is not a column
+        with open(path, newline="", encoding="utf-8-sig", errors=errors) as handle:  # a byte-order mark is not a column
             yield from csv.DictReader(handle)
         return
     with pq.ParquetFile(path) as parquet:

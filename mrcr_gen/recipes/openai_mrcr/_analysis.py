@@ -37,4 +37,5 @@ def transcript_of(messages: Sequence[dict], random_string: str) -> Transcript | 
         target=int(query["ordinal"]),
         prefix=random_string,
         length=offsets[-1],
+        query=messages[-1]["content"],
     )

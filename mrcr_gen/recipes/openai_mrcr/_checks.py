@@ -8,13 +8,15 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import pairwise
 from typing import Any
 
 from ..._bins import bin_for_tokens
-from ..._models import ASK_PATTERN, ASK_TEMPLATE, normalize_ask, normalize_writing, ordinal
+from ..._models import ASK_TEMPLATE, normalize_writing, ordinal
 from ..._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
+from ...validate._asks import encodable, unencodable_at
 from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity, as_errors
+from . import _checks_asks
+from ._checks_asks import _indices, _short, is_preamble
 from ._models import PREAMBLE_HEADER, QUERY_PATTERN, RANDOM_STRING_PATTERN, is_real_date
 
 STRING_COLUMNS = ("prompt", "answer", "random_string_to_prepend", "date_added")
@@ -23,17 +25,6 @@ INT_COLUMNS = ("n_needles", "desired_msg_index", "total_messages", "n_chars")
 CHAT_ROLES = ("user", "assistant")
 
 _RANDOM_STRING = re.compile(RANDOM_STRING_PATTERN)
-_SHOWN = 70
-
-
-def _short(text: str, limit: int = _SHOWN) -> str:
-    """A one-line, bounded rendering of some text for a message."""
-    text = text.replace("\n", "\\n")
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
-
-
-def _indices(indices: Collection[int]) -> str:
-    return "[" + ", ".join(map(str, indices)) + "]"
 
 
 @dataclass
@@ -61,6 +52,7 @@ class _Checker:
         self.row = row
         self.usable: dict[str, Any] = {}
         self.skip_columns = frozenset(skip_columns)
+        self.unencodable = False  # some text UTF-8 cannot encode (`text_encoding`)
 
     def add(self, check: str, message: str, severity: Severity = "error") -> None:
         self.ctx.findings.append(Finding(file=self.file, row=self.row, check=check, severity=severity, message=message))
@@ -124,6 +116,20 @@ class _Checker:
                 severity="warning",
             )
 
+    # --- text_encoding ------------------------------------------------------------------------
+    def text_encoding(self) -> None:
+        """Text UTF-8 cannot encode (a lone surrogate, which a JSON `\\ud800` escape decodes to):
+        no API or tokenizer takes it. Named by message index; the other checks still run (the token
+        count reads such a character as U+FFFD)."""
+        places = [(f"column {c!r}", v) for c, v in self.usable.items() if isinstance(v, str) and c != "prompt"]
+        places += [(f"messages[{i}]", m["content"]) for i, m in enumerate(self.ctx.messages or [])]
+        bad = [(where, text, at) for where, text in places if (at := unencodable_at(text)) is not None]
+        self.unencodable = bool(bad)
+        if bad:
+            shown = ", ".join(f"{where} at character {at} (U+{ord(text[at]):04X})" for where, text, at in bad[:5])
+            more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+            self.add("text_encoding", f"text UTF-8 cannot encode (a lone surrogate): {shown}{more}")
+
     # --- structure ----------------------------------------------------------------------------
     def structure(self) -> None:
         """The user preamble, then user ask / assistant writing pairs, then the query (its form is
@@ -137,7 +143,7 @@ class _Checker:
             shown = ", ".join(f"messages[{i}] is {_short(str(messages[i]['role']), 20)}" for i in foreign[:3])
             more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
             problems.append(f"only user and assistant messages belong in an MRCR prompt: {shown}{more}")
-        if not _is_preamble(messages[0]):
+        if not is_preamble(messages[0]):
             problems.append(
                 f"messages[0] must be the user few-shot preamble ({_short(PREAMBLE_HEADER, 40)}), "
                 f"found {_short(str(messages[0]['role']), 20)} {_short(messages[0]['content'], 50)}"
@@ -234,7 +240,7 @@ class _Checker:
                 f"also found in messages {_indices(elsewhere[:10])}",
             )
 
-    # --- needle_count, near_duplicate_ask -----------------------------------------------------
+    # --- needle_count; near_duplicate_ask, needle_ask_elsewhere, ask_form (in _checks_asks) ----
     def needle_count(self) -> None:
         if self.ctx.ask is None:
             return
@@ -252,58 +258,17 @@ class _Checker:
                 f"{self.ctx.ask!r}, at messages {_indices(needles)}",
             )
 
-    def _near_needle_ask(self, text: str) -> bool:
-        """`text` equals the needle ask only up to case, whitespace or punctuation."""
-        ask = self.ctx.ask
-        return (
-            ask is not None
-            and text != ask
-            and len(text) < 4 * len(ask) + 40
-            and normalize_ask(text) == normalize_ask(ask)
-        )
-
     def near_duplicate_ask(self) -> None:
-        messages, ask = self.ctx.messages, self.ctx.ask
-        if messages is None or ask is None:
-            return
-        near = [
-            i
-            for i, m in enumerate(messages[1:-1], start=1)
-            if m["role"] == "user" and self._near_needle_ask(m["content"])
-        ]
-        if near:
-            shown = ", ".join(f"{i}: {_short(messages[i]['content'], 60)}" for i in near[:5])
-            self.add(
-                "near_duplicate_ask",
-                f"{len(near)} user message(s) equal the needle ask {ask!r} only up to case, whitespace or "
-                f"punctuation (not counted as needles): {shown}",
-                severity="warning",
-            )
+        if self.ctx.messages is not None:
+            _checks_asks.near_duplicate_ask(self.ctx.messages, self.ctx.ask, self.add)
+
+    def needle_ask_elsewhere(self) -> None:
+        if self.ctx.messages is not None:
+            _checks_asks.needle_ask_elsewhere(self.ctx.messages, self.ctx.ask, self.ctx.needles, self.add)
 
     def ask_form(self) -> None:
-        """Distractor asks (user messages answered by an assistant writing, the preamble aside) of
-        the form `write a {format} about {entity}`. Near-duplicates of the needle ask are
-        `near_duplicate_ask`'s; misplaced messages are `structure`'s."""
-        messages = self.ctx.messages
-        if messages is None:
-            return
-        malformed = [
-            i
-            for i, (m, reply) in enumerate(pairwise(messages))
-            if m["role"] == "user"
-            and reply["role"] == "assistant"
-            and m["content"] != self.ctx.ask
-            and not ASK_PATTERN.fullmatch(m["content"])
-            and not self._near_needle_ask(m["content"])
-            and not _is_preamble(m)
-        ]
-        if malformed:
-            shown = ", ".join(f"{i}: {_short(messages[i]['content'], 60)}" for i in malformed[:5])
-            self.add(
-                "ask_form",
-                f"{len(malformed)} distractor ask(s) not of the form 'write a {{format}} about {{entity}}': {shown}",
-                severity="warning",
-            )
+        if self.ctx.messages is not None:
+            _checks_asks.ask_form(self.ctx.messages, self.ctx.ask, self.add)
 
     # --- desired_index ----------------------------------------------------------------------
     def _describe(self, i: int) -> str:
@@ -432,6 +397,27 @@ class _Checker:
                 f"needle responses must all differ, but {shown}: the ordinal is ambiguous",
             )
 
+    def empty_writing(self) -> None:
+        """A needle whose writing is empty or blank: the answer would be the random string alone."""
+        messages, needles, k = self.ctx.messages, self.ctx.needles, self.ctx.k
+        if messages is None:
+            return
+        empty = [
+            i + 1
+            for i in needles
+            if i + 1 < len(messages) - 1
+            and messages[i + 1]["role"] == "assistant"
+            and not messages[i + 1]["content"].strip()
+        ]
+        if empty:
+            target = needles[k - 1] + 1 if k is not None and 0 < k <= len(needles) else None
+            shown = ", ".join(
+                f"messages[{i}] (needle {needles.index(i - 1) + 1} of {len(needles)}"
+                + (", the one the query asks for)" if i == target else ")")
+                for i in empty[:8]
+            )
+            self.add("empty_writing", f"needle writings must not be empty or blank: {shown}")
+
     def near_duplicate_needle_response(self) -> None:
         """Needle writings that differ only in case or whitespace: the ordinal hardly matters to the score."""
         messages = self.ctx.messages
@@ -475,12 +461,11 @@ class _Checker:
 
     def tokens(self, tokenizer: str = DEFAULT_TOKENIZER) -> tuple[int | None, str | None]:
         messages, answer = self.ctx.messages, self.usable.get("answer")
-        if messages is None:
+        if messages is None or answer is None:  # a missing answer is `schema`'s: no bin is claimed without it
             return None, None
         count = _repeated_text_counter(tokenizer)
-        n_tokens = sum(count(m["content"]) for m in messages)
-        if answer is not None:
-            n_tokens += count(answer)
+        texts = [*(m["content"] for m in messages), answer]
+        n_tokens = sum(count(encodable(text) if self.unencodable else text) for text in texts)
         found = bin_for_tokens(n_tokens)
         if found is None:
             self.add(
@@ -489,11 +474,6 @@ class _Checker:
             )
             return n_tokens, OUT_OF_RANGE
         return n_tokens, found.label
-
-
-def _is_preamble(message: dict) -> bool:
-    content = message["content"]
-    return message["role"] == "user" and (content.startswith(PREAMBLE_HEADER) or "======EXAMPLE======" in content)
 
 
 @lru_cache(maxsize=4)
@@ -517,14 +497,17 @@ def analyze_row(
     try:
         checker.schema()
         checker.prompt_json()
+        checker.text_encoding()
         checker.structure()
         checker.final_query()
         checker.random_string()
         checker.needle_count()
         checker.near_duplicate_ask()
+        checker.needle_ask_elsewhere()
         checker.ask_form()
         checker.desired_index()
         checker.answer()
+        checker.empty_writing()
         checker.duplicate_needle_response()
         checker.near_duplicate_needle_response()
         checker.counts()

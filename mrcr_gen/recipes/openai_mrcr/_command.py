@@ -18,6 +18,7 @@ from ..._request import (
     GenerateRequest,
     ProgressBar,
     RequestError,
+    check_out_folder,
     checked_tokenizer,
     open_engine,
     option_error,
@@ -59,6 +60,7 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
         )
     except ValidationError as exc:
         raise RequestError(option_error(exc)) from None
+    check_out_folder(config.out)
     total = sum(len(f.rows) for f in config.shard_plan())
     chosen_writer = make_writer(
         request.writer,

@@ -184,6 +184,7 @@ def generate_dataset(
             engine.close()
         for _, path, _, _ in files:  # no unit runs now: what a writer that died or was stopped left
             remove_partials(path)
+            remove_partials(sidecar_path(path))
     if failures:
         raise FileFailed(failures)
     if store is not None:

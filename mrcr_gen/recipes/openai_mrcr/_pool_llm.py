@@ -12,9 +12,11 @@ report for scripts. The API key is never stored or printed.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ..._files import write_text_atomic
+from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
@@ -148,6 +150,33 @@ def _params(
     return {k: v for k, v in sorted(params.items()) if v is not None}
 
 
+def _one_build_per_pool(build: Callable[..., BuildReport]) -> Callable[..., BuildReport]:
+    """Hold the pool file's lock (`pool_lock_path`) for the whole build: a second build of the same
+    pool would ask for (and pay for) the same writings; it is refused with BuildError naming the first."""
+    signature = inspect.signature(build)
+
+    @functools.wraps(build)
+    def locked(*args: Any, **kwargs: Any) -> BuildReport:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        lock = pool_lock_path(bound.arguments["out"])
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with exclusive_lock(lock, f"the pool {bound.arguments['out']}"):
+                return build(*args, **kwargs)
+        except Busy as exc:  # only entering the lock raises it
+            raise BuildError(str(exc)) from None
+
+    return locked
+
+
+def pool_lock_path(out: str | os.PathLike) -> Path:
+    """`pool.parquet` -> `pool.lock`, beside the pool: held by the build writing it."""
+    out = Path(out)
+    return out.with_name(out.name.removesuffix(".parquet") + ".lock")
+
+
+@_one_build_per_pool
 def build_pool_openai(
     model: str,
     asks: Sequence[Ask] | Mapping[Ask, int],

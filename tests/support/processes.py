@@ -1,0 +1,141 @@
+"""A command run as a real process tree, stopped by a signal: which of its descendants are left,
+and which output files were put in place after the signal."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Bounds on waits (not timings asserted): a machine under load starts Python slowly.
+START_DEADLINE = 240.0
+EXIT_DEADLINE = 15.0
+#: For the command itself to stop (a local Ray instance takes a while to shut down).
+STOP_DEADLINE = 60.0
+#: A file put in place later than this after the signal was written by a process that outlived it.
+SETTLE = 0.05
+
+
+@dataclass
+class Stopped:
+    returncode: int
+    stderr: str
+    left: list[str] = field(default_factory=list)  # descendants still running after EXIT_DEADLINE
+    written_after: list[str] = field(default_factory=list)  # output files put in place after the signal
+    descendants: list[str] = field(default_factory=list)  # every descendant seen before the signal
+
+
+def cli(command: str, *args: str) -> list[str]:
+    """The console script `command` (mrcr-gen, mrcr-validate ...), run by this Python."""
+    main = {"mrcr-gen": "gen_main", "mrcr-validate": "validate_main"}[command]
+    return [sys.executable, "-c", f"from mrcr_gen.cli import {main}; {main}()", *args]
+
+
+def command_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    return env | extra
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _describe(process: psutil.Process) -> str:
+    try:
+        return f"{process.pid} {' '.join(process.cmdline())[:100]}"
+    except psutil.Error:
+        return str(process.pid)
+
+
+def complete_files(folder: Path) -> dict[Path, float]:
+    """Output files in place (not temporary ones), with when they were put there (ctime: a rename sets it)."""
+    found = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.name.endswith(".partial"):
+            with contextlib.suppress(FileNotFoundError):
+                found[path] = path.stat().st_ctime
+    return found
+
+
+def stop_while_running(
+    args: list[str],
+    out: Path,
+    sig: signal.Signals,
+    ready: Callable[[psutil.Process], bool],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    slow_to_exit: Callable[[str], bool] = lambda _: False,
+    slow_deadline: float = 0.0,
+) -> Stopped:
+    """Start `args`, wait until `ready(process)` (bounded), send `sig` to the command alone, then
+    wait (bounded) for it and every descendant it had to end; descendants `slow_to_exit` (by
+    their description) are given `slow_deadline` more. Whatever is left is killed after."""
+    # A file, not a pipe: descendants that outlive the command would hold a pipe open.
+    errors = out.parent / f"{out.name}.stderr"
+    with open(errors, "w") as stderr:
+        process = subprocess.Popen(args, env=env or command_env(), cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
+    main = psutil.Process(process.pid)
+    descendants: dict[int, psutil.Process] = {}
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while not ready(main):
+            assert process.poll() is None, f"the command ended before it was stopped: {errors.read_text()}"
+            assert time.monotonic() < deadline, "the command never got ready"
+            time.sleep(0.05)
+        for child in main.children(recursive=True):
+            descendants[child.pid] = child
+        described = {pid: _describe(child) for pid, child in descendants.items()}  # while they run
+        process.send_signal(sig)
+        signalled = time.time()
+        process.wait(timeout=STOP_DEADLINE)
+        deadline = time.monotonic() + EXIT_DEADLINE
+        while any(_alive(p) for p in descendants.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [described[pid] for pid, p in descendants.items() if _alive(p)]
+        deadline = time.monotonic() + slow_deadline
+        while left and all(map(slow_to_exit, left)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = [described[pid] for pid, p in descendants.items() if _alive(p)]
+        written_after = sorted(
+            str(path.relative_to(out)) for path, ctime in complete_files(out).items() if ctime > signalled + SETTLE
+        )
+        return Stopped(process.returncode, errors.read_text(), left, written_after, list(described.values()))
+    finally:
+        for leftover in [main, *descendants.values()]:
+            if _alive(leftover):
+                with contextlib.suppress(psutil.Error):
+                    leftover.kill()
+        if process.poll() is None:
+            process.wait()
+
+
+def units_running(workers: int) -> Callable[[psutil.Process], bool]:
+    """Ready when the command has at least `workers` descendants besides the fork server and the
+    resource tracker (its pool's workers have started)."""
+
+    def ready(main: psutil.Process) -> bool:
+        try:
+            children = main.children(recursive=True)
+        except psutil.Error:
+            return False
+        return len(children) >= workers + 2
+
+    return ready
+
+
+def file_written(folder: Path, pattern: str = "*.parquet") -> Callable[[psutil.Process], bool]:
+    """Ready once a file matching `pattern` is in place under `folder` (the work is under way)."""
+    return lambda _: folder.is_dir() and any(folder.rglob(pattern))
