@@ -167,7 +167,7 @@ def documented_commands() -> list[Command]:
     """Every distinct command, with the places it is documented (written the same way)."""
     places: dict[tuple[str, str | None], list[str]] = {}
     for where, text in all_bash_lines():
-        if text.split()[0] in CLIS:
+        if text.split()[0] in CLIS and not is_ignored(text):
             left, *pipes = _split_top_level(text, "|")
             assert len(pipes) <= 1, f"{where}: more than one pipe in {text!r}"
             places.setdefault((left.strip(), pipes[0].strip() if pipes else None), []).append(where)
@@ -533,7 +533,7 @@ def check_inspect_eval(ws: Workspace, command: Command, run: Run) -> None:
     log = _inspect_log_of(ws, command)
     assert log.status == "success" and log.samples, run.explain()
     metrics = {name: m.value for name, m in log.results.scores[0].metrics.items()}
-    assert {"mean", "stderr", "auc_128k", "auc_1m"} <= set(metrics)
+    assert {"mean", "stderr", "bin_8192"} <= set(metrics)  # no AUC: one bin of the 128k range has rows
     if "mockllm/" not in command.text:  # the server's oracle answers every row right
         assert metrics["mean"] == 1.0
         assert all(s.metadata["status"] == "ok" for s in log.samples)
