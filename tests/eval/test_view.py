@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,11 +27,6 @@ from mrcr_gen.eval._view import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 BINS = [("(4096, 8192]", 8192), ("(8192, 16384]", 16384), ("(16384, 32768]", 32768)]
 # A 1x1 PNG: the page must embed the bytes it is given, whatever they draw.
 PNG = bytes.fromhex(
@@ -207,39 +201,6 @@ def test_page_assets_ship_inside_the_built_wheel(tmp_path):
 
 
 # -- the page in a real browser ---------------------------------------------------------------------
-
-
-def _unavailable() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"{CHROMIUM} is absent (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not importable (pip install playwright)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    reason = _unavailable()
-    if reason:
-        if os.environ.get("MRCR_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"browser tests required here, but {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as driver:
-        context = driver.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1200, "height": 800},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from mrcr_gen import EvalConfig, run_eval
 from mrcr_gen._api import summarize_run
 from mrcr_gen.recipes import recipe_named
+from tests.support.browser import open_browser
 from tests.support.chat_server import ChatServer
 
 from .conftest import ROOT, inspect_cli
@@ -303,3 +304,51 @@ def test_report_refuses_a_log_of_another_task(tmp_path, capsys):
         eval_main(["report", log.location])
     assert info.value.code == 2
     assert "a log of the task other, not of mrcr_gen/mrcr or mrcr_gen/mrcr_v2" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ inspect view, in a real browser
+
+
+def test_inspect_view_shows_an_exported_run(mrcr_data, tmp_path, inspect_env):
+    """`inspect view` (Inspect's own viewer, a local web server) lists the exported log and shows
+    its metrics and every sample, by row digest, in headless Chromium."""
+    import socket
+    import time
+    import urllib.request
+
+    files = sorted(mrcr_data.glob("*.parquet"))
+    _mrcr_eval(files, tmp_path / "run", "first_needle", limit=4)
+    logs = tmp_path / "logs"
+    export_run(tmp_path / "run", logs / "run.eval")
+    digests = [json.loads(line)["digest"] for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = Path(sys.executable).with_name("inspect")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "inspect_ai._cli.main"]
+    viewer = subprocess.Popen(
+        [*command, "view", "--log-dir", str(logs), "--host", "127.0.0.1", "--port", str(port)],
+        env=inspect_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/logs", timeout=5) as answer:
+                    listed = json.loads(answer.read())
+                break
+            except OSError:
+                assert viewer.poll() is None and time.monotonic() < deadline, "inspect view did not start"
+                time.sleep(0.5)
+        assert [Path(f["name"]).name for f in listed["files"]] == ["run.eval"]
+        # Here, not as the module's fixture: playwright's event loop would stay for later tests' asyncio.run.
+        with open_browser(tmp_path / "chromium-profile") as browser:
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
+            page.wait_for_selector(f"text={digests[0]}", timeout=60_000)
+            text = page.inner_text("body")
+        assert "mrcr_gen/mrcr" in text and "mrcr_scorer" in text
+        assert all(digest in text for digest in digests)
+    finally:
+        viewer.kill()
+        viewer.wait()
