@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -36,19 +35,20 @@ def v2_data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def inspect_env(tmp_path_factory) -> dict[str, str]:
-    """The environment of an `inspect eval` subprocess that finds this checkout's tasks: an
-    installed mrcr-gen declares the `inspect_ai` entry point in pyproject.toml; a checkout run
-    from PYTHONPATH gets the same declaration from a dist-info folder on the path."""
-    paths = [str(ROOT)]
-    declared = any(ep.name == "mrcr_gen" and ep.value == "mrcr_gen.inspect._tasks" for ep in entry_points(group="inspect_ai"))
-    if not declared:
-        info = tmp_path_factory.mktemp("ep") / "mrcr_gen_inspect_checkout-0.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mrcr-gen-inspect-checkout\nVersion: 0.0\n")
-        (info / "entry_points.txt").write_text("[inspect_ai]\nmrcr_gen = mrcr_gen.inspect._tasks\n")
-        paths.append(str(info.parent))
+    """The environment of an `inspect eval` subprocess that runs this checkout's tasks as an
+    installed package: a folder named site-packages holding a link to this checkout's mrcr_gen
+    and a dist-info that declares the `inspect_ai` entry point, first on the path. (Inspect names
+    a task `mrcr_gen/mrcr` only when its module lies in site-packages or in an editable install;
+    a checkout on PYTHONPATH beside a regular install of mrcr-gen, as in CI, is neither.)"""
+    site = tmp_path_factory.mktemp("checkout") / "site-packages"
+    site.mkdir()
+    (site / "mrcr_gen").symlink_to(ROOT / "mrcr_gen", target_is_directory=True)
+    info = site / "mrcr_gen_inspect_checkout-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mrcr-gen-inspect-checkout\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text("[inspect_ai]\nmrcr_gen = mrcr_gen.inspect._tasks\n")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["INSPECT_DISPLAY"] = "none"
     return env
 
