@@ -23,7 +23,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (3, ("mrcr_gen.recipes.",)),
     (4, ("mrcr_gen.recipes",)),
     (5, ("mrcr_gen._api",)),
-    (6, ("mrcr_gen.cli", "mrcr_gen")),
+    (6, ("mrcr_gen.cli", "mrcr_gen.inspect", "mrcr_gen")),
 ]
 RECIPES = ("mrcr_gen.recipes.openai_mrcr", "mrcr_gen.recipes.mrcr_v2")
 
