@@ -320,7 +320,7 @@ def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, 
 def view(
     run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval)."),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="The HTML file (default: RUN_DIR/report.html; for an Inspect log, LOG.html beside it)."
+        None, "-o", "--output", help="The HTML file (default: RUN_DIR/report.html; LOG.html beside an Inspect log)."
     ),
 ) -> None:
     from ..eval import render_view, write_html
