@@ -47,7 +47,9 @@ view_app = typer.Typer(
 )
 compare_app = typer.Typer(
     add_completion=False,
-    help="Compare runs: one row per run (model, rows, mean, AUC@128k, AUC@1M, per-bin means, errors, cost).",
+    help="Compare runs: one row per run (model, rows, mean, AUC@128k, AUC@1M, per-bin means, errors, cost). A "
+    "--control query-only run comes right after its full run (same model and data), with its memorization test: a "
+    "one-sided paired t-test of its scores against the random-writing floor (flagged at p < 0.01).",
 )
 
 
