@@ -3,13 +3,13 @@ docs follow).
 
 The commands are read from the ```bash blocks of README.md and of every page under docs/:
 continuation lines (ending in ``\\``) are joined, comments dropped, ``&&`` chains split, and
-every command that starts with ``mrcr-gen``, ``mrcr-validate``, ``mrcr-grade`` or ``mrcr-eval``
-becomes one test, named by the file and line of every place it is written that way (an example
+every command that starts with ``mrcr-gen``, ``mrcr-validate``, ``mrcr-grade``, ``mrcr-eval`` or
+``inspect`` (Inspect's CLI, with this project's tasks) becomes one test, named by the file and line of every place it is written that way (an example
 the README shares with the docs is one test: ``README.md:25 docs/generating.md:4 mrcr-gen ...``),
 run with bash in a temporary working directory shared by the module (one per xdist worker), as a
 reader following the README and the docs in one folder would. Setup
 commands (``pip``, ``python3 -m venv``, ``.``, ``export``, ``vllm serve``, ``huggingface-cli``,
-``ls``, ``ray start``/``ray job submit``, the pytest line, the benchmarks' ``python bench/...``
+``ls``, ``ray start``/``ray job submit``, ``inspect view``, ``export LOCAL_API_KEY=...``, the pytest line, the benchmarks' ``python bench/...``
 and ``mkdocs serve``/``build``, which tests/test_docs.py runs) are recognised and not run;
 anything else in a bash block fails `test_every_bash_line_is_classified`, so a new example can't
 escape. Each command must match exactly one rule of `RULES`, which says what it needs first (a
@@ -27,6 +27,7 @@ documented text                               run as
 (or ``--tokens``) / without ``--samples``     ``... --samples 1`` appended
 ``mrcr-gen pool build`` without ``--entities``  ``... --entities 3`` appended (240 requests, not 4,600)
 ``--base-url http://localhost:8000/v1``       ``--base-url <the test chat server>``
+``-T bins=N`` (``inspect eval``)              ``-T bins=8192``
 ============================================  ==============================================
 
 What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr layout
@@ -66,7 +67,7 @@ from tests.support.tiny_tokenizer import write_tiny_tokenizer
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-CLIS = ("mrcr-gen", "mrcr-validate", "mrcr-grade", "mrcr-eval")
+CLIS = ("mrcr-gen", "mrcr-validate", "mrcr-grade", "mrcr-eval", "inspect")
 API_KEY = "sk-readme-test-0f9e8d7c6b5a"
 LOCAL_URL = "http://localhost:8000/v1"
 TIMEOUT = 300
@@ -84,6 +85,8 @@ IGNORED = (
     re.compile(r"^ray (start|job submit)\b"),  # a real cluster; --engine ray is tested in tests/engines
     re.compile(r"^python bench/bench_\w+\.py\b"),  # minutes on an idle machine: run by hand
     re.compile(r"^mkdocs (serve|build)\b"),  # tests/test_docs.py builds the site
+    re.compile(r"^export LOCAL_API_KEY="),  # Inspect's openai-api/local provider: set by Workspace.env
+    re.compile(r"^inspect view\b"),  # a web server; tests/inspect reads the logs it would show
 )
 
 
@@ -164,7 +167,7 @@ def documented_commands() -> list[Command]:
     """Every distinct command, with the places it is documented (written the same way)."""
     places: dict[tuple[str, str | None], list[str]] = {}
     for where, text in all_bash_lines():
-        if text.split()[0] in CLIS:
+        if text.split()[0] in CLIS and not is_ignored(text):
             left, *pipes = _split_top_level(text, "|")
             assert len(pipes) <= 1, f"{where}: more than one pipe in {text!r}"
             places.setdefault((left.strip(), pipes[0].strip() if pipes else None), []).append(where)
@@ -191,6 +194,7 @@ def scale(text: str, server_url: str) -> str:
     while f"--bin {smallest} --bin {smallest}" in text:
         text = text.replace(f"--bin {smallest} --bin {smallest}", f"--bin {smallest}")
     text = text.replace(f"--base-url {LOCAL_URL}", f"--base-url {server_url}")
+    text = re.sub(r"-T bins=\d+", "-T bins=8192", text)
     words = shlex.split(text)
     if words[0] == "mrcr-gen" and (len(words) == 1 or words[1] not in ("pool", "schemas")):
         if not _has(text, "--bin") and not _has(text, "--tokens"):
@@ -254,6 +258,10 @@ class Workspace:
             "MRCR_GEN_CACHE": str(self.root / ".cache" / "mrcr-gen"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
             "COLUMNS": "200",
+            # Inspect's openai-api/local provider, as docs/inspect.md exports them
+            "LOCAL_API_KEY": API_KEY,
+            "LOCAL_BASE_URL": self.server.base_url,
+            "INSPECT_DISPLAY": "none",
         }
         env = {k: v for k, v in env.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
         env |= {"HF_ENDPOINT": self.hub.url, "HF_HOME": str(self.root / ".hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
@@ -550,6 +558,49 @@ def check_view(ws: Workspace, command: Command, run: Run) -> None:
     assert len(page) > 10000 and "samples-data" in page
 
 
+def _inspect_log_of(ws: Workspace, command: Command):
+    """The one Inspect log the documented `inspect eval ... --log-dir DIR` wrote, read."""
+    from inspect_ai.log import read_eval_log
+
+    [path] = sorted((ws.root / option(command.text, "--log-dir")).glob("*.eval"))
+    return read_eval_log(str(path))
+
+
+def check_inspect_eval(ws: Workspace, command: Command, run: Run) -> None:
+    log = _inspect_log_of(ws, command)
+    assert log.status == "success" and log.samples, run.explain()
+    metrics = {name: m.value for name, m in log.results.scores[0].metrics.items()}
+    assert {"mean", "stderr", "bin_8192"} <= set(metrics)  # no AUC: one bin of the 128k range has rows
+    if "mockllm/" not in command.text:  # the server's oracle answers every row right
+        assert metrics["mean"] == 1.0
+        assert all(s.metadata["status"] == "ok" for s in log.samples)
+
+
+def check_export_inspect(ws: Workspace, command: Command, run: Run) -> None:
+    from inspect_ai.log import read_eval_log
+
+    from mrcr_gen._api import summarize_run
+
+    log = read_eval_log(str(ws.root / option(command.text, "-o")))
+    run_dir = ws.root / shlex.split(command.text)[2]
+    assert len(log.samples) == summarize_run(run_dir)["n_rows"]
+
+
+def check_inspect_report(ws: Workspace, command: Command, run: Run) -> None:
+    assert "AUC@128k" in run.stdout and "1.000" in run.stdout
+    assert sorted(p.name for p in (ws.root / "logs/gpt-4.1").iterdir())[-1].endswith(".eval")  # nothing written beside
+
+
+def check_inspect_compare(ws: Workspace, command: Command, run: Run) -> None:
+    assert "runs/mini-generated" in run.stdout and "logs/offline/" in run.stdout and "AUC@128k" in run.stdout
+    assert (ws.root / option(command.text, "--plot")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def check_inspect_view(ws: Workspace, command: Command, run: Run) -> None:
+    page = (ws.root / option(command.text, "-o")).read_text()
+    assert page.startswith("<!DOCTYPE html>") and "samples-data" in page
+
+
 def check_grade(ws: Workspace, command: Command, run: Run) -> None:
     n = rows_in(ws.root / "mrcr/2needle/2needle_0.parquet")
     if "--json" in shlex.split(command.text):
@@ -692,14 +743,27 @@ RULES: dict[str, Rule] = {
     ),
     "eval-extra-body": Rule(r"^mrcr-eval mrcr/2needle/.*--extra-body ", needs=("mrcr",), check=check_eval),
     "eval-compare": Rule(
-        r"^mrcr-eval compare (?!\S+ \S+-control$)", needs=("eval-official", "eval-reasoning"), check=check_compare
+        r"^mrcr-eval compare runs/gpt(?!\S* \S+-control$)", needs=("eval-official", "eval-reasoning"), check=check_compare
     ),
     "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
     "gen-workers": Rule(r"^mrcr-gen .*--workers 8 --out mrcr-1m$", check=check_generated),
     "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
-    "eval-report": Rule(r"^mrcr-eval report ", needs=("eval-generated",), check=check_report, before=before_report),
-    "eval-view": Rule(r"^mrcr-eval view ", needs=("eval-generated",), check=check_view),
+    "eval-report": Rule(r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report),
+    "eval-view": Rule(r"^mrcr-eval view runs/", needs=("eval-generated",), check=check_view),
+    "inspect-hub": Rule(r"^inspect eval mrcr_gen/mrcr --model openai/", needs=("hub",), check=check_inspect_eval),
+    "inspect-v2": Rule(r"^inspect eval mrcr_gen/mrcr_v2 ", needs=("gen-v2",), check=check_inspect_eval),
+    "inspect-offline": Rule(r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval),
+    "inspect-local": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model openai-api/local/", needs=("gen-data",), check=check_inspect_eval
+    ),
+    "export-inspect": Rule(r"^mrcr-eval export-inspect runs/", needs=("eval-generated",), check=check_export_inspect),
+    "inspect-report": Rule(r"^mrcr-eval report logs/", needs=("inspect-hub",), check=check_inspect_report),
+    "inspect-compare": Rule(
+        r"^mrcr-eval compare runs/mini-generated logs/", needs=("eval-generated", "inspect-offline"),
+        check=check_inspect_compare,
+    ),
+    "inspect-view": Rule(r"^mrcr-eval view logs/", needs=("inspect-hub",), check=check_inspect_view),
     "gen-v2": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--out v2-data$", check=check_v2_generated),
     "gen-v2-tokens": Rule(r"^mrcr-gen --recipe mrcr-v2 .*--tokens ", check=check_v2_generated),
     "validate-v2": Rule(r"^mrcr-validate v2-data/$", needs=("gen-v2",), check=check_validated),

@@ -25,7 +25,11 @@ def grade_main() -> None:
     main()
 
 
-def eval_main() -> None:
+def eval_main(args: list[str] | None = None) -> None:
+    """`mrcr-eval`, with `export-inspect` (its own command module) added here."""
+    from ._eval import SUBCOMMANDS
     from ._eval import eval_main as main
+    from ._inspect import export_app
 
-    main()
+    SUBCOMMANDS.setdefault("export-inspect", export_app)
+    main(args)

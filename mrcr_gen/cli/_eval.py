@@ -298,16 +298,47 @@ def evaluate(
 
 
 def _require_run_dir(run_dir: Path) -> None:
-    if not (run_dir / "results.jsonl").is_file():
-        raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory")
+    if not (run_dir / "results.jsonl").is_file() and not _inspect_log(run_dir):
+        raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory (nor an Inspect log)")
+
+
+def _inspect_log(path: Path) -> bool:
+    from ..inspect._import import is_inspect_log
+
+    return is_inspect_log(path)
+
+
+def _inspect_logs_read(paths: list[Path]) -> list[dict]:
+    """Inspect logs of the mrcr_gen tasks read as runs: their `compare` entries (run dirs too)."""
+    from ..inspect._import import InspectLogError, compare_paths
+
+    try:
+        return compare_paths(paths)
+    except InspectLogError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _view_of(path: Path) -> Any:
+    """The HTML report of a run directory or an Inspect log."""
+    from ..inspect._import import view_path
+
+    return view_path(path)
 
 
 @report_app.command()
-def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory.")) -> None:
+def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval).")) -> None:
     from .._api import add_analyses
     from .._files import Busy
 
     _require_run_dir(run_dir)
+    if _inspect_log(run_dir):  # printed only: nothing is written beside someone's Inspect logs
+        from ..inspect._import import InspectLogError, summarize_inspect_log
+
+        try:
+            print_report(summarize_inspect_log(run_dir), Console())
+        except InspectLogError as exc:
+            raise CommandError(str(exc)) from None
+        return
     try:
         add_analyses(run_dir)
         summary = write_report(run_dir)
@@ -320,17 +351,19 @@ def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory."
 
 @view_app.command()
 def view(
-    run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="The HTML file [default: RUN_DIR/report.html]."),
+    run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval)."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="The HTML file [default: RUN_DIR/report.html; for a log, LOG.html beside it]."
+    ),
 ) -> None:
-    from .._api import run_view
     from ..eval import render_view, write_html
 
     _require_run_dir(run_dir)
-    output = output or run_dir / "report.html"
+    if output is None:
+        output = run_dir.with_suffix(".html") if _inspect_log(run_dir) else run_dir / "report.html"
     try:
-        write_html(render_view(run_view(run_dir)), output)
-    except ValueError as exc:  # run.json that is not JSON
+        write_html(render_view(_view_of(run_dir)), output)
+    except ValueError as exc:  # run.json that is not JSON; a log not of these tasks
         raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
@@ -339,7 +372,7 @@ def view(
 
 @compare_app.command()
 def compare(
-    run_dirs: list[Path] = typer.Argument(..., help="mrcr-eval run directories."),
+    run_dirs: list[Path] = typer.Argument(..., help="mrcr-eval run directories or Inspect logs (.eval)."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON (a list, one object per run)."),
     plot: Path | None = typer.Option(
         None, "--plot", help="Write an overlay plot (PNG): mean score by bin, one line per run."
@@ -348,14 +381,14 @@ def compare(
         None, "--html", help="Write the runs side by side as one self-contained HTML page."
     ),
 ) -> None:
-    from .._api import compare_runs, run_view
+    from .._api import compare_runs
     from ..eval import render_compare, write_html
     from ..eval._compare import compare_table, controls_table, plot_compare
 
     for run_dir in run_dirs:
         _require_run_dir(run_dir)
     try:
-        entries = compare_runs(run_dirs)
+        entries = _inspect_logs_read(run_dirs) if any(map(_inspect_log, run_dirs)) else compare_runs(run_dirs)
     except ValueError as exc:  # run.json that is not JSON
         raise CommandError(str(exc)) from None
     if plot is not None:
@@ -365,7 +398,9 @@ def compare(
             raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
     if html is not None:
         try:
-            write_html(render_compare([run_view(run_dir) for run_dir in run_dirs]), html)
+            write_html(render_compare([_view_of(run_dir) for run_dir in run_dirs]), html)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         except OSError as exc:
             raise CommandError(f"cannot write {html}: {exc.strerror or exc}") from None
     if as_json:

@@ -11,7 +11,7 @@ from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_wind
 from ._items import EvalItem, EvalRecipe, FileError, ItemError, read_items
 from ._report import plot_summary, print_report, render_table, summarize, summarize_records, write_report
 from ._responses import ResponsesError, grade_responses, read_responses
-from ._run_view import add_analyses, graded_view, run_view, view_samples
+from ._run_view import add_analyses, graded_view, records_view, run_view, view_samples
 from ._runner import RunStats, preflight, run_eval, run_eval_async
 from ._view import ViewReport, ViewSample, render_compare, render_view, write_html
 
@@ -49,6 +49,7 @@ __all__ = [
     "prompt_counter",
     "read_items",
     "read_responses",
+    "records_view",
     "render_compare",
     "render_table",
     "render_view",

@@ -16,31 +16,31 @@ from ._report import _fmt, bin_headers, finish_bin_plot, summarize
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:
-    """One entry per run: model, rows, mean, AUCs, per-bin means, errors, cost, completeness, the
-    sha256 of its data files; a control run (`--control`) comes right after its full run (same model
-    and data; `full_run`) with its memorization test (`_control.memorization_test`)."""
-    entries = []
-    for run_dir in run_dirs:
-        summary = summarize(run_dir, recipes=recipes)
-        entries.append(
-            {
-                "run": str(run_dir),
-                "model": summary["model"],
-                "rows": summary["n_rows"],
-                "mean_score": summary["mean_score"],
-                "auc_128k": summary["auc_128k"],
-                "auc_1m": summary["auc_1m"],
-                "bins": {b["bin"]: b["mean_score"] for b in summary["bins"]},
-                "errors": summary["errors"]["count"] + len(summary["file_errors"]),
-                "cost_usd": summary["cost_usd"],
-                "complete": summary["complete"],
-                "official": summary["official"],
-                "control": summary.get("control"),
-                "memorization": summary.get("memorization"),
-                "data": sorted(e["sha256"] for e in summary.get("data") or [] if isinstance(e, dict) and "sha256" in e),
-            }
-        )
-    return pair_controls(entries)
+    """One entry per run (`compare_entry`); a control run (`--control`) comes right after its full
+    run (same model and data; `full_run`) with its memorization test (`_control.memorization_test`)."""
+    return pair_controls([compare_entry(run_dir, summarize(run_dir, recipes=recipes)) for run_dir in run_dirs])
+
+
+def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, Any]:
+    """The comparison entry of one run (a run directory, or an Inspect log) from its summary: model,
+    rows, mean, AUCs, per-bin means, errors, cost, completeness, the control it is (if any) with its
+    memorization test, and the sha256 of its data files."""
+    return {
+        "run": str(run),
+        "model": summary["model"],
+        "rows": summary["n_rows"],
+        "mean_score": summary["mean_score"],
+        "auc_128k": summary["auc_128k"],
+        "auc_1m": summary["auc_1m"],
+        "bins": {b["bin"]: b["mean_score"] for b in summary["bins"]},
+        "errors": summary["errors"]["count"] + len(summary["file_errors"]),
+        "cost_usd": summary["cost_usd"],
+        "complete": summary["complete"],
+        "official": summary["official"],
+        "control": summary.get("control"),
+        "memorization": summary.get("memorization"),
+        "data": sorted(e["sha256"] for e in summary.get("data") or [] if isinstance(e, dict) and "sha256" in e),
+    }
 
 
 def _all_bins(entries: list[dict[str, Any]]) -> list[str]:

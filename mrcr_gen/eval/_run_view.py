@@ -165,9 +165,16 @@ HEADLINE = ("model", "mean_score", "auc_128k", "auc_1m", "mean_128k", "mean_1m",
 
 def run_view(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> ViewReport:
     """The HTML report of a run folder: its summary, plots, outcomes and every row it describes."""
-
-    run_dir = Path(run_dir)
     records, run = read_run_dir(run_dir)
+    return records_view(records, run, Path(run_dir).name, recipes=recipes)
+
+
+def records_view(
+    records: Sequence[dict[str, Any]], run: dict[str, Any], name: str, *, recipes: Sequence[EvalRecipe]
+) -> ViewReport:
+    """The HTML report of a run's results records and run dict (a run folder's, or those read from
+    another runner's log); `name` names the run in the title."""
+    records = list(records)
     summary = summarize_records(records, run, recipes=recipes)
     records = run_rows(records, run)
     samples, analysed = view_samples(records, recipes=recipes, strip_think=not summary.get("official", True))
@@ -180,7 +187,7 @@ def run_view(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> Vi
         "cost_usd": summary.get("cost_usd"),
     }
     return ViewReport(
-        title=f"{title} ({run_dir.name})",
+        title=f"{title} ({name})",
         headline=headline,
         plots=_plots(summary, failures, title),
         outcomes=failures["outcomes"],
