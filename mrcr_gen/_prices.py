@@ -16,6 +16,24 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-5-nano": (0.05, 0.40),
 }
 
+# USD per 1M cached input tokens (`usage.prompt_tokens_details.cached_tokens`: prompt tokens the
+# provider served from its prompt cache), for the same models. Source: the "Cached input" price on
+# each model's page, https://developers.openai.com/api/docs/models/<name> (and
+# https://openai.com/api/pricing), checked December 2026. gpt-4o and its snapshots: 1.25; gpt-4.1
+# family and gpt-4o-mini: a quarter / a half of input; gpt-5 family: a tenth of input.
+CACHED_INPUT_PRICES: dict[str, float] = {
+    "gpt-4o": 1.25,
+    "gpt-4o-2024-08-06": 1.25,
+    "gpt-4o-2024-11-20": 1.25,
+    "gpt-4o-mini": 0.075,
+    "gpt-4.1": 0.50,
+    "gpt-4.1-mini": 0.10,
+    "gpt-4.1-nano": 0.025,
+    "gpt-5": 0.125,
+    "gpt-5-mini": 0.025,
+    "gpt-5-nano": 0.005,
+}
+
 
 class PriceError(ValueError):
     """Only one of --price-in / --price-out for a model whose list price is not known."""
@@ -37,7 +55,42 @@ def price_for(model: str, price_in: float | None = None, price_out: float | None
     return (price_in if price_in is not None else known[0], price_out if price_out is not None else known[1])
 
 
+def cached_price_for(
+    model: str, price_in: float | None = None, price_out: float | None = None, price_cached: float | None = None
+) -> float | None:
+    """USD per 1M cached prompt tokens: --price-cached, then the table's cached price of the model's
+    exact name, else the input price (`price_for`): a server that gives no cache discount bills
+    cached tokens as any other. None when the input price is not known either. PriceError for
+    --price-cached for a model whose list price is not known without both --price-in and
+    --price-out (as for one of those alone), and whatever `price_for` refuses."""
+    price = price_for(model, price_in, price_out)
+    if price_cached is not None:
+        if price is None:
+            raise PriceError(
+                f"--price-cached without --price-in and --price-out: the list price of {model!r} is not known, "
+                "give all three"
+            )
+        return price_cached
+    if price is None:
+        return None
+    return CACHED_INPUT_PRICES.get(model, price[0])
+
+
 def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
     if price is None:
         return None
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
+
+
+def cache_aware_cost(price: dict, prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> dict[str, float]:
+    """What a run's usage costs at `price` (USD per 1M tokens: `input`, `output` and `cached_input`,
+    which a price recorded before cached prices were known lacks: cached tokens are then priced as
+    input): `cost_usd` = uncached prompt tokens x input + cached tokens x cached input + completion
+    tokens (reasoning included) x output; `cost_without_cache_usd` prices every prompt token as
+    input, and `cache_saved_usd` is the difference."""
+    cached = max(0, min(cached_tokens, prompt_tokens))
+    cached_price = price.get("cached_input", price["input"])
+    output = completion_tokens * price["output"]
+    billed = ((prompt_tokens - cached) * price["input"] + cached * cached_price + output) / 1_000_000
+    without_cache = (prompt_tokens * price["input"] + output) / 1_000_000
+    return {"cost_usd": billed, "cost_without_cache_usd": without_cache, "cache_saved_usd": without_cache - billed}

@@ -60,7 +60,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.pool.writer_server import writer_policy
-from tests.support.chat_server import ChatServer, oracle
+from tests.support.chat_server import ChatServer, memorized, oracle
 from tests.support.hub_server import FakeHub
 from tests.support.tiny_tokenizer import write_tiny_tokenizer
 
@@ -502,6 +502,43 @@ def check_compare(ws: Workspace, command: Command, run: Run) -> None:
     assert (ws.root / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def check_eval_cached_price(ws: Workspace, command: Command, run: Run) -> None:
+    check_eval(ws, command, run)
+    summary = json.loads((ws.root / option(command.text, "--out") / "summary.json").read_text())
+    price = {"input": "--price-in", "cached_input": "--price-cached", "output": "--price-out"}
+    assert summary["price_per_1m"] == {key: float(option(command.text, flag)) for key, flag in price.items()}
+    usage, per_1m = summary["usage"], summary["price_per_1m"]
+    uncached = usage["prompt_tokens"] - usage["cached_tokens"]
+    cost = uncached * per_1m["input"] + usage["cached_tokens"] * per_1m["cached_input"]
+    cost += usage["completion_tokens"] * per_1m["output"]
+    assert summary["cost_usd"] == pytest.approx(cost / 1e6) and summary["cost_usd"] > 0
+    assert summary["cache_saved_usd"] == pytest.approx(summary["cost_without_cache_usd"] - summary["cost_usd"])
+
+
+def check_eval_per_bin(ws: Workspace, command: Command, run: Run) -> None:
+    check_eval(ws, command, run)
+    run_record = json.loads((ws.root / option(command.text, "--out") / "run.json").read_text())
+    assert run_record["selection"]["per_bin"]["k"] == int(option(command.text, "--per-bin"))
+    summary = json.loads((ws.root / option(command.text, "--out") / "summary.json").read_text())
+    assert summary["n_rows"] > 0 and all(c["count"] <= int(option(command.text, "--per-bin")) for c in summary["cells"])
+
+
+def check_eval_control(ws: Workspace, command: Command, run: Run) -> None:
+    summary = json.loads((ws.root / option(command.text, "--out") / "summary.json").read_text())
+    assert summary["control"] == "query-only" and not summary["official"] and summary["complete"]
+    sent = [r for r in ws.server.requests if len(r["messages"]) == 2 and r.get("model") == option(command.text, "--model")]
+    assert len(sent) == summary["n_rows"] > 0  # the preamble and the final query, nothing between
+    # fresh generated rows: the model cannot have seen them, the control stays at the floor
+    assert not summary["memorization"]["memorized"] and summary["mean_score"] < 0.5
+    assert_no_key(ws)
+
+
+def check_compare_control(ws: Workspace, command: Command, run: Run) -> None:
+    full, control = shlex.split(command.text)[2:4]
+    assert "Memorization controls" in run.stdout and f"{control} (query-only)" in run.stdout
+    assert "MEMORIZED" not in run.stdout and full in run.stdout
+
+
 def before_report(ws: Workspace, command: Command) -> None:
     out = ws.root / shlex.split(command.text)[2]
     for name in ("summary.json", "plot.png"):
@@ -689,11 +726,25 @@ RULES: dict[str, Rule] = {
     "gen-remix": Rule(
         r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated
     ),
-    "eval-official": Rule(r"^mrcr-eval mrcr/8needle/(?!.*--reasoning-effort)", needs=("mrcr",), check=check_eval),
+    "eval-official": Rule(
+        r"^mrcr-eval mrcr/8needle/(?!.*(--reasoning-effort|--per-bin|--control))", needs=("mrcr",), check=check_eval
+    ),
+    "eval-per-bin": Rule(r"^mrcr-eval mrcr/8needle/.*--per-bin ", needs=("mrcr",), check=check_eval_per_bin),
+    "eval-control": Rule(r"^mrcr-eval mrcr/8needle/.*--control query-only ", needs=("mrcr",), check=check_eval_control),
+    "eval-compare-control": Rule(
+        r"^mrcr-eval compare \S+ \S+-control$", needs=("eval-official", "eval-control"), check=check_compare_control
+    ),
+    "eval-cached-price": Rule(
+        r"^mrcr-eval mrcr/2needle/.*--price-cached ", needs=("mrcr",), check=check_eval_cached_price
+    ),
     "eval-reasoning": Rule(r"^mrcr-eval mrcr/8needle/.*--reasoning-effort ", needs=("mrcr",), check=check_eval),
-    "eval-vllm": Rule(r"^mrcr-eval mrcr/2needle/(?!.*--extra-body).*--base-url ", needs=("mrcr",), check=check_eval),
+    "eval-vllm": Rule(
+        r"^mrcr-eval mrcr/2needle/(?!.*(--extra-body|--price-cached)).*--base-url ", needs=("mrcr",), check=check_eval
+    ),
     "eval-extra-body": Rule(r"^mrcr-eval mrcr/2needle/.*--extra-body ", needs=("mrcr",), check=check_eval),
-    "eval-compare": Rule(r"^mrcr-eval compare runs/gpt", needs=("eval-official", "eval-reasoning"), check=check_compare),
+    "eval-compare": Rule(
+        r"^mrcr-eval compare runs/gpt(?!\S* \S+-control$)", needs=("eval-official", "eval-reasoning"), check=check_compare
+    ),
     "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
     "gen-workers": Rule(r"^mrcr-gen .*--workers 8 --out mrcr-1m$", check=check_generated),
     "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
@@ -764,9 +815,12 @@ def the_command(rule_name: str) -> Command:
 
 
 def server_policy(messages: list, request_json: dict) -> str:
-    """MRCR queries are solved (oracle); plain asks get varied writings (pool building)."""
+    """MRCR queries are solved (oracle), or without their conversation answered as by a model that
+    never saw them; plain asks get varied writings (pool building)."""
     try:
         return oracle(messages, request_json)
+    except IndexError:  # an MRCR query without its conversation (--control query-only): nothing to solve
+        return memorized({})(messages, request_json)
     except ValueError:
         return writer_policy(messages, request_json)
 

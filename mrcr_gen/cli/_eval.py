@@ -47,7 +47,9 @@ view_app = typer.Typer(
 )
 compare_app = typer.Typer(
     add_completion=False,
-    help="Compare runs: one row per run (model, rows, mean, AUC@128k, AUC@1M, per-bin means, errors, cost).",
+    help="Compare runs: one row per run (model, rows, mean, AUC@128k, AUC@1M, per-bin means, errors, cost). A "
+    "--control query-only run comes right after its full run (same model and data), with its memorization test: a "
+    "one-sided paired t-test of its scores against the random-writing floor (flagged at p < 0.01).",
 )
 
 
@@ -163,6 +165,33 @@ def evaluate(
         min=0,
         help="USD per 1M completion tokens, for the cost. One flag alone needs the model's list price.",
     ),
+    price_cached: float | None = typer.Option(
+        None,
+        "--price-cached",
+        min=0,
+        help=(
+            "USD per 1M cached prompt tokens (default: the model's published cached-input price, else --price-in). "
+            "For a model without a list price it needs --price-in and --price-out."
+        ),
+    ),
+    control: str | None = typer.Option(
+        None,
+        "--control",
+        help=(
+            "query-only: send each row's final query (after the few-shot preamble) without the conversation, to "
+            "test for memorization (NOT a score; compare it with the full run: mrcr-eval compare FULL CONTROL)."
+        ),
+    ),
+    per_bin: int | None = typer.Option(
+        None,
+        "--per-bin",
+        min=1,
+        help=(
+            "At most K rows per (bin, needle count): those whose seeded hash of the row digest is smallest, so "
+            "K=10 is a subset of K=50 on any machine."
+        ),
+    ),
+    per_bin_seed: int = typer.Option(0, "--per-bin-seed", help="The seed of the --per-bin hash."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress line and no table."),
 ) -> None:
     from ..recipes import RECIPES
@@ -196,6 +225,10 @@ def evaluate(
             retry_errors=retry_errors,
             price_in=price_in,
             price_out=price_out,
+            price_cached=price_cached,
+            control=cast(Any, control),  # a str here; EvalConfig checks it is a known control
+            per_bin=per_bin,
+            per_bin_seed=per_bin_seed,
             tokenizer_spec=tokenizer,
             chat_template=chat_template,
             count_with_server=count_with_server,
@@ -350,7 +383,7 @@ def compare(
 ) -> None:
     from .._api import compare_runs
     from ..eval import render_compare, write_html
-    from ..eval._compare import compare_table, plot_compare
+    from ..eval._compare import compare_table, controls_table, plot_compare
 
     for run_dir in run_dirs:
         _require_run_dir(run_dir)
@@ -374,7 +407,11 @@ def compare(
         print(json.dumps(entries, indent=2))
     else:
         # A leaderboard is wide: do not squeeze it into 80 columns when written to a file or pipe.
-        Console(width=None if sys.stdout.isatty() else 240).print(compare_table(entries))
+        console = Console(width=None if sys.stdout.isatty() else 240)
+        console.print(compare_table(entries))
+        controls = controls_table(entries)
+        if controls is not None:
+            console.print(controls)
 
 
 SUBCOMMANDS = {"report": report_app, "compare": compare_app, "view": view_app}

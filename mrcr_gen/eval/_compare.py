@@ -10,17 +10,21 @@ from typing import Any
 from rich.table import Table
 
 from .._bins import bin_sort_key
+from ._control import ALPHA, TEST_NAME, pair_controls
 from ._items import EvalRecipe
 from ._report import _fmt, bin_headers, finish_bin_plot, summarize
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:
-    """One entry per run: model, rows, mean, AUCs, per-bin means, errors, cost, completeness."""
-    return [compare_entry(run_dir, summarize(run_dir, recipes=recipes)) for run_dir in run_dirs]
+    """One entry per run (`compare_entry`); a control run (`--control`) comes right after its full
+    run (same model and data; `full_run`) with its memorization test (`_control.memorization_test`)."""
+    return pair_controls([compare_entry(run_dir, summarize(run_dir, recipes=recipes)) for run_dir in run_dirs])
 
 
 def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, Any]:
-    """The comparison entry of one run (a run directory, or an Inspect log) from its summary."""
+    """The comparison entry of one run (a run directory, or an Inspect log) from its summary: model,
+    rows, mean, AUCs, per-bin means, errors, cost, completeness, the control it is (if any) with its
+    memorization test, and the sha256 of its data files."""
     return {
         "run": str(run),
         "model": summary["model"],
@@ -33,6 +37,9 @@ def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, 
         "cost_usd": summary["cost_usd"],
         "complete": summary["complete"],
         "official": summary["official"],
+        "control": summary.get("control"),
+        "memorization": summary.get("memorization"),
+        "data": sorted(e["sha256"] for e in summary.get("data") or [] if isinstance(e, dict) and "sha256" in e),
     }
 
 
@@ -46,7 +53,9 @@ def compare_table(entries: list[dict[str, Any]]) -> Table:
     for name in ("run", "model", "rows", "mean", "AUC@128k", "AUC@1M", *bin_headers(bins), "errors", "cost"):
         table.add_column(name, justify="left" if name in ("run", "model") else "right")
     for entry in entries:
-        flags = ("" if entry["complete"] else " (incomplete)") + ("" if entry["official"] else " (NOT official)")
+        official = "" if entry["official"] else " (NOT official)"
+        kind = f" (control: {entry['control']})" if entry.get("control") else official
+        flags = ("" if entry["complete"] else " (incomplete)") + kind
         table.add_row(
             entry["run"] + flags,
             str(entry["model"]),
@@ -57,6 +66,37 @@ def compare_table(entries: list[dict[str, Any]]) -> Table:
             *(_fmt(entry["bins"].get(label)) for label in bins),
             str(entry["errors"]),
             "-" if entry["cost_usd"] is None else f"${entry['cost_usd']:,.2f}",
+        )
+    return table
+
+
+def controls_table(entries: list[dict[str, Any]]) -> Table | None:
+    """The memorization test of each control run beside its full run; None when no run is a control."""
+    controls = [entry for entry in entries if entry.get("control")]
+    if not controls:
+        return None
+    table = Table(title=f"Memorization controls ({TEST_NAME}, alpha {ALPHA:g})")
+    for name in ("control", "full run", "rows", "control mean", "full mean", "writing floor", "difference"):
+        table.add_column(name, justify="left" if name in ("control", "full run") else "right")
+    table.add_column("needed", justify="right")
+    table.add_column("p", justify="right")
+    table.add_column("verdict")
+    full_means = {entry["run"]: entry["mean_score"] for entry in entries if not entry.get("control")}
+    for entry in controls:
+        test = entry.get("memorization") or {}
+        p_value = test.get("p_value")
+        verdict = "too few rows" if p_value is None else "MEMORIZED" if test["memorized"] else "at the floor"
+        table.add_row(
+            f"{entry['run']} ({entry['control']})",
+            entry.get("full_run") or "-",
+            str(test.get("rows", 0)),
+            _fmt(test.get("control_mean")),
+            _fmt(full_means.get(entry.get("full_run") or "")),
+            _fmt(test.get("floor_mean")),
+            _fmt(test.get("difference")),
+            "-" if test.get("margin") is None else f"> {test['margin']:.3f}",
+            "-" if p_value is None else f"{p_value:.2g}",
+            verdict,
         )
     return table
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._openai import DEFAULT_TIMEOUT
-from .._prices import price_for
+from .._prices import cached_price_for, price_for
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -48,6 +48,12 @@ class EvalConfig(BaseModel):
     retry_errors: bool = True
     price_in: float | None = Field(default=None, ge=0, description="USD per 1M prompt tokens")
     price_out: float | None = Field(default=None, ge=0, description="USD per 1M completion tokens")
+    price_cached: float | None = Field(default=None, ge=0, description="USD per 1M cached prompt tokens")
+    # A control run (see _control): what is sent instead of the row's whole prompt; None = the row.
+    control: Literal["query-only"] | None = None
+    # K rows per (bin, needle count), the K whose seeded hash of the digest is smallest (see _subset).
+    per_bin: int | None = Field(default=None, ge=1)
+    per_bin_seed: int = 0
     tokenizer_spec: str = "o200k_base"
     # How --max-context-window counts a prompt (see _fit): contents with `tokenizer_spec`, the
     # chat template rendered with it, or the server's /tokenize.
@@ -56,14 +62,19 @@ class EvalConfig(BaseModel):
 
     @model_validator(mode="after")
     def _priced(self) -> EvalConfig:
-        price_for(self.model, self.price_in, self.price_out)  # one flag alone needs the model's list price
+        # one flag alone needs the model's list price
+        cached_price_for(self.model, self.price_in, self.price_out, self.price_cached)
         return self
 
     @property
     def price_per_1m(self) -> dict[str, float] | None:
-        """USD per 1M tokens: the flags, then the list price of the model's exact name; None if unknown."""
+        """USD per 1M tokens (input, cached input, output): the flags, then the list prices of the
+        model's exact name; None if unknown."""
         price = price_for(self.model, self.price_in, self.price_out)
-        return None if price is None else {"input": price[0], "output": price[1]}
+        if price is None:
+            return None
+        cached = cached_price_for(self.model, self.price_in, self.price_out, self.price_cached)
+        return {"input": price[0], "cached_input": price[0] if cached is None else cached, "output": price[1]}
 
     @property
     def counts_as_seed(self) -> bool:
@@ -94,27 +105,28 @@ class EvalConfig(BaseModel):
             "base_url": (self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/"),
             "request": self.request_params(),
             "strip_think": self.strip_think,
-        }
+        } | ({"control": self.control} if self.control else {})  # absent unless set: older runs keep their fingerprint
 
 
 def with_stored_prices(config: EvalConfig, previous: dict | None) -> EvalConfig:
     """The config with the prices an earlier command gave this run folder (run.json `options`)
-    when this command gives none, so a resume without --price-in/--price-out still prices the
-    run; prices given now win, as they would in a fresh run."""
-    if config.price_in is not None or config.price_out is not None or not previous:
+    when this command gives none, so a resume without --price-in/--price-out/--price-cached still
+    prices the run; prices given now win, as they would in a fresh run."""
+    if any(getattr(config, name) is not None for name in PRICE_OPTIONS) or not previous:
         return config
     stored = previous.get("options")
     stored = stored if isinstance(stored, dict) else {}
-    if stored.get("price_in") is None and stored.get("price_out") is None:
+    if all(stored.get(name) is None for name in PRICE_OPTIONS):
         return config
     try:
-        return EvalConfig.model_validate(
-            config.model_dump() | {"price_in": stored.get("price_in"), "price_out": stored.get("price_out")}
-        )
+        return EvalConfig.model_validate(config.model_dump() | {name: stored.get(name) for name in PRICE_OPTIONS})
     except ValidationError:
         raise EvalError(
-            f"{config.out}: run.json holds prices that are not valid; give --price-in and --price-out"
+            f"{config.out}: run.json holds prices that are not valid; give --price-in, --price-out and --price-cached"
         ) from None
+
+
+PRICE_OPTIONS = ("price_in", "price_out", "price_cached")
 
 
 def settings_fingerprint(settings: dict[str, Any]) -> str:

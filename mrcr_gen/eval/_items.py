@@ -105,6 +105,10 @@ class EvalRecipe(Protocol):
         """Fields recorded beside the score (e.g. reference floors); {} when none."""
         ...
 
+    def query_only_messages(self, item: EvalItem) -> list[dict]:
+        """What `--control query-only` sends of the row: its final query without the conversation."""
+        ...
+
     def bin_label(self, upper: int) -> str:
         """The label of the length bin with this upper edge."""
         ...

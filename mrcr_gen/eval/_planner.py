@@ -11,6 +11,7 @@ from ._config import EvalConfig
 from ._failures import analyse_item
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 from ._results import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, latest_answers, latest_records, row_ranges
+from ._subset import RANK_RULE, per_bin_rows
 
 THINK_TAG = "<think>"
 
@@ -65,6 +66,7 @@ class Planner:
         self.resumed = 0
         self.selected: dict[str, list[int]] = {}
         self.unreadable: list[str] = []
+        self.per_bin: set[tuple[str, int]] | None = None  # the rows --per-bin keeps, once the walk begins
 
     def _matches(self, record: dict, digest: str) -> bool:
         """Whether a stored record is of this content of the row, under this run's settings."""
@@ -117,9 +119,28 @@ class Planner:
         if record != self.latest.get(key):
             yield RECORD, record
 
+    def _stored_cell(self, path: str, row: int, digest: str) -> tuple[int, int] | None:
+        """The (bin upper edge, needle count) a stored record of this content counted with this tokenizer."""
+        key = (path, row)
+        facts = self._facts(key, digest, self._answer(key, digest))
+        return None if facts is None else (int(facts.get("bin_upper") or 0), int(facts.get("n_needles") or 0))
+
+    def _choose_per_bin(self) -> None:
+        if self.config.per_bin is not None:
+            self.per_bin = per_bin_rows(
+                self.files,
+                self.shas,
+                self.config.per_bin,
+                self.config.per_bin_seed,
+                recipes=self.recipes,
+                tokenizer_spec=self.config.tokenizer_spec,
+                stored=self._stored_cell,
+            )
+
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         config = self.config
         tokenizer = config.tokenizer_spec
+        self._choose_per_bin()  # filters in the order: needles, bin, per-bin (all by cell), limit, window
         for path in self.files:
             if config.limit is not None and self.taken >= config.limit:
                 return
@@ -130,6 +151,9 @@ class Planner:
             def skip(row: int, digest: str, path: str = path, known: dict = known) -> bool:
                 """Whether the row needs no parsing: its stored counts decide it and it is not to be sent."""
                 key = (path, row)
+                if self.per_bin is not None and key not in self.per_bin:
+                    known[row] = (None, None)
+                    return True  # not kept: never parsed
                 answer = self._answer(key, digest)
                 facts = self._facts(key, digest, answer)
                 if facts is not None and answer is None:
@@ -146,6 +170,8 @@ class Planner:
                         break
                     key = (path, item.row)
                     facts, answer = known.pop(item.row, (None, None))
+                    if self.per_bin is not None and key not in self.per_bin:
+                        continue
                     recipe = recipe_named(item.recipe, self.recipes)
                     if facts is not None:  # a bare item: what a fresh parse would give is stored
                         row_fields = {name: facts.get(name) for name in ROW_FIELDS} | {"data_sha256": sha}
@@ -202,11 +228,14 @@ class Planner:
 
     def selection(self) -> dict[str, Any]:
         """What run.json records of this command's rows, for its summary (see `_report`)."""
-        return {
+        selection: dict[str, Any] = {
             "files": self.files,
             "rows": {path: row_ranges(rows) for path, rows in self.selected.items()},
             "unreadable": self.unreadable,
         }
+        if self.config.per_bin is not None:
+            selection["per_bin"] = {"k": self.config.per_bin, "seed": self.config.per_bin_seed, "rank": RANK_RULE}
+        return selection
 
 
 ROW_FIELDS = (

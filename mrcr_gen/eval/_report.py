@@ -6,7 +6,7 @@ import json
 import os
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,9 @@ from rich.table import Table
 
 from .._bins import bin_headers, bin_sort_key, bin_upper
 from .._files import save_figure, write_text_atomic
-from .._prices import cost_usd
+from .._prices import cache_aware_cost
 from ._auc import auc_fields
+from ._control import control_pairs, memorization_test
 from ._failures import failure_summary, write_failure_plots
 from ._items import EvalRecipe
 from ._results import (
@@ -188,6 +189,7 @@ def summarize_records(
     price = run.get("price_per_1m")
     settings = run.get("settings") or {}
     strip_think = bool(settings.get("strip_think"))
+    control = settings.get("control")
     overall = _group_stats(counted, skipped, window)
     extra: dict[str, Any] = {}
     for recipe in recipes:
@@ -203,10 +205,15 @@ def summarize_records(
         "base_url": run.get("base_url"),
         "data": [e for e in run["data"] if selected.file(e)] if isinstance(run.get("data"), list) else run.get("data"),
         "settings": settings or None,
-        "official": not strip_think,
-        "scoring": "NOT OFFICIAL: replies graded with <think> blocks removed (--strip-think)"
+        "official": not strip_think and not control,
+        "scoring": f"NOT A SCORE: a {control} control (each row's final query sent without its conversation)"
+        if control
+        else "NOT OFFICIAL: replies graded with <think> blocks removed (--strip-think)"
         if strip_think
         else "official: every HTTP-200 reply graded as returned; errors count as 0",
+        "control": control,
+        # A control scoring above the random-writing floor means the model has seen the rows (see _control).
+        "memorization": memorization_test(control_pairs(scored)) if control else None,
         "complete": bool(run.get("finished", True)) and not errors and not file_errors,
         "mean_score": overall["mean_score"],
         "mean_score_answered": overall["mean_score_answered"],
@@ -259,15 +266,21 @@ def summarize_records(
         "failures": failure_summary(counted),
         "usage": usage,
         "price_per_1m": price,
-        "cost_usd": cost_usd((price["input"], price["output"]), usage["prompt_tokens"], usage["completion_tokens"])
-        if isinstance(price, dict)
-        else None,
+        **_costs(price, usage),
         "latency_s": {
             "mean": _mean(latencies),
             "median": statistics.median(latencies) if latencies else None,
             "max": max(latencies) if latencies else None,
         },
     }
+
+
+def _costs(price: Any, usage: dict[str, int]) -> Mapping[str, float | None]:
+    """`cost_usd` (cached prompt tokens at the cached price), `cost_without_cache_usd` and
+    `cache_saved_usd`; None each when the model's price is not known."""
+    if not isinstance(price, dict):
+        return {"cost_usd": None, "cost_without_cache_usd": None, "cache_saved_usd": None}
+    return cache_aware_cost(price, usage["prompt_tokens"], usage["cached_tokens"], usage["completion_tokens"])
 
 
 def read_run_dir(run_dir: str | os.PathLike) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -320,7 +333,7 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
             _fmt(cell.get("floor_random_needle")),
             _fmt(cell.get("floor_random_writing")),
         )
-    cost = summary.get("cost_usd")
+    cost, saved = summary.get("cost_usd"), summary.get("cache_saved_usd")
     table.caption = (
         f"mean score {_fmt(summary['mean_score'])} over {summary['n_rows']} rows "
         f"(errors count 0; {_fmt(summary['mean_score_answered'])} over the {summary['n_scored']} answered); "
@@ -328,12 +341,29 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
         f"skipped {summary['skipped']['count']} (not in the mean; in the bins' rows and means as 0); "
         f"errors {summary['errors']['count']}"
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
+        f"{f' (prompt caching saved ${saved:,.4f})' if saved else ''}"
         f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
-        f"{'' if summary.get('official', True) else '; NOT OFFICIAL (--strip-think)'}\n"
+        f"{_not_official(summary)}\n"
         "floors: the score of answering the prefix plus a random needle of the right ask / "
         "plus a random writing (no model calls)"
     )
     return table
+
+
+def _not_official(summary: dict[str, Any]) -> str:
+    if summary.get("official", True):
+        return ""
+    control = summary.get("control")
+    if not control:
+        return "; NOT OFFICIAL (--strip-think)"
+    test = summary.get("memorization") or {}
+    verdict = (
+        "too few rows to test"
+        if test.get("p_value") is None
+        else f"{'MEMORIZED' if test['memorized'] else 'not above'}: {_fmt(test['control_mean'])} against the "
+        f"random-writing floor {_fmt(test['floor_mean'])}, one-sided paired t-test p={test['p_value']:.2g}"
+    )
+    return f"; NOT A SCORE: --control {control} ({verdict})"
 
 
 def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:

@@ -46,6 +46,7 @@ from ._config import (
     settings_fingerprint,
     with_stored_prices,
 )
+from ._control import sent_messages
 from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, EvalRecipe, FileError, recipe_named
 from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
@@ -133,6 +134,9 @@ def run_record(
                 "count_with_server",
                 "price_in",  # as given: a resume without them keeps them (`with_stored_prices`)
                 "price_out",
+                "price_cached",
+                "per_bin",
+                "per_bin_seed",
             }
         ),
         "finished": finished,
@@ -246,8 +250,9 @@ async def _run_locked(
             in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, in_flight)
             try:
+                messages = sent_messages(item, recipe, config.control)
                 result = await chat_completion(
-                    client, config.model, item.messages, max_retries=config.max_retries, stop=stopping, **params
+                    client, config.model, messages, max_retries=config.max_retries, stop=stopping, **params
                 )
             except ChatStopped as exc:
                 if exc.attempts:  # sent before, then stopped while waiting to retry

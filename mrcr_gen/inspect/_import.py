@@ -19,6 +19,7 @@ from typing import Any
 
 from .._api import run_view, summarize_run
 from ..eval._compare import compare_entry
+from ..eval._control import pair_controls
 from ..eval._report import summarize_records
 from ..eval._run_view import records_view
 from ..eval._view import ViewReport
@@ -171,7 +172,7 @@ def summarize_path(path: str | os.PathLike) -> dict[str, Any]:
 
 def compare_paths(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
     """`mrcr-eval compare`'s entries for run directories and Inspect logs alike."""
-    return [compare_entry(path, summarize_path(path)) for path in paths]
+    return pair_controls([compare_entry(path, summarize_path(path)) for path in paths])
 
 
 def inspect_log_view(path: str | os.PathLike) -> ViewReport:

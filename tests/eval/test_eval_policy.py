@@ -277,7 +277,7 @@ def test_known_model_price_gives_a_cost(small_data, tmp_path, api_key):
         cfg = EvalConfig(data=[str(small_data)], model="gpt-4.1", out=str(tmp_path / "run"), base_url=server.base_url, limit=2)
         _, summary = run_eval(cfg)
     usage = summary["usage"]
-    assert summary["price_per_1m"] == {"input": 2.0, "output": 8.0}
+    assert summary["price_per_1m"] == {"input": 2.0, "cached_input": 0.5, "output": 8.0}
     assert summary["cost_usd"] == pytest.approx((usage["prompt_tokens"] * 2.0 + usage["completion_tokens"] * 8.0) / 1e6)
     with ChatServer("oracle") as server:
         _, unknown = run_eval(config([small_data], tmp_path / "other", server, limit=1))

@@ -109,7 +109,7 @@ def test_prices_given_once_are_kept_by_a_resume(small_data, tmp_path, capsys, ap
         code, _, err = call(eval_main, _eval_args(small_data, out, server, "--limit", "6"), capsys)
         assert code == 0, err
         summary = json.loads((out / "summary.json").read_text())
-        assert summary["n_scored"] == 6 and summary["price_per_1m"] == {"input": 1.0, "output": 4.0}
+        assert summary["n_scored"] == 6 and summary["price_per_1m"] == {"input": 1.0, "cached_input": 1.0, "output": 4.0}
         assert summary["cost_usd"] == pytest.approx(_cost(summary, 1.0, 4.0)) and summary["cost_usd"] > 0
         # A resume with other prices reports what a fresh run with them would.
         sent = server.total_requests
@@ -120,7 +120,7 @@ def test_prices_given_once_are_kept_by_a_resume(small_data, tmp_path, capsys, ap
         )
         assert code == 0 and server.total_requests == sent == 6
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["price_per_1m"] == {"input": 3.0, "output": 5.0}
+    assert summary["price_per_1m"] == {"input": 3.0, "cached_input": 3.0, "output": 5.0}
     assert summary["cost_usd"] == pytest.approx(_cost(summary, 3.0, 5.0))
     assert summarize(out)["cost_usd"] == summary["cost_usd"]  # `mrcr-eval report` too
 

@@ -21,7 +21,9 @@ tokens, by default one per whitespace-separated word of every content plus one p
 
 Policies are callables ``policy(messages, request_json) -> str``; built-ins by name:
 ``oracle`` (solves MRCR from the conversation; MRCR v2 too, from its one flat message),
-``first_needle`` (prefix + the first needle's writing), ``no_prefix`` (the right writing without the prefix), ``echo`` (the last user message).
+``first_needle`` (prefix + the first needle's writing), ``no_prefix`` (the right writing without the prefix), ``echo`` (the last user message);
+`memorized` makes one that answers the queries it remembers without the conversation.
+``cached_share`` reports that share of every prompt as cached (``usage.prompt_tokens_details.cached_tokens``).
 
 Faults: a mapping of 1-based request number -> `Fault`, a list (index 0 = request 1, None =
 no fault), or a callable ``(request_number, request_json) -> Fault | None``.
@@ -96,6 +98,36 @@ def no_prefix(messages: list, request_json: dict) -> str:
 
 def echo(messages: list, request_json: dict) -> str:
     return messages[-1]["content"]
+
+
+NO_MEMORY = "I cannot see that conversation, so here is no writing of it."
+
+
+def query_key(messages: Sequence[dict]) -> str:
+    """The final query of a request, as a memory is keyed: the text from the last `Prepend ` on
+    (openai/mrcr's last message; the tail of MRCR v2's one message)."""
+    content = messages[-1]["content"]
+    return content[content.rfind("Prepend ") :]
+
+
+def memorized(answers: Mapping[str, str]) -> Policy:
+    """A model that has seen some rows: a query it remembers (`answers`: `query_key` -> reply) is
+    answered from memory, with or without the conversation. Any other is solved from the
+    conversation when the conversation is there (oracle), and otherwise gets the prefix and an
+    admission (`NO_MEMORY`): what a model that never saw the row can do without the haystack.
+    ``memorized({})`` is a model that has seen nothing."""
+
+    def policy(messages: list, request_json: dict) -> str:
+        remembered = answers.get(query_key(messages))
+        if remembered is not None:
+            return remembered
+        try:
+            return oracle(messages, request_json)
+        except (ValueError, IndexError):  # no conversation to solve it from
+            match = re.search(r"Prepend (\S+) to the ", query_key(messages))
+            return (match[1] if match else "") + NO_MEMORY
+
+    return policy
 
 
 POLICIES: dict[str, Policy] = {
@@ -214,10 +246,12 @@ class ChatServer:
         host: str = "127.0.0.1",
         tokenize: Callable[[dict], list[int]] = word_tokens,
         max_model_len: int = 1 << 20,
+        cached_share: float = 0.0,
     ):
         self.policy: Policy = POLICIES[policy] if isinstance(policy, str) else policy
         self.tokenize = tokenize
         self.max_model_len = max_model_len
+        self.cached_share = cached_share  # of each prompt's tokens, reported as served from a prompt cache
         self.faults = faults
         self.delay = delay
         self._lock = threading.Lock()
@@ -418,6 +452,8 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if chat.cached_share:
+            usage["prompt_tokens_details"] = {"cached_tokens": int(prompt_tokens * chat.cached_share)}
         if kind == "reasoning":
             usage["completion_tokens"] += REASONING_TOKENS
             usage["total_tokens"] += REASONING_TOKENS
@@ -426,6 +462,7 @@ class _Handler(BaseHTTPRequestHandler):
         with chat._lock:
             chat.usage_sent["prompt_tokens"] += usage["prompt_tokens"]
             chat.usage_sent["completion_tokens"] += usage["completion_tokens"]
+            chat.usage_sent["cached_tokens"] += usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
         self._send_json(
             200,
             {

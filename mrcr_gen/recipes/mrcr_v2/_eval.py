@@ -177,6 +177,19 @@ def item_extras(item: EvalItem) -> dict:
     return row_floors(item.messages[0]["content"], item.answer) | {"group": item.group}
 
 
+def query_only_messages(item: EvalItem) -> list[dict]:
+    """`--control query-only` for a v2 row: the few-shot block (examples 1 and 2, and the opening of
+    example 3, the transcript) followed at once by the final query, as one user message: the turns
+    of the transcript are what is left out. The few-shot block stays for the reason openai/mrcr's
+    preamble does: it holds none of the transcript's writings and shows the answer's form."""
+    queries = item.messages[0]["content"]
+    split_at = queries.rfind("User: Prepend ")
+    parsed = split_transcript(queries[:split_at]) if split_at >= 0 else None
+    if parsed is None:
+        return [{"role": "user", "content": queries[split_at:] if split_at >= 0 else queries}]
+    return [{"role": "user", "content": queries[: parsed[0]] + queries[split_at:]}]
+
+
 # --- report ----------------------------------------------------------------------------------
 
 

@@ -134,6 +134,11 @@ class MrcrV2:
 
         return transcript_of(item.messages[0]["content"]) if item.error is None and item.messages else None
 
+    def query_only_messages(self, item: EvalItem) -> list[dict]:
+        from ._eval import query_only_messages
+
+        return query_only_messages(item)
+
     def item_extras(self, item: EvalItem) -> dict[str, Any]:
         from ._eval import item_extras
 

@@ -146,6 +146,16 @@ class OpenaiMrcr:
 
         return transcript_of(item.messages, item.prefix) if item.error is None and item.messages else None
 
+    def query_only_messages(self, item: EvalItem) -> list[dict]:
+        """The few-shot preamble (messages[0]) and the final query, without the conversation between.
+        The preamble stays: it holds no writing of the queried ask (its worked examples use other
+        asks), it is what shows the model the answer's form (prefix, then the writing), and with it
+        the control differs from the full run in the haystack alone."""
+        from ._checks_asks import is_preamble
+
+        messages = item.messages
+        return [*messages[:1], messages[-1]] if len(messages) > 1 and is_preamble(messages[0]) else messages[-1:]
+
     def item_extras(self, item: EvalItem) -> dict[str, Any]:
         from ._floors import row_floors
 
