@@ -25,7 +25,16 @@ def grade_main() -> None:
     main()
 
 
-def eval_main() -> None:
+def eval_main(args: list[str] | None = None) -> None:
+    """`mrcr-eval`; `mrcr-eval batch ...` is its own command module's (command modules never import each other)."""
+    import sys
+
+    argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["batch"]:
+        from ._batch import batch_main
+
+        batch_main(argv[1:])
+        return
     from ._eval import eval_main as main
 
-    main()
+    main(argv)
