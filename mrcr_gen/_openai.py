@@ -222,6 +222,12 @@ def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE_S, cap: float = BA
     return random.uniform(0.0, min(cap, base * (2**attempt)))
 
 
+def _next_delay(last: _Retryable, attempts: int, base: float, cap: float) -> float:
+    """Seconds before the next attempt: the server's Retry-After (capped), else full-jitter backoff."""
+    delay = backoff_delay(attempts - 1, base=base, cap=cap)
+    return delay if last.retry_after is None else min(last.retry_after, RETRY_AFTER_CAP_S)
+
+
 FATAL_STATUSES = frozenset({401, 403, 404})
 _UNKNOWN_MODEL = re.compile(
     r"model_not_found|unknown model|model\b.{0,200}\b(does not exist|not found|not exist)", re.I | re.S
@@ -389,9 +395,7 @@ async def chat_completion(
                 retryable=True,
                 billing=billing,
             ) from None
-        delay = backoff_delay(attempts - 1, base=backoff_base, cap=backoff_cap)
-        if last.retry_after is not None:
-            delay = min(last.retry_after, RETRY_AFTER_CAP_S)
+        delay = _next_delay(last, attempts, backoff_base, backoff_cap)
         log.info("chat attempt %d failed (%s); retrying in %.2fs", attempts, last, delay)
         await asyncio.sleep(delay)
 
@@ -496,8 +500,6 @@ async def api_call(
                     status=outcome.status,
                     retryable=True,
                 ) from None
-            delay = backoff_delay(attempts - 1, base=backoff_base, cap=backoff_cap)
-            if outcome.retry_after is not None:
-                delay = min(outcome.retry_after, RETRY_AFTER_CAP_S)
+            delay = _next_delay(outcome, attempts, backoff_base, backoff_cap)
             log.info("API call attempt %d failed (%s); retrying in %.2fs", attempts, outcome, delay)
             await asyncio.sleep(delay)

@@ -39,7 +39,6 @@ from ._batchfile import (
     encoded_line,
     open_run,
     outcome_record,
-    plan_pass,
     read_outcomes,
     request_line,
 )
@@ -372,6 +371,7 @@ async def run_batch_async(
                 )
 
         polled = False
+        first_pass = True
         try:
             while True:
                 outcomes, ended = await asyncio.to_thread(_ended_outcomes, folder, state)
@@ -379,14 +379,9 @@ async def run_batch_async(
                 parts = _PartWriter(folder, state, limits)
 
                 planner, counts = await asyncio.to_thread(
-                    plan_pass,
-                    run.config,
+                    run.walk,
                     recipes,
-                    run.files,
-                    run.shas,
-                    run.records(),
-                    run.base,
-                    None if too_long is None else {(t.file, t.row): t.prompt_tokens for t in too_long},
+                    too_long,
                     outcomes=outcomes,
                     waiting=waiting,
                     emit=emit,
@@ -399,7 +394,8 @@ async def run_batch_async(
                 await asyncio.to_thread(_save_state, folder, state)
                 for name in ("scored", "errors", "skipped", "file_errors"):
                     setattr(stats, name, getattr(stats, name) + getattr(counts.stats, name))
-                stats.resumed = max(stats.resumed, counts.stats.resumed)
+                if first_pass:  # later passes find this command's own grades done
+                    stats.resumed, first_pass = counts.stats.resumed, False
                 await _submit(client, folder, state, stats, config.max_retries)
                 pending = [part for part in state.parts if not part.done]
                 if not pending or (polled and not wait):

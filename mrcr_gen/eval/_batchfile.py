@@ -21,13 +21,21 @@ from typing import Any
 
 from pydantic import Field
 
-from .._files import Busy, atomic_path, exclusive_lock, file_sha256
+from .._files import atomic_path, file_sha256
 from .._openai import ChatError, completion_from_body, is_prompt_too_long
 from ._config import EvalConfig, EvalError, settings_fingerprint, with_stored_prices
 from ._items import EvalItem, EvalRecipe, recipe_named
 from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
-from ._results import LOCK_NAME, RESULTS_NAME, STATUS_ERROR, STATUS_SKIPPED, ResultsWriter, read_results
-from ._runner import RunStats, _check_settings, _read_run_file, _write_run_file, resolve_inputs, run_record
+from ._results import RESULTS_NAME, STATUS_ERROR, STATUS_SKIPPED, ResultsWriter, read_results
+from ._runner import (
+    RunStats,
+    _check_settings,
+    _read_run_file,
+    _write_run_file,
+    locked_run_folder,
+    resolve_inputs,
+    run_record,
+)
 
 CHAT_URL = "/v1/chat/completions"
 #: The `base_url` of the settings of a run graded from a results file (no server was asked).
@@ -223,6 +231,15 @@ class OpenRun:
     def records(self) -> list[dict]:
         return read_results(self.out / RESULTS_NAME)
 
+    def walk(
+        self, recipes: Sequence[EvalRecipe], too_long: Sequence[Any] | None, **handlers: Any
+    ) -> tuple[Planner, PassCounts]:
+        """`plan_pass` over this run folder's files and results (`handlers`: its keyword arguments)."""
+        over_window = _over_window(too_long)
+        return plan_pass(
+            self.config, recipes, self.files, self.shas, self.records(), self.base, over_window, **handlers
+        )
+
     def write_run(self, *, finished: bool, selection: dict, extra: Callable[[dict], dict] | None = None) -> None:
         record = run_record(self.config, self.previous, self.shas, finished=finished, selection=selection)
         _write_run_file(self.out, extra(record) if extra is not None else record)
@@ -232,26 +249,17 @@ class OpenRun:
 def open_run(config: EvalConfig, *, run_extra: Callable[[dict], dict] | None = None) -> Iterator[OpenRun]:
     """Hold RUN_DIR as the online runner holds it (run.lock), refuse other settings (EvalError),
     and write run.json as not finished before anything is sent."""
-    files = resolve_inputs(config.data)
-    for path in files:
-        if not Path(path).is_file():
-            raise EvalError(f"data file not found: {path}")
-    out = Path(config.out)
-    with contextlib.ExitStack() as held:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            held.enter_context(exclusive_lock(out / LOCK_NAME, f"the run folder {out}"))
-        except Busy as exc:
-            raise EvalError(str(exc)) from None
-        except OSError as exc:
-            raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
+    with locked_run_folder(config) as (files, out):
         previous = _read_run_file(out)
         settings = config.settings()
         _check_settings(out, previous, settings)
         config = with_stored_prices(config, previous)
         shas = {path: file_sha256(path) for path in files}
         opened = OpenRun(config, out, files, shas, previous, {"settings": settings_fingerprint(settings)})
-        opened.write_run(finished=False, selection={"files": files}, extra=run_extra)
+        try:
+            opened.write_run(finished=False, selection={"files": files}, extra=run_extra)
+        except OSError as exc:
+            raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
         yield opened
 
 
@@ -356,19 +364,7 @@ def import_results(
                 | outcome_record(item, recipe, outcome, config)
             )
 
-        planner, counts = plan_pass(
-            run.config,
-            recipes,
-            run.files,
-            run.shas,
-            run.records(),
-            run.base,
-            _over_window(too_long),
-            outcomes=outcomes,
-            waiting=(),
-            emit=emit,
-            request=missing,
-        )
+        planner, counts = run.walk(recipes, too_long, outcomes=outcomes, waiting=(), emit=emit, request=missing)
         run.write_run(finished=True, selection=planner.selection())
     stats.scored, stats.skipped, stats.resumed = counts.stats.scored, counts.stats.skipped, counts.stats.resumed
     stats.errors += counts.stats.errors

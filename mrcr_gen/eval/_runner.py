@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,16 @@ async def run_eval_async(
     server refused for good (what was in flight is recorded first). `recipes` read the files and
     grade the replies (`mrcr_gen.recipes.RECIPES`; `mrcr_gen.run_eval_async` passes them).
     """
+    with locked_run_folder(config) as (files, out):
+        return await _run_locked(
+            config, files, out, recipes=recipes, api_key=api_key, client=client, on_record=on_record, too_long=too_long
+        )
+
+
+@contextlib.contextmanager
+def locked_run_folder(config: EvalConfig) -> Iterator[tuple[list[str], Path]]:
+    """(the data files, resolved, each of which must exist; RUN_DIR), RUN_DIR held (run.lock) within;
+    EvalError when a file is missing, the folder cannot be written or another run holds it."""
     files = resolve_inputs(config.data)
     for path in files:
         if not Path(path).is_file():
@@ -182,9 +192,7 @@ async def run_eval_async(
             raise EvalError(str(exc)) from None
         except OSError as exc:
             raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
-        return await _run_locked(
-            config, files, out, recipes=recipes, api_key=api_key, client=client, on_record=on_record, too_long=too_long
-        )
+        yield files, out
 
 
 async def _run_locked(
