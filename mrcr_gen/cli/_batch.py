@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -22,29 +22,23 @@ batch_app = typer.Typer(
 DATA_HELP = "MRCR data files, directories, globs or hf:// paths (as for mrcr-eval)."
 
 
-def _config(data: list[str], model: str, out: str, **options: Any) -> Any:
+def _config(given: dict[str, Any], out: str) -> Any:
+    """The EvalConfig of a command's options (`given`: its locals, those that are config fields)."""
     from ..eval import EvalConfig
 
-    extra_body = options.pop("extra_body")
-    if extra_body is not None:
+    options = {name: value for name, value in given.items() if name in EvalConfig.model_fields}
+    if options.get("extra_body") is not None:
         try:
-            extra_body = json.loads(extra_body)
+            options["extra_body"] = json.loads(options["extra_body"])
         except ValueError as exc:
             raise CommandError(f"--extra-body: not valid JSON ({exc})") from None
-        if not isinstance(extra_body, dict):
+        if not isinstance(options["extra_body"], dict):
             raise CommandError("--extra-body: expected a JSON object")
-    files = data_inputs(data, with_csv=True)
+    options["data"] = [str(p) for p in data_inputs(options["data"], with_csv=True)]
+    options["needles"] = options["needles"] or None
+    options["bins"] = options["bins"] or None
     try:
-        return EvalConfig(
-            data=[str(p) for p in files],
-            model=model,
-            out=out,
-            extra_body=extra_body,
-            needles=options.pop("needles") or None,
-            bins=options.pop("bins") or None,
-            max_tokens_field=cast(Any, options.pop("max_tokens_field")),
-            **options,
-        )
+        return EvalConfig(**options | {"out": out})
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
 
@@ -81,19 +75,7 @@ def export(
     from .._api import export_batch
     from ..eval import EvalError
 
-    config = _config(
-        data,
-        model,
-        str(output.parent),
-        needles=needles,
-        bins=bins,
-        limit=limit,
-        temperature=temperature,
-        max_output_tokens=max_output_tokens,
-        max_tokens_field=max_tokens_field,
-        reasoning_effort=reasoning_effort,
-        extra_body=extra_body,
-    )
+    config = _config(locals(), str(output.parent))
     try:
         stats = export_batch(config, output)
     except EvalError as exc:
@@ -136,22 +118,7 @@ def import_(
 
     if not results.is_file():
         raise CommandError(f"{results}: no such file")
-    config = _config(
-        data,
-        model,
-        str(out),
-        needles=needles,
-        bins=bins,
-        limit=limit,
-        temperature=temperature,
-        max_output_tokens=max_output_tokens,
-        max_tokens_field=max_tokens_field,
-        reasoning_effort=reasoning_effort,
-        extra_body=extra_body,
-        strip_think=strip_think,
-        price_in=price_in,
-        price_out=price_out,
-    )
+    config = _config(locals(), str(out))
     try:
         stats = import_batch(config, results)
     except EvalError as exc:

@@ -25,8 +25,8 @@ from .._files import atomic_path, file_sha256
 from .._openai import ChatError, completion_from_body, is_prompt_too_long
 from ._config import EvalConfig, EvalError, settings_fingerprint, with_stored_prices
 from ._items import EvalItem, EvalRecipe, recipe_named
-from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
-from ._results import RESULTS_NAME, STATUS_ERROR, STATUS_SKIPPED, ResultsWriter, read_results
+from ._planner import JOB, Planner, base_record, scored_record
+from ._results import RESULTS_NAME, STATUS_ERROR, ResultsWriter, read_results
 from ._runner import (
     RunStats,
     _check_settings,
@@ -188,12 +188,7 @@ def plan_pass(
     stats = counts.stats
     for kind, payload in planner:
         if kind != JOB:
-            if kind == FILE_ERROR:
-                stats.file_errors += 1
-            elif payload.get("status") == STATUS_SKIPPED:
-                stats.skipped += 1
-            elif payload.get("status") == STATUS_ERROR:
-                stats.errors += 1
+            stats.count(kind, payload)
             emit(payload)
             continue
         for item in payload:

@@ -71,6 +71,15 @@ class RunStats(BaseModel):
     file_errors: int = 0
     max_in_flight: int = 0
 
+    def count(self, kind: str, record: dict) -> None:
+        """Count a record the `Planner` wrote at once (a file error, a skipped row, a row error)."""
+        if kind == FILE_ERROR:
+            self.file_errors += 1
+        elif record.get("status") == STATUS_SKIPPED:
+            self.skipped += 1
+        elif record.get("status") == STATUS_ERROR:
+            self.errors += 1
+
 
 def resolve_inputs(paths: list[str]) -> list[str]:
     """Absolute paths, each once, in first-seen order (so `f.parquet` and `$PWD/f.parquet` are one file)."""
@@ -339,12 +348,7 @@ async def _run_locked(
                 kind, payload = step
                 if kind != JOB:
                     semaphore.release()
-                    if kind == FILE_ERROR:
-                        stats.file_errors += 1
-                    elif payload.get("status") == STATUS_SKIPPED:
-                        stats.skipped += 1
-                    elif payload.get("status") == STATUS_ERROR:
-                        stats.errors += 1
+                    stats.count(kind, payload)
                     emit(payload)
                     continue
                 task = asyncio.create_task(run_job(payload, shas[payload[0].source]))
