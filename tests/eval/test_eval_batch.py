@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mrcr_gen import run_eval, summarize_run, write_report
 from mrcr_gen.cli import eval_main
@@ -305,3 +307,34 @@ def test_a_broken_results_file_is_refused_naming_the_line(tmp_path):
 
     with pytest.raises(EvalError, match=r"r\.jsonl:2: not a batch output line"):
         read_outcomes(path)
+
+
+# ----------------------------------------------------------------------- the split
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=120), max_size=60),
+    max_requests=st.integers(min_value=1, max_value=7),
+    max_bytes=st.integers(min_value=1, max_value=300),
+)
+def test_the_split_keeps_every_request_once_in_order_within_the_limits(tmp_path_factory, sizes, max_requests, max_bytes):
+    """Every request that fits a batch file is in exactly one part, in order; no part exceeds a limit;
+    a part is closed only when the next request would not fit it (no more batches than needed)."""
+    from mrcr_gen.eval._batch import BatchState, _ids_path, _PartWriter, _requests_path
+
+    folder = tmp_path_factory.mktemp("parts")
+    writer = _PartWriter(folder, BatchState(), BatchLimits(max_requests=max_requests, max_bytes=max_bytes))
+    lines = {f"id{i}": b"x" * (size - 1) + b"\n" for i, size in enumerate(sizes)}
+    taken = [custom_id for custom_id, data in lines.items() if writer.add(custom_id, data)]
+    assert taken == [custom_id for custom_id, data in lines.items() if len(data) <= max_bytes]
+    parts = writer.close()
+    ids = [_ids_path(folder, part).read_text().split() for part in parts]
+    assert [i for part in ids for i in part] == taken
+    for part, part_ids in zip(parts, ids, strict=True):
+        content = _requests_path(folder, part).read_bytes()
+        assert content == b"".join(lines[i] for i in part_ids) and part.bytes == len(content)
+        assert 1 <= part.requests == len(part_ids) <= max_requests and part.bytes <= max_bytes
+    for part, following in zip(ids, ids[1:], strict=False):
+        closed_early = len(part) < max_requests and sum(len(lines[i]) for i in part) + len(lines[following[0]]) <= max_bytes
+        assert not closed_early
