@@ -421,13 +421,4 @@ async def run_batch_async(
     return stats
 
 
-def batch_record_counts(run_dir: str) -> dict[str, Any]:
-    """What RUN_DIR/batches/batches.json says (for messages and tests): batches by status, requests."""
-    state = _load_state(Path(run_dir) / BATCH_DIR)
-    by_status: dict[str, int] = {}
-    for part in state.parts:
-        by_status[str(part.status)] = by_status.get(str(part.status), 0) + 1
-    return {"batches": len(state.parts), "by_status": by_status, "requests": sum(p.requests for p in state.parts)}
-
-
 __all__ = ["BatchLimits", "BatchStats", "batch_priced", "run_batch_async"]
