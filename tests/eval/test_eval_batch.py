@@ -49,7 +49,7 @@ def without(record: dict, keys: tuple[str, ...]) -> dict:
     return {k: v for k, v in record.items() if k not in keys}
 
 
-def test_batch_run_grades_as_an_online_run_at_half_the_price(small_data, tmp_path, api_key):
+def test_batch_run_grades_as_an_online_run_at_half_the_price(small_data, tmp_path, capsys, api_key):
     """The happy path: split by the request limit, every row graded once; the records and the summary
     equal an online run's on the same rows and replies, but for how they were obtained and the price."""
     with ChatServer("oracle") as server:
@@ -82,6 +82,16 @@ def test_batch_run_grades_as_an_online_run_at_half_the_price(small_data, tmp_pat
     # report, view and compare read it as any run folder
     run_dir = str(tmp_path / "batch")
     assert summarize_run(run_dir) == summary
+    code, out, _ = call(eval_main, ["compare", str(tmp_path / "online"), run_dir, "--json"], capsys)
+    entries = json.loads(out)
+    assert code == 0 and [e["mean_score"] for e in entries] == [1.0, 1.0]
+    assert entries[1]["cost_usd"] == pytest.approx(entries[0]["cost_usd"] / 2)
+    code, out, _ = call(eval_main, ["view", run_dir], capsys)
+    assert code == 0 and (tmp_path / "batch" / "report.html").read_text().startswith("<!DOCTYPE html>")
+    # An online run on a batch run folder is a change of settings: refused before anything is sent.
+    args = [str(small_data), "--model", "test-model", "--base-url", "http://127.0.0.1:9/v1", "--out", run_dir]
+    code, _, err = call(eval_main, [*args, "--price-in", "1", "--price-out", "4"], capsys)
+    assert code == 2 and 'batch: "api" -> (not set)' in err
 
 
 def test_batch_files_stay_within_the_byte_limit(small_data, tmp_path, api_key):
