@@ -33,6 +33,7 @@ import os
 import random
 import re
 import time
+import types
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -447,8 +448,6 @@ def utf8_problem(text: str) -> str | None:
 
 def _namespace(value: Any) -> Any:
     """A JSON value with attribute access on its objects, as the client's response models give."""
-    import types
-
     if isinstance(value, dict):
         return types.SimpleNamespace(**{str(k): _namespace(v) for k, v in value.items()})
     if isinstance(value, list):

@@ -14,7 +14,6 @@ from ._common import EXIT_FINDINGS, CommandError, data_inputs, one_line, run_app
 
 batch_app = typer.Typer(
     add_completion=False,
-    no_args_is_help=True,
     help="Batch files for servers without an online endpoint (`vllm run-batch`): write the requests, then grade "
     "the results into a run folder. For the OpenAI Batch API itself use mrcr-eval --batch.",
 )
@@ -56,7 +55,11 @@ EFFORT = typer.Option(None, "--reasoning-effort", help="Sent as reasoning_effort
 EXTRA_BODY = typer.Option(None, "--extra-body", help="JSON object merged into every request body.")
 
 
-@batch_app.command("export")
+@batch_app.command(
+    "export",
+    help="Write the rows as a batch input file (OpenAI's format; custom_id = the row digest), one request per "
+    "distinct row, with the body mrcr-eval would send. Give `batch import` the same options.",
+)
 def export(
     data: list[str] = typer.Argument(..., help=DATA_HELP),
     output: Path = typer.Option(..., "-o", "--output", help="The batch input file to write (JSONL)."),
@@ -70,8 +73,6 @@ def export(
     reasoning_effort: str | None = EFFORT,
     extra_body: str | None = EXTRA_BODY,
 ) -> None:
-    """Write the rows as a batch input file (OpenAI's format; custom_id = the row digest), one request per
-    distinct row, with the body mrcr-eval would send. Give `batch import` the same options."""
     from .._api import export_batch
     from ..eval import EvalError
 
@@ -92,7 +93,11 @@ def export(
         raise CommandError(f"cannot read {', '.join(stats.unreadable)}")
 
 
-@batch_app.command("import")
+@batch_app.command(
+    "import",
+    help="Grade a batch output file into RUN_DIR: the same results.jsonl, run.json and summary an online run "
+    "makes. A selected row without a line in the file is an error (check not_in_results): exit code 1.",
+)
 def import_(
     results: Path = typer.Argument(..., help="The batch output file (OpenAI's, or vllm run-batch -o's)."),
     data: list[str] = typer.Argument(..., help=DATA_HELP),
@@ -111,8 +116,6 @@ def import_(
     price_out: float | None = typer.Option(None, "--price-out", min=0, help="USD per 1M completion tokens."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table."),
 ) -> None:
-    """Grade a batch output file into RUN_DIR: the same results.jsonl, run.json and summary an online run
-    makes. A selected row without a line in the file is an error (check not_in_results): exit code 1."""
     from .._api import import_batch, print_report, write_report
     from ..eval import EvalError
 
