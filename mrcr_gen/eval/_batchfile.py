@@ -156,12 +156,8 @@ def outcome_record(item: EvalItem, recipe: EvalRecipe, outcome: Outcome, config:
 
 @dataclass
 class PassCounts:
-    """What one walk of the data did: rows graded from replies, rows waiting for a batch, requests
-    made, and the records written by kind."""
+    """What one walk of the data did: the records written by kind, the outcomes graded."""
 
-    graded: int = 0
-    waiting: int = 0
-    requested: int = 0
     stats: RunStats = field(default_factory=RunStats)
     used: set[str] = field(default_factory=set)  # the digests whose outcome was graded
 
@@ -199,13 +195,9 @@ def plan_pass(
                 ok = fields["status"] != STATUS_ERROR
                 stats.scored += ok
                 stats.errors += not ok
-                counts.graded += 1
                 counts.used.add(item.digest)
                 emit(base | base_record(item, recipe, shas[item.source], tokenizer=config.tokenizer_spec) | fields)
-            elif item.digest in waiting:
-                counts.waiting += 1
-            else:
-                counts.requested += 1
+            elif item.digest not in waiting:
                 request(item)
     stats.resumed = planner.resumed
     return planner, counts
