@@ -62,6 +62,7 @@ _LAZY = {
         ],
         "_api",
     ),
+    **dict.fromkeys(["export_batch", "import_batch", "run_batch_async"], "_api"),
     **dict.fromkeys(["grade_v2", "grade_v2_lenient"], f"{_V2}._grade"),
     **dict.fromkeys(["V2Config", "generate_v2"], f"{_V2}._generate"),
     **dict.fromkeys(["read_v2_items", "v2_report"], f"{_V2}._eval"),

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from ._tokens import DEFAULT_TOKENIZER
-from .eval import _compare, _items, _report, _responses, _run_view, _runner
+from .eval import _batch, _batchfile, _compare, _items, _report, _responses, _run_view, _runner
 from .eval._config import EvalConfig
 from .eval._fit import TooLong
 from .eval._items import EvalItem
@@ -38,6 +38,24 @@ async def run_eval_async(config: EvalConfig, **options: Any) -> RunStats:
 def run_eval(config: EvalConfig, *, api_key: str | None = None) -> tuple[RunStats, dict]:
     """Run (or resume) an evaluation, then write summary.json and plot.png; returns (stats, summary)."""
     return _runner.run_eval(config, recipes=RECIPES, api_key=api_key)
+
+
+async def run_batch_async(config: EvalConfig, **options: Any) -> _batch.BatchStats:
+    """Evaluate through the OpenAI Batch API (see `mrcr_gen.eval.run_batch_async` for `options`);
+    writes results.jsonl, run.json and RUN_DIR/batches/."""
+    return await _batch.run_batch_async(config, recipes=RECIPES, **options)
+
+
+def export_batch(
+    config: EvalConfig, output: str | os.PathLike, *, too_long: Sequence[TooLong] | None = None
+) -> _batchfile.ExportStats:
+    """Write the batch input file (OpenAI's format, `custom_id` = row digest) of the rows `config` selects."""
+    return _batchfile.export_requests(config, output, recipes=RECIPES, too_long=too_long)
+
+
+def import_batch(config: EvalConfig, results: str | os.PathLike, **options: Any) -> _batchfile.ImportStats:
+    """Grade a batch output file (OpenAI's or `vllm run-batch`'s) into the run folder `config.out`."""
+    return _batchfile.import_results(config, results, recipes=RECIPES, **options)
 
 
 def preflight(

@@ -33,6 +33,7 @@ import os
 import random
 import re
 import time
+import types
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -222,6 +223,12 @@ def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE_S, cap: float = BA
     return random.uniform(0.0, min(cap, base * (2**attempt)))
 
 
+def _next_delay(last: _Retryable, attempts: int, base: float, cap: float) -> float:
+    """Seconds before the next attempt: the server's Retry-After (capped), else full-jitter backoff."""
+    delay = backoff_delay(attempts - 1, base=base, cap=cap)
+    return delay if last.retry_after is None else min(last.retry_after, RETRY_AFTER_CAP_S)
+
+
 FATAL_STATUSES = frozenset({401, 403, 404})
 _UNKNOWN_MODEL = re.compile(
     r"model_not_found|unknown model|model\b.{0,200}\b(does not exist|not found|not exist)", re.I | re.S
@@ -389,9 +396,7 @@ async def chat_completion(
                 retryable=True,
                 billing=billing,
             ) from None
-        delay = backoff_delay(attempts - 1, base=backoff_base, cap=backoff_cap)
-        if last.retry_after is not None:
-            delay = min(last.retry_after, RETRY_AFTER_CAP_S)
+        delay = _next_delay(last, attempts, backoff_base, backoff_cap)
         log.info("chat attempt %d failed (%s); retrying in %.2fs", attempts, last, delay)
         await asyncio.sleep(delay)
 
@@ -439,3 +444,61 @@ def utf8_problem(text: str) -> str | None:
             f"the reply holds {text[exc.start]!r} at character {exc.start}, which UTF-8 cannot store (a lone surrogate)"
         )
     return None
+
+
+def _namespace(value: Any) -> Any:
+    """A JSON value with attribute access on its objects, as the client's response models give."""
+    if isinstance(value, dict):
+        return types.SimpleNamespace(**{str(k): _namespace(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_namespace(v) for v in value]
+    return value
+
+
+def completion_from_body(body: Any, *, latency_s: float = 0.0) -> ChatResult:
+    """The `ChatResult` of a chat completion given as its JSON body (a batch output line's
+    `response.body`), read as `chat_completion` reads a response; ChatError (not retryable) when
+    the body is not a chat completion."""
+    if not isinstance(body, dict):
+        raise ChatError("malformed response: body is not a chat completion", attempts=1)
+    completion = _namespace(body)
+    billing = Billing()
+    billing.count(200)
+    billing.bill(completion)
+    try:
+        fields = _parse(completion, retry_empty=False)
+    except _Retryable as exc:
+        raise ChatError(str(exc), attempts=1, status=200, billing=billing) from None
+    return ChatResult(**fields, latency_s=latency_s, attempts=1, billing=billing)
+
+
+async def api_call(
+    call: Callable[[], Awaitable[T]],
+    *,
+    max_retries: int = 8,
+    backoff_base: float = BACKOFF_BASE_S,
+    backoff_cap: float = BACKOFF_CAP_S,
+) -> T:
+    """One call of the API besides chat completions (files, batches), retried on transport
+    failures as `chat_completion` retries; ChatError (`fatal` for 401/403/404) when it fails for good."""
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return await call()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            outcome = _classify(exc)
+            if isinstance(outcome, ChatError):
+                raise ChatError(str(outcome), attempts=attempts, status=outcome.status, fatal=outcome.fatal) from None
+            if attempts > max_retries:
+                raise ChatError(
+                    f"gave up after {attempts} attempts: {outcome}",
+                    attempts=attempts,
+                    status=outcome.status,
+                    retryable=True,
+                ) from None
+            delay = _next_delay(outcome, attempts, backoff_base, backoff_cap)
+            log.info("API call attempt %d failed (%s); retrying in %.2fs", attempts, outcome, delay)
+            await asyncio.sleep(delay)

@@ -8,7 +8,7 @@ every command that starts with ``mrcr-gen``, ``mrcr-validate``, ``mrcr-grade``, 
 the README shares with the docs is one test: ``README.md:25 docs/generating.md:4 mrcr-gen ...``),
 run with bash in a temporary working directory shared by the module (one per xdist worker), as a
 reader following the README and the docs in one folder would. Setup
-commands (``pip``, ``python3 -m venv``, ``.``, ``export``, ``vllm serve``, ``huggingface-cli``,
+commands (``pip``, ``python3 -m venv``, ``.``, ``export``, ``vllm serve``, ``vllm run-batch``, ``huggingface-cli``,
 ``ls``, ``ray start``/``ray job submit``, ``inspect view``, ``export LOCAL_API_KEY=...``, the pytest line, the benchmarks' ``python bench/...``
 and ``mkdocs serve``/``build``, which tests/test_docs.py runs) are recognised and not run;
 anything else in a bash block fails `test_every_bash_line_is_classified`, so a new example can't
@@ -34,7 +34,8 @@ What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr
 (``mrcr/{2,4,8}needle/{n}needle_{0,1}.parquet``, generated on the 8192 bin), ``other/*.parquet``,
 ``bad.parquet`` (a generated file with one row's answer swapped for a distractor writing),
 ``POOL.parquet`` (harvested from ``mrcr/``), ``responses.jsonl`` (the right answers of
-``mrcr/2needle/2needle_0.parquet``). The Hugging Face Hub is a small fake Hub on 127.0.0.1
+``mrcr/2needle/2needle_0.parquet``), ``results.jsonl`` (what ``vllm run-batch`` writes for the
+documented ``requests.jsonl``: the test server's answers as its output lines). The Hugging Face Hub is a small fake Hub on 127.0.0.1
 (tests/support/hub_server.py, through ``HF_ENDPOINT`` and a private ``HF_HOME``) serving ``mrcr/``
 as the dataset ``openai/mrcr`` and, as the model ``Qwen/Qwen2.5-7B-Instruct``, a tokenizer trained
 in the test (tests/support/tiny_tokenizer.py) with a chat template. Commands that call a model talk to the project's own
@@ -79,7 +80,7 @@ IGNORED = (
     re.compile(r"^pip install\b"),
     re.compile(r"^python -m pytest\b"),
     re.compile(r"^export OPENAI_API_KEY="),
-    re.compile(r"^vllm serve\b"),
+    re.compile(r"^vllm (serve|run-batch)\b"),  # run-batch: results.jsonl is made by the `vllm-results` setup
     re.compile(r"^huggingface-cli download\b"),
     re.compile(r"^ls\b"),
     re.compile(r"^ray (start|job submit)\b"),  # a real cluster; --engine ray is tested in tests/engines
@@ -374,7 +375,25 @@ def setup_hub(ws: Workspace) -> None:
     ws.hub.add_commit("models", "Qwen/Qwen2.5-7B-Instruct", files)
 
 
+def setup_vllm_results(ws: Workspace) -> None:
+    """results.jsonl: `vllm run-batch -i requests.jsonl -o results.jsonl`'s output, the test server answering."""
+    import urllib.request
+
+    lines = []
+    for n, text in enumerate((ws.root / "requests.jsonl").read_text().splitlines()):
+        request = json.loads(text)
+        post = urllib.request.Request(
+            ws.server.base_url + "/chat/completions", json.dumps(request["body"]).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(post) as answer:
+            body = json.loads(answer.read())
+        response = {"status_code": 200, "request_id": f"vllm-batch-{n}", "body": body}
+        lines.append(json.dumps({"id": f"vllm-{n}", "custom_id": request["custom_id"], "response": response, "error": None}))
+    (ws.root / "results.jsonl").write_text("\n".join(lines) + "\n")
+
+
 SETUPS: dict[str, Callable[[Workspace], None]] = {
+    "vllm-results": setup_vllm_results,
     "hub": setup_hub,
     "v2-responses": setup_v2_responses,
     "mrcr": setup_mrcr,
@@ -491,6 +510,30 @@ def check_eval(ws: Workspace, command: Command, run: Run) -> None:
         assert all(r[key] == value for r in sent for key, value in extra.items())
     assert summary["complete"] and summary["official"]
     assert_no_key(ws)
+
+
+def check_eval_batch(ws: Workspace, command: Command, run: Run) -> None:
+    out = ws.root / option(command.text, "--out")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_score"] == 1.0 and summary["complete"] and summary["settings"]["batch"] == "api"
+    assert summary["price_per_1m"]["batch_discount"] == 0.5
+    assert any(r["model"] == option(command.text, "--model") for r in ws.server.batch_requests)
+    assert (out / "batches" / "batches.json").is_file()
+    assert_no_key(ws)
+
+
+def check_batch_export(ws: Workspace, command: Command, run: Run) -> None:
+    lines = [json.loads(line) for line in (ws.root / option(command.text, "-o")).read_text().splitlines()]
+    assert len(lines) == sum(rows_in(p) for p in ws.root.glob("mrcr/2needle/*.parquet"))
+    assert all(line["url"] == "/v1/chat/completions" and line["body"]["model"] == option(command.text, "--model")
+               for line in lines)
+    assert all(line["body"]["max_tokens"] == int(option(command.text, "--max-output-tokens")) for line in lines)
+
+
+def check_batch_import(ws: Workspace, command: Command, run: Run) -> None:
+    summary = json.loads((ws.root / option(command.text, "--out") / "summary.json").read_text())
+    assert summary["mean_score"] == 1.0 and summary["complete"] and summary["settings"]["base_url"] == "offline"
+    assert summary["n_rows"] == sum(rows_in(p) for p in ws.root.glob("mrcr/2needle/*.parquet"))
 
 
 def check_compare(ws: Workspace, command: Command, run: Run) -> None:
@@ -742,6 +785,11 @@ RULES: dict[str, Rule] = {
         r"^mrcr-eval mrcr/2needle/(?!.*(--extra-body|--price-cached)).*--base-url ", needs=("mrcr",), check=check_eval
     ),
     "eval-extra-body": Rule(r"^mrcr-eval mrcr/2needle/.*--extra-body ", needs=("mrcr",), check=check_eval),
+    "eval-batch": Rule(r"^mrcr-eval mrcr/4needle/\S+ .*--batch ", needs=("mrcr",), check=check_eval_batch),
+    "batch-export": Rule(r"^mrcr-eval batch export ", needs=("mrcr",), check=check_batch_export),
+    "batch-import": Rule(
+        r"^mrcr-eval batch import ", needs=("batch-export", "vllm-results"), check=check_batch_import
+    ),
     "eval-compare": Rule(
         r"^mrcr-eval compare runs/gpt(?!\S* \S+-control$)", needs=("eval-official", "eval-reasoning"), check=check_compare
     ),

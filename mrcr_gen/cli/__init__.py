@@ -26,10 +26,19 @@ def grade_main() -> None:
 
 
 def eval_main(args: list[str] | None = None) -> None:
-    """`mrcr-eval`, with `export-inspect` (its own command module) added here."""
+    """`mrcr-eval`, with `export-inspect` added here and `mrcr-eval batch ...` routed to its own
+    command module (command modules never import each other)."""
+    import sys
+
+    argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["batch"]:
+        from ._batch import batch_main
+
+        batch_main(argv[1:])
+        return
     from ._eval import SUBCOMMANDS
     from ._eval import eval_main as main
     from ._inspect import export_app
 
     SUBCOMMANDS.setdefault("export-inspect", export_app)
-    main(args)
+    main(argv)

@@ -32,7 +32,7 @@ app = typer.Typer(
     "transport failures are retried, errors count 0 in mean_score. Exit codes: 0 complete, 1 some rows "
     "failed (rerun to retry them), 2 bad input, changed settings, a run folder another run is writing "
     "or a fatal server answer. The summary and exit code describe the rows this command selects. "
-    "See also: mrcr-eval report RUN_DIR, mrcr-eval compare RUN_DIR...",
+    "See also: mrcr-eval report RUN_DIR, mrcr-eval compare RUN_DIR..., mrcr-eval batch export|import.",
 )
 report_app = typer.Typer(
     add_completion=False,
@@ -83,6 +83,18 @@ def evaluate(
         None,
         "--base-url",
         help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1 (default: OPENAI_BASE_URL or OpenAI).",
+    ),
+    batch: bool = typer.Option(
+        False,
+        "--batch",
+        help="Send the rows through the OpenAI Batch API (24h window, half the price), wait for the batches and "
+        "grade them; a rerun collects batches already made instead of sending again.",
+    ),
+    poll_interval: float = typer.Option(
+        10.0, "--poll-interval", min=0.001, help="With --batch: seconds to the first status check (doubling to 10 min)."
+    ),
+    wait: bool = typer.Option(
+        True, "--wait/--no-wait", help="With --batch: wait for the batches to end, or submit, collect what ended, exit."
     ),
     concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Requests in flight at most."),
     max_context_window: int | None = typer.Option(
@@ -268,7 +280,10 @@ def evaluate(
     import asyncio
 
     try:
-        stats = asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
+        if batch:
+            stats = asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet))
+        else:
+            stats = asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
     except EvalFatal as exc:
         if not quiet and stderr.is_terminal:
             stderr.print()
@@ -290,11 +305,33 @@ def evaluate(
         first = summary["file_errors"][0]["error"]
         more = len(summary["file_errors"]) - 1
         raise CommandError(f"{first}{f' (and {more} more unreadable files)' if more else ''}")
+    if getattr(stats, "batches_pending", 0):
+        raise CommandError(
+            f"{stats.requests_waiting} requests are in {stats.batches_pending} batches still running; "
+            "rerun the command to collect them",
+            EXIT_FINDINGS,
+        )
     if not summary["complete"]:
         raise CommandError(
             f"{summary['errors']['count']} rows failed (they count 0 in mean_score; rerun the command to retry them)",
             EXIT_FINDINGS,
         )
+
+
+async def _run_batch(
+    config: EvalConfig, on_record: Any, too_long: Any, poll_interval: float, wait: bool, quiet: bool
+) -> Any:
+    from .._api import run_batch_async
+    from ..eval import BatchLimits
+
+    def on_status(line: str) -> None:
+        if not quiet:
+            stderr.print(line, highlight=False)
+
+    limits = BatchLimits(poll_first_s=poll_interval)
+    return await run_batch_async(
+        config, on_record=on_record, on_status=on_status, too_long=too_long, limits=limits, wait=wait
+    )
 
 
 def _require_run_dir(run_dir: Path) -> None:

@@ -4,6 +4,8 @@ What a row sends and how its reply is graded is the recipe's (`mrcr_gen.recipes`
 from .._bins import bin_label
 from ._analysis import RowAnalysis, Transcript, Writing, analyse_reply
 from ._auc import auc, trapezoid_auc
+from ._batch import BatchLimits, BatchStats, run_batch_async
+from ._batchfile import ExportStats, ImportStats, export_requests, import_results, read_outcomes, request_line
 from ._compare import compare_runs, compare_table, plot_compare
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._failures import analyse_item, failure_summary, write_failure_plots
@@ -16,12 +18,16 @@ from ._runner import RunStats, preflight, run_eval, run_eval_async
 from ._view import ViewReport, ViewSample, render_compare, render_view, write_html
 
 __all__ = [
+    "BatchLimits",
+    "BatchStats",
     "EvalConfig",
     "EvalError",
     "EvalFatal",
     "EvalItem",
     "EvalRecipe",
+    "ExportStats",
     "FileError",
+    "ImportStats",
     "ItemError",
     "ResponsesError",
     "RowAnalysis",
@@ -39,21 +45,26 @@ __all__ = [
     "chat_template_counter",
     "compare_runs",
     "compare_table",
+    "export_requests",
     "failure_summary",
     "grade_responses",
     "graded_view",
+    "import_results",
     "plot_compare",
     "plot_summary",
     "preflight",
     "print_report",
     "prompt_counter",
     "read_items",
+    "read_outcomes",
     "read_responses",
     "records_view",
     "render_compare",
     "render_table",
     "render_view",
+    "request_line",
     "rows_over_window",
+    "run_batch_async",
     "run_eval",
     "run_eval_async",
     "run_view",

@@ -59,6 +59,10 @@ class EvalConfig(BaseModel):
     # chat template rendered with it, or the server's /tokenize.
     chat_template: bool = False
     count_with_server: bool = False
+    # Where the replies come from (`_batch`): None, one request each; "api", the OpenAI Batch API;
+    # "file", a batch output file made elsewhere (`vllm run-batch`). Part of the settings: a run
+    # folder holds replies of one kind, priced as such.
+    batch: Literal["api", "file"] | None = None
 
     @model_validator(mode="after")
     def _priced(self) -> EvalConfig:
@@ -99,13 +103,18 @@ class EvalConfig(BaseModel):
         return params
 
     def settings(self) -> dict[str, Any]:
-        """What decides the replies and their scores: a rerun must use the same."""
-        return {
-            "model": self.model,
-            "base_url": (self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/"),
-            "request": self.request_params(),
-            "strip_think": self.strip_think,
-        } | ({"control": self.control} if self.control else {})  # absent unless set: older runs keep their fingerprint
+        """What decides the replies and their scores: a rerun must use the same. `control` and
+        `batch` are absent unless set: runs made before them keep their fingerprint."""
+        return (
+            {
+                "model": self.model,
+                "base_url": (self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/"),
+                "request": self.request_params(),
+                "strip_think": self.strip_think,
+            }
+            | ({"control": self.control} if self.control else {})
+            | ({"batch": self.batch} if self.batch else {})
+        )
 
 
 def with_stored_prices(config: EvalConfig, previous: dict | None) -> EvalConfig:

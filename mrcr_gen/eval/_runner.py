@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,15 @@ class RunStats(BaseModel):
     resumed: int = 0
     file_errors: int = 0
     max_in_flight: int = 0
+
+    def count(self, kind: str, record: dict) -> None:
+        """Count a record the `Planner` wrote at once (a file error, a skipped row, a row error)."""
+        if kind == FILE_ERROR:
+            self.file_errors += 1
+        elif record.get("status") == STATUS_SKIPPED:
+            self.skipped += 1
+        elif record.get("status") == STATUS_ERROR:
+            self.errors += 1
 
 
 def resolve_inputs(paths: list[str]) -> list[str]:
@@ -172,6 +181,16 @@ async def run_eval_async(
     server refused for good (what was in flight is recorded first). `recipes` read the files and
     grade the replies (`mrcr_gen.recipes.RECIPES`; `mrcr_gen.run_eval_async` passes them).
     """
+    with locked_run_folder(config) as (files, out):
+        return await _run_locked(
+            config, files, out, recipes=recipes, api_key=api_key, client=client, on_record=on_record, too_long=too_long
+        )
+
+
+@contextlib.contextmanager
+def locked_run_folder(config: EvalConfig) -> Iterator[tuple[list[str], Path]]:
+    """(the data files, resolved, each of which must exist; RUN_DIR), RUN_DIR held (run.lock) within;
+    EvalError when a file is missing, the folder cannot be written or another run holds it."""
     files = resolve_inputs(config.data)
     for path in files:
         if not Path(path).is_file():
@@ -186,9 +205,7 @@ async def run_eval_async(
             raise EvalError(str(exc)) from None
         except OSError as exc:
             raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
-        return await _run_locked(
-            config, files, out, recipes=recipes, api_key=api_key, client=client, on_record=on_record, too_long=too_long
-        )
+        yield files, out
 
 
 async def _run_locked(
@@ -336,12 +353,7 @@ async def _run_locked(
                 kind, payload = step
                 if kind != JOB:
                     semaphore.release()
-                    if kind == FILE_ERROR:
-                        stats.file_errors += 1
-                    elif payload.get("status") == STATUS_SKIPPED:
-                        stats.skipped += 1
-                    elif payload.get("status") == STATUS_ERROR:
-                        stats.errors += 1
+                    stats.count(kind, payload)
                     emit(payload)
                     continue
                 task = asyncio.create_task(run_job(payload, shas[payload[0].source]))

@@ -27,6 +27,11 @@ Policies are callables ``policy(messages, request_json) -> str``; built-ins by n
 
 Faults: a mapping of 1-based request number -> `Fault`, a list (index 0 = request 1, None =
 no fault), or a callable ``(request_number, request_json) -> Fault | None``.
+
+The Files and Batches API (``POST /v1/files`` multipart upload, ``GET /v1/files/{id}[/content]``,
+``POST /v1/batches``, ``GET /v1/batches[/{id}]``) runs each batch's requests through the same
+answers; `BatchBehaviour` decides how batches end (completed, expired part-way, failed, held in
+progress) and injects faults into the requests and the API calls (``--batch-hold`` as a subprocess).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -247,8 +253,10 @@ class ChatServer:
         tokenize: Callable[[dict], list[int]] = word_tokens,
         max_model_len: int = 1 << 20,
         cached_share: float = 0.0,
+        batches: BatchBehaviour | None = None,
     ):
         self.policy: Policy = POLICIES[policy] if isinstance(policy, str) else policy
+        self.batch_behaviour = batches or BatchBehaviour()
         self.tokenize = tokenize
         self.max_model_len = max_model_len
         self.cached_share = cached_share  # of each prompt's tokens, reported as served from a prompt cache
@@ -275,6 +283,10 @@ class ChatServer:
             self.faults_served: Counter[str] = Counter()
             self.tokenize_requests = 0
             self.usage_sent: Counter[str] = Counter()  # usage of every chat completion sent (what is billed)
+            self.files: dict[str, dict] = {}  # id -> {"object": FileObject fields, "content": bytes}
+            self.batches: dict[str, dict] = {}  # id -> Batch fields, plus "_lines" (its answers) and "_checks"
+            self.batch_requests: list[dict] = []  # the body of every request of every batch made
+            self.api_calls: Counter[str] = Counter()  # upload, create, retrieve, list, content
 
     def stats(self) -> dict:
         with self._lock:
@@ -286,7 +298,15 @@ class ChatServer:
                 "per_last_user": dict(self.per_last_user),
                 "faults_served": dict(self.faults_served),
                 "usage_sent": dict(self.usage_sent),
+                "api_calls": dict(self.api_calls),
+                "batches_created": len(self.batches),
+                "batch_requests": len(self.batch_requests),
             }
+
+    def release_batches(self) -> None:
+        """Let batches held in progress (`BatchBehaviour.hold`) end at their next check."""
+        with self._lock:
+            self.batch_behaviour = dataclasses.replace(self.batch_behaviour, hold=False)
 
     # lifecycle --------------------------------------------------------------
     @property
@@ -358,6 +378,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/requests":
             with chat._lock:
                 self._send_json(200, list(chat.requests))
+        elif self.path.startswith(("/v1/files", "/v1/batches")):
+            status, payload = batch_api(chat, "GET", self.path, b"", self.headers.get("Content-Type", ""))
+            if isinstance(payload, bytes):
+                self._send(status, payload)
+            else:
+                self._send_json(status, payload)
         else:
             self._send_json(404, {"error": {"message": "not found"}})
 
@@ -368,6 +394,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/reset":
             chat.reset()
             self._send_json(200, {"ok": True})
+            return
+        if self.path == "/batches/release":
+            chat.release_batches()
+            self._send_json(200, {"ok": True})
+            return
+        if self.path.startswith(("/v1/files", "/v1/batches")):
+            status, payload = batch_api(chat, "POST", self.path, raw, self.headers.get("Content-Type", ""))
+            self._send_json(status, payload)
             return
         if self.path.rstrip("/") == "/tokenize":
             try:
@@ -408,72 +442,235 @@ class _Handler(BaseHTTPRequestHandler):
         fault = _fault_for(chat.faults, number, body)
         if chat.delay:
             time.sleep(chat.delay)
-        if fault is not None:
-            with chat._lock:
-                chat.faults_served[fault.kind] += 1
-            if fault.kind == "429":
-                headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
-                self._send_json(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}}, headers)
-                return
-            if fault.kind == "500":
-                self._send_json(500, {"error": {"message": "internal error", "type": "server_error"}})
-                return
-            if fault.kind == "malformed":
-                self._send(200, b'{"id": "chatcmpl-broken", "choices": [')
-                return
-            if fault.kind in REFUSALS:
-                status, error = REFUSALS[fault.kind]
-                self._send_json(status, {"error": error})
-                return
-            if fault.kind == "slow":
-                time.sleep(fault.seconds)
-        if fault is not None and fault.kind in ("empty", "null"):
-            content = "" if fault.kind == "empty" else None
+        status, payload, headers = chat_reply(chat, number, body, messages, fault)
+        if isinstance(payload, bytes):
+            self._send(status, payload, headers)
         else:
-            try:
-                content = chat.policy(messages, body)
-            except Exception as exc:  # a policy bug must show up in the test, not hang it
-                self._send_json(500, {"error": {"message": f"policy failed: {type(exc).__name__}: {exc}"}})
-                return
-        kind = fault.kind if fault is not None else None
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        finish_reason = "stop"
-        if kind == "length":
-            content = message["content"] = content[: len(content) // 2]
-            finish_reason = "length"
-        elif kind == "think":
-            content = message["content"] = "<think>\nThe user wants the right writing.\n</think>\n\n" + content
-        elif kind == "reasoning":
-            message["reasoning_content"] = "The user wants the right writing, so I look for it."
-        prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in messages)
-        completion_tokens = _count_words(content or "")
-        usage: dict[str, Any] = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-        if chat.cached_share:
-            usage["prompt_tokens_details"] = {"cached_tokens": int(prompt_tokens * chat.cached_share)}
-        if kind == "reasoning":
-            usage["completion_tokens"] += REASONING_TOKENS
-            usage["total_tokens"] += REASONING_TOKENS
-            usage["completion_tokens_details"] = {"reasoning_tokens": REASONING_TOKENS}
-            usage["prompt_tokens_details"] = {"cached_tokens": CACHED_TOKENS}
+            self._send_json(status, payload, headers)
+
+
+def chat_reply(
+    chat: ChatServer, number: int, body: dict, messages: list, fault: Fault | None
+) -> tuple[int, dict | bytes, dict[str, str]]:
+    """(HTTP status, JSON body or raw bytes, headers) of the answer to one chat completion request."""
+    if fault is not None:
         with chat._lock:
-            chat.usage_sent["prompt_tokens"] += usage["prompt_tokens"]
-            chat.usage_sent["completion_tokens"] += usage["completion_tokens"]
-            chat.usage_sent["cached_tokens"] += usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
-        self._send_json(
-            200,
-            {
-                "id": f"chatcmpl-{number}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "test-model"),
-                "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-                "usage": usage,
-            },
-        )
+            chat.faults_served[fault.kind] += 1
+        if fault.kind == "429":
+            headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
+            return 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}}, headers
+        if fault.kind == "500":
+            return 500, {"error": {"message": "internal error", "type": "server_error"}}, {}
+        if fault.kind == "malformed":
+            return 200, b'{"id": "chatcmpl-broken", "choices": [', {}
+        if fault.kind in REFUSALS:
+            status, error = REFUSALS[fault.kind]
+            return status, {"error": error}, {}
+        if fault.kind == "slow":
+            time.sleep(fault.seconds)
+    if fault is not None and fault.kind in ("empty", "null"):
+        content = "" if fault.kind == "empty" else None
+    else:
+        try:
+            content = chat.policy(messages, body)
+        except Exception as exc:  # a policy bug must show up in the test, not hang it
+            return 500, {"error": {"message": f"policy failed: {type(exc).__name__}: {exc}"}}, {}
+    kind = fault.kind if fault is not None else None
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    finish_reason = "stop"
+    if kind == "length":
+        content = message["content"] = content[: len(content) // 2]
+        finish_reason = "length"
+    elif kind == "think":
+        content = message["content"] = "<think>\nThe user wants the right writing.\n</think>\n\n" + content
+    elif kind == "reasoning":
+        message["reasoning_content"] = "The user wants the right writing, so I look for it."
+    prompt_tokens = sum(_count_words(str(m.get("content", ""))) for m in messages)
+    completion_tokens = _count_words(content or "")
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if chat.cached_share:
+        usage["prompt_tokens_details"] = {"cached_tokens": int(prompt_tokens * chat.cached_share)}
+    if kind == "reasoning":
+        usage["completion_tokens"] += REASONING_TOKENS
+        usage["total_tokens"] += REASONING_TOKENS
+        usage["completion_tokens_details"] = {"reasoning_tokens": REASONING_TOKENS}
+        usage["prompt_tokens_details"] = {"cached_tokens": CACHED_TOKENS}
+    with chat._lock:
+        chat.usage_sent["prompt_tokens"] += usage["prompt_tokens"]
+        chat.usage_sent["completion_tokens"] += usage["completion_tokens"]
+        chat.usage_sent["cached_tokens"] += usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    return 200, {
+        "id": f"chatcmpl-{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "test-model"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": usage,
+    }, {}
+
+
+# --------------------------------------------------------------------------- Files and Batches API
+
+
+@dataclass(frozen=True)
+class BatchBehaviour:
+    """How the server's Batch API behaves. A batch answers its requests when it is made (each as
+    `/v1/chat/completions` would, `faults` keyed by the request's 1-based number among all batch
+    requests) and reports them at its `polls`-th status check: `completed`, or with `expire_after`
+    set, `expired` with only that many requests done (the rest in the error file as
+    `batch_expired`), or with `fail` set, `failed` with that error code and no files. `hold` keeps
+    every batch `in_progress` until `ChatServer.release_batches` (or ``POST /batches/release``).
+    `api_faults` answers the n-th call of an endpoint (upload, create, retrieve, list, content)
+    with a `Fault` (429 or 500) instead."""
+
+    polls: int = 1
+    hold: bool = False
+    expire_after: int | None = None
+    fail: str | None = None
+    faults: FaultSchedule = None
+    api_faults: Mapping[str, Mapping[int, Fault]] | None = None
+
+
+EXPIRED_ERROR = {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}
+
+
+def _multipart(raw: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
+    """The fields of a multipart/form-data body: name -> (filename, bytes)."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+    fields = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        fields[str(name)] = (part.get_filename(), part.get_payload(decode=True) or b"")
+    return fields
+
+
+def _not_found(what: str) -> tuple[int, dict]:
+    return 404, {"error": {"message": f"No such {what}", "type": "invalid_request_error"}}
+
+
+def _file_object(chat: ChatServer, content: bytes, filename: str, purpose: str) -> dict:
+    file_id = f"file-{len(chat.files) + 1}"
+    obj = {"id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
+           "filename": filename, "purpose": purpose, "status": "processed"}
+    chat.files[file_id] = {"object": obj, "content": content}
+    return obj
+
+
+def _run_batch_requests(chat: ChatServer, batch: dict, content: bytes) -> None:
+    """Answer every request of the batch now (revealed when it ends): (custom_id, line) pairs."""
+    lines = []
+    for text in content.decode("utf-8").splitlines():
+        if not text.strip():
+            continue
+        request = json.loads(text)
+        body = request["body"]
+        with chat._lock:
+            chat.batch_requests.append(body)
+            number = len(chat.batch_requests)
+        fault = _fault_for(chat.batch_behaviour.faults, number, body)
+        status, payload, _ = chat_reply(chat, number, body, body.get("messages") or [], fault)
+        if isinstance(payload, bytes):  # a body that is not a chat completion
+            payload = {"id": f"chatcmpl-{number}", "object": "chat.completion", "choices": []}
+        response = {"status_code": status, "request_id": f"req_{number}", "body": payload}
+        lines.append((request["custom_id"], {"id": f"batch_req_{number}", "custom_id": request["custom_id"],
+                                             "response": response, "error": None}))
+    batch["_lines"] = lines
+    batch["request_counts"] = {"total": len(lines), "completed": 0, "failed": 0}
+
+
+def _end_batch(chat: ChatServer, batch: dict) -> None:
+    behaviour = chat.batch_behaviour
+    now = int(time.time())
+    if behaviour.fail is not None:
+        batch.update(status="failed", failed_at=now, errors={"object": "list", "data": [
+            {"code": behaviour.fail, "message": f"the batch failed ({behaviour.fail})", "line": None, "param": None}]})
+        return
+    lines = batch["_lines"]
+    done = lines if behaviour.expire_after is None else lines[: behaviour.expire_after]
+    output = [line for _, line in done if line["response"]["status_code"] == 200]
+    errors = [line for _, line in done if line["response"]["status_code"] != 200]
+    errors += [{"id": f"batch_req_x{i}", "custom_id": custom_id, "response": None, "error": EXPIRED_ERROR}
+               for i, (custom_id, _) in enumerate(lines[len(done):])]
+    for kind, chosen in (("output_file_id", output), ("error_file_id", errors)):
+        if chosen:
+            content = "".join(json.dumps(line) + "\n" for line in chosen).encode()
+            batch[kind] = _file_object(chat, content, f"{batch['id']}_{kind}.jsonl", "batch_output")["id"]
+    batch["request_counts"] = {"total": len(lines), "completed": len(output), "failed": len(errors)}
+    if behaviour.expire_after is None:
+        batch.update(status="completed", completed_at=now)
+    else:
+        batch.update(status="expired", expired_at=now)
+
+
+def _public(batch: dict) -> dict:
+    return {key: value for key, value in batch.items() if not key.startswith("_")}
+
+
+def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type: str) -> tuple[int, dict | bytes]:
+    """The Files and Batches endpoints: (status, JSON body or raw file content)."""
+    route = path.split("?")[0].rstrip("/")
+    endpoint = {
+        ("POST", "/v1/files"): "upload",
+        ("POST", "/v1/batches"): "create",
+        ("GET", "/v1/batches"): "list",
+    }.get((method, route))
+    if endpoint is None and method == "GET":
+        endpoint = "content" if route.endswith("/content") else "retrieve" if route.startswith("/v1/batches/") else "file"
+    with chat._lock:
+        chat.api_calls[str(endpoint)] += 1
+        number = chat.api_calls[str(endpoint)]
+        fault = (chat.batch_behaviour.api_faults or {}).get(str(endpoint), {}).get(number)
+        if fault is not None:
+            chat.faults_served[fault.kind] += 1
+            return (429, {"error": {"message": "rate limited"}}) if fault.kind == "429" else (
+                500, {"error": {"message": "internal error"}})
+        if endpoint == "upload":
+            fields = _multipart(raw, content_type)
+            filename, content = fields["file"]
+            return 200, _file_object(chat, content, filename or "upload.jsonl", fields["purpose"][1].decode())
+        if endpoint == "file":
+            found = chat.files.get(route.rsplit("/", 1)[-1])
+            return (200, found["object"]) if found else _not_found("file")
+        if endpoint == "content":
+            found = chat.files.get(route.split("/")[-2])
+            return (200, found["content"]) if found else _not_found("file")
+        if endpoint == "create":
+            request = json.loads(raw)
+            source = chat.files.get(request.get("input_file_id"))
+            if source is None:
+                return _not_found("file")
+            batch_id = f"batch_{len(chat.batches) + 1}"
+            batch = {"id": batch_id, "object": "batch", "endpoint": request["endpoint"], "errors": None,
+                     "input_file_id": request["input_file_id"], "completion_window": request["completion_window"],
+                     "status": "validating", "output_file_id": None, "error_file_id": None,
+                     "created_at": int(time.time()), "metadata": request.get("metadata"), "_checks": 0}
+            chat.batches[batch_id] = batch
+        else:
+            batch = None
+    if endpoint == "create":
+        assert batch is not None
+        _run_batch_requests(chat, batch, chat.files[batch["input_file_id"]]["content"])
+        return 200, _public(batch)
+    with chat._lock:
+        if endpoint == "list":
+            return 200, {"object": "list", "data": [_public(b) for b in reversed(chat.batches.values())],
+                         "first_id": None, "last_id": None, "has_more": False}
+        batch = chat.batches.get(route.rsplit("/", 1)[-1])
+        if batch is None:
+            return _not_found("batch")
+        if batch["status"] in ("validating", "in_progress"):
+            batch["_checks"] += 1
+            batch["status"] = "in_progress"
+            if not chat.batch_behaviour.hold and batch["_checks"] >= chat.batch_behaviour.polls:
+                _end_batch(chat, batch)
+        return 200, _public(batch)
 
 
 def _parse_faults(text: str | None) -> dict[int, Fault] | None:
@@ -493,8 +690,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--policy", default="oracle", choices=sorted(POLICIES))
     parser.add_argument("--delay", type=float, default=0.0, help="seconds every request waits")
     parser.add_argument("--faults", default=None, help="e.g. 1:429,2:500,3:slow@2,4:malformed,5:401")
+    parser.add_argument("--batch-hold", action="store_true", help="batches stay in progress until POST /batches/release")
     args = parser.parse_args(argv)
-    server = ChatServer(args.policy, _parse_faults(args.faults), delay=args.delay, port=args.port)
+    server = ChatServer(
+        args.policy, _parse_faults(args.faults), delay=args.delay, port=args.port,
+        batches=BatchBehaviour(hold=args.batch_hold),
+    )
     print(f"PORT {server.port}", flush=True)
     try:
         server.serve_forever()
