@@ -28,7 +28,7 @@ from .test_eval_runner import results
 FAST = BatchLimits(poll_first_s=0.01, poll_cap_s=0.05)
 PRICES = {"price_in": 1.0, "price_out": 4.0}
 #: Summary fields that say how the replies were obtained, not what they scored.
-HOW = ("settings", "price_per_1m", "cost_usd", "latency_s", "base_url")
+HOW = ("settings", "price_per_1m", "cost_usd", "cost_without_cache_usd", "cache_saved_usd", "latency_s", "base_url")
 #: Record fields that say how the reply was obtained.
 HOW_RECORD = ("settings", "latency_s", "batch_id")
 
@@ -71,8 +71,12 @@ def test_batch_run_grades_as_an_online_run_at_half_the_price(small_data, tmp_pat
     summary = done["summary"]
     assert summary["complete"] and summary["mean_score"] == 1.0 and summary["n_rows"] == 12
     assert without(summary, HOW) == without(online, HOW)
-    assert summary["cost_usd"] == pytest.approx(online["cost_usd"] / 2)
-    assert summary["price_per_1m"] == {"input": 0.5, "output": 2.0, "batch_discount": 0.5, "list": {"input": 1.0, "output": 4.0}}
+    for cost in ("cost_usd", "cost_without_cache_usd", "cache_saved_usd"):
+        assert summary[cost] == pytest.approx(online[cost] / 2), cost
+    assert summary["price_per_1m"] == {
+        "input": 0.5, "cached_input": 0.5, "output": 2.0, "batch_discount": 0.5,
+        "list": {"input": 1.0, "cached_input": 1.0, "output": 4.0},
+    }
     assert without(summary["settings"], ("base_url",)) == without(online["settings"], ("base_url",)) | {"batch": "api"}
     by_row = {(r["file"], r["row"]): r for r in results(tmp_path / "online")}
     batch_records = results(tmp_path / "batch")
