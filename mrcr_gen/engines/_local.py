@@ -16,7 +16,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from ._base import TaskFailed, available_cores, reporting_to
+from .._files import add_publish_guard
+from ._base import CallerGone, TaskFailed, available_cores, reporting_to
 
 #: How often the calling process reads what its workers report, at most (seconds).
 PROGRESS_EVERY = 0.1
@@ -50,7 +51,14 @@ def _die_with_caller(caller_alive: Any) -> None:
             caller_alive.recv_bytes()
         os._exit(1)  # no cleanup: what a unit was writing stays a temporary file (`remove_partials`)
 
+    def refuse_publish_once_gone() -> None:
+        # The watch thread may not run for a while on a loaded machine: checked again right
+        # before each file is moved into place. The caller never writes, so a readable pipe is closed.
+        if caller_alive.poll():
+            raise CallerGone
+
     threading.Thread(target=watch, name="mrcr-gen caller watch", daemon=True).start()
+    add_publish_guard(refuse_publish_once_gone)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             import ctypes
@@ -67,7 +75,10 @@ def _run_unit(fn: Callable[..., Any], call: int, index: int, unit: tuple, progre
     _reports.put((call, index, None, os.getpid()))
     report = (lambda steps: _reports.put((call, index, steps, None))) if progress else None
     with reporting_to(report):
-        return fn(*unit)
+        try:
+            return fn(*unit)
+        except CallerGone:
+            os._exit(1)  # the unfinished file is removed by then
 
 
 @dataclass

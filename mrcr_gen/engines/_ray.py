@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from .._files import add_publish_guard
-from ._base import TaskFailed, available_cores
+from ._base import CallerGone, TaskFailed, available_cores
 
 #: Ray's own default for tasks, spelled out: a task whose worker or node died is run again this often.
 MAX_RETRIES = 3
@@ -126,18 +126,13 @@ def process_identity(pid: int) -> tuple[int, str] | None:
         return None
 
 
-class _Orphaned(BaseException):
-    """Raised in a Ray worker whose raylet or driver is gone, where a finished file would be moved
-    into place: that move is not made (a BaseException, so no unit catches it as an error)."""
-
-
 #: Whether the worker this module runs in is orphaned (set by the first unit it runs).
 _orphaned: Callable[[], bool] | None = None
 
 
 def _refuse_orphaned_publish() -> None:
     if _orphaned is not None and _orphaned():
-        raise _Orphaned
+        raise CallerGone
 
 
 def _run_unit(driver: tuple[int, str] | None, fn: Callable[..., Any], *args: Any) -> Any:
@@ -164,7 +159,7 @@ def _run_unit(driver: tuple[int, str] | None, fn: Callable[..., Any], *args: Any
         threading.Thread(target=watch, name="mrcr-gen raylet watch", daemon=True).start()
     try:
         return fn(*args)
-    except _Orphaned:
+    except CallerGone:
         os._exit(1)  # the unfinished file is removed by then
 
 

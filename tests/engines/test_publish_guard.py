@@ -77,3 +77,42 @@ def test_a_publish_guard_that_raises_stops_the_move_and_leaves_no_temporary(tmp_
     with pytest.raises(RuntimeError, match="refused"):
         _files.write_text_atomic(tmp_path / "a.txt", "x")
     assert list(tmp_path.iterdir()) == []
+
+
+LOCAL_UNIT = """
+import multiprocessing, sys, types
+from mrcr_gen.engines import _local
+from mrcr_gen._files import write_text_atomic
+
+# No watch thread (a loaded machine may not run it for seconds): only the check at the move is left.
+_local.threading = types.SimpleNamespace(Thread=lambda **_: types.SimpleNamespace(start=lambda: None))
+_local._reports = types.SimpleNamespace(put=lambda report: None)
+caller_alive, caller_end = multiprocessing.Pipe(duplex=False)
+_local._die_with_caller(caller_alive)
+
+def unit(path, caller_dies):
+    if caller_dies == "yes":
+        caller_end.close()  # as the kernel closes it when the caller dies
+    write_text_atomic(path, "written")
+    return "done"
+
+print(_local._run_unit(unit, 0, 0, (sys.argv[1], sys.argv[2]), False))
+"""
+
+
+@pytest.mark.parametrize("caller_dies", [False, True], ids=["caller alive", "caller gone"])
+def test_a_local_worker_moves_its_file_into_place_only_while_its_caller_lives(tmp_path: Path, caller_dies: bool) -> None:
+    target = tmp_path / "part.parquet"
+    done = subprocess.run(
+        [sys.executable, "-c", LOCAL_UNIT, str(target), "yes" if caller_dies else "no"],
+        env=command_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if caller_dies:
+        assert (done.returncode, done.stdout) == (1, "")
+        assert list(tmp_path.iterdir()) == []
+    else:
+        assert (done.returncode, done.stdout, target.read_text()) == (0, "done\n", "written")

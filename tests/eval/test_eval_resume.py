@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from mrcr_gen import run_eval
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.eval import EvalConfig
 from mrcr_gen.eval._runner import resolve_inputs
-from tests.support.chat_server import ChatServer, Fault
+from tests.support.chat_server import ChatServer, Fault, oracle
 from tests.support.tiny_tokenizer import write_tiny_tokenizer
 
 from .conftest import API_KEY
@@ -192,7 +193,15 @@ def test_a_second_run_on_a_busy_folder_exits_2_naming_the_running_one(small_data
 def test_two_overlapping_runs_send_each_row_once_and_a_killed_run_does_not_block(small_data, tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, OPENAI_API_KEY=API_KEY, PYTHONPATH=os.getcwd())
-    with ChatServer("oracle", delay=0.5) as server:
+    # The first run's replies wait until the second run has been refused: it holds the folder
+    # however slowly a loaded machine starts the second (a fixed delay raced with that start).
+    second_done = threading.Event()
+
+    def held_oracle(messages, body):
+        second_done.wait(timeout=300)
+        return oracle(messages, body)
+
+    with ChatServer(held_oracle) as server:
         command = [
             sys.executable,
             "-c",
@@ -220,6 +229,7 @@ def test_two_overlapping_runs_send_each_row_once_and_a_killed_run_does_not_block
             first.send_signal(signal.SIGKILL)  # its lock dies with it: the next run is not blocked
             first.wait()
         finally:
+            second_done.set()
             if first.poll() is None:
                 first.kill()
                 first.wait()
