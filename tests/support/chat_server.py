@@ -241,6 +241,12 @@ class ChatServer:
             self.faults_served: Counter[str] = Counter()
             self.tokenize_requests = 0
             self.usage_sent: Counter[str] = Counter()  # usage of every chat completion sent (what is billed)
+            # For benchmarks: when the first chat request arrived and the last one was answered
+            # (time.time()), and the sum of every chat request's seconds in the server: divided by
+            # the span between them, the mean number of requests in flight.
+            self.first_request_at: float | None = None
+            self.last_answered_at: float | None = None
+            self.busy_seconds = 0.0
 
     def stats(self) -> dict:
         with self._lock:
@@ -252,6 +258,9 @@ class ChatServer:
                 "per_last_user": dict(self.per_last_user),
                 "faults_served": dict(self.faults_served),
                 "usage_sent": dict(self.usage_sent),
+                "first_request_at": self.first_request_at,
+                "last_answered_at": self.last_answered_at,
+                "busy_seconds": self.busy_seconds,
             }
 
     # lifecycle --------------------------------------------------------------
@@ -355,7 +364,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         messages = body.get("messages") or []
         last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+        arrived = time.time()
         with chat._lock:
+            if chat.first_request_at is None:
+                chat.first_request_at = arrived
             chat.total_requests += 1
             number = chat.total_requests
             chat.in_flight += 1
@@ -366,9 +378,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._answer(chat, number, body, messages)
         finally:
+            answered = time.time()
             with chat._lock:
                 chat.in_flight -= 1
                 chat.completed_requests += 1
+                chat.busy_seconds += answered - arrived
+                chat.last_answered_at = answered
 
     def _answer(self, chat: ChatServer, number: int, body: dict, messages: list) -> None:
         fault = _fault_for(chat.faults, number, body)
