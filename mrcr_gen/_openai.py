@@ -366,17 +366,22 @@ def _content_chars(messages: Sequence[dict]) -> int:
     return sum(len(m.get("content") or "") for m in messages if isinstance(m, dict))
 
 
-@functools.lru_cache(maxsize=8)
-def _posts_bytes(client_type: type) -> bool:
-    """Whether this client's `post` takes an encoded body (`content=`), as openai's has since 1.9x."""
-    try:
-        return "content" in inspect.signature(client_type.post).parameters
-    except (AttributeError, TypeError, ValueError):
-        return False
+_POSTS_BYTES: dict[type, bool] = {}
 
 
-@functools.lru_cache(maxsize=8)
-def _create_arguments(client_type: type) -> frozenset[str] | None:
+def _posts_bytes(client: Any) -> bool:
+    """Whether this client's `post` takes an encoded body (`content=`), as openai's does since 1.9x."""
+    kind = type(client)
+    if kind not in _POSTS_BYTES:
+        try:
+            _POSTS_BYTES[kind] = "content" in inspect.signature(kind.post).parameters
+        except (AttributeError, TypeError, ValueError):
+            _POSTS_BYTES[kind] = False
+    return _POSTS_BYTES[kind]
+
+
+@functools.lru_cache(maxsize=1)
+def _create_arguments() -> frozenset[str] | None:
     """The keyword arguments `chat.completions.create` takes (None when they cannot be told)."""
     try:
         from openai.resources.chat.completions import AsyncCompletions
@@ -413,15 +418,15 @@ def _chat_request(client: Any, model: str, messages: Sequence[dict], kwargs: dic
     """A function that sends one attempt: `client.post` with `body` (encoded once, see `encode_json`)
     when the client takes one, else `chat.completions.create`. Unknown arguments raise TypeError now,
     as `create` would, before anything is sent."""
-    known = _create_arguments(type(client))
+    known = _create_arguments()
     unknown = sorted(set(kwargs) - known - {"model", "messages"}) if known is not None else []
     if unknown:
         raise TypeError(f"chat.completions.create() got unexpected keyword argument(s): {', '.join(unknown)}")
-    if not _posts_bytes(type(client)):
+    if not _posts_bytes(client):
 
         async def create(body: bytes | None = None) -> Any:
             # Messages are the data files' JSON dicts; the server, not openai's TypedDicts, checks their shape.
-            return await client.chat.completions.create(model=model, messages=list(messages), **kwargs)  # type: ignore[arg-type]
+            return await client.chat.completions.create(model=model, messages=list(messages), **kwargs)
 
         return create
     from openai.types.chat import ChatCompletion
@@ -463,7 +468,7 @@ async def chat_completion(
     """
     kwargs = {k: v for k, v in params.items() if v is not None}
     send = _chat_request(client, model, messages, kwargs)
-    body = await encoded_request(model, messages, kwargs) if _posts_bytes(type(client)) else None
+    body = await encoded_request(model, messages, kwargs) if _posts_bytes(client) else None
     attempts = 0
     last: _Retryable | None = None
     billing = Billing()
