@@ -17,28 +17,33 @@ import os
 import pickle
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, TypeVar
 
 from ..engines._base import available_cores
 from ..engines._local import _die_with_caller
-from ._items import EvalItem, EvalRecipe
-from ._planner import JOB, scored_record
+from ._items import EvalRecipe
 
-#: Jobs (rows to send) the planner reads ahead of the sender: enough that a free slot finds one
-#: ready, few enough that long rows (about 10 MB each at 1M tokens) do not pile up.
-PREFETCH_JOBS = 4
+T = TypeVar("T")
+
+#: Steps the planner makes ahead of the sender: one, so that reading the next row overlaps sending
+#: this one, and no more rows are held in memory than before (at 1M tokens, about 10 MB each).
+PREFETCH_STEPS = 1
+#: Seconds of grading in a thread, in one run, after which it starts worker processes: their
+#: start costs a second or two of CPU each, more than grading a few dozen short rows.
+PROCESSES_AFTER_S = 3.0
 
 
 class Prefetch:
-    """Steps of `plan` produced by a thread of their own, at most `depth` jobs ahead of `next`.
+    """Steps of `plan` made by a thread of its own, at most `depth` ahead of `next`.
 
-    The thread stops at the next step after `stop()`; an exception of the plan is raised by `next`.
+    The thread stops before its next step after `stop()`; an exception of the plan is raised by `next`.
     """
 
-    def __init__(self, plan: Iterator[tuple[str, Any]], depth: int = PREFETCH_JOBS):
+    def __init__(self, plan: Iterator[tuple[str, Any]], depth: int = PREFETCH_STEPS):
         self._plan = plan
         self._loop = asyncio.get_running_loop()
         self._ready: asyncio.Queue[tuple[str, Any] | BaseException | None] = asyncio.Queue()
@@ -52,15 +57,16 @@ class Prefetch:
 
     def _produce(self) -> None:
         try:
-            for step in self._plan:
-                if step[0] == JOB:
-                    while not self._room.acquire(timeout=0.1):
-                        if self._stopped.is_set():
-                            return
+            while True:
+                while not self._room.acquire(timeout=0.1):
+                    if self._stopped.is_set():
+                        return
                 if self._stopped.is_set():
                     return
+                step = next(self._plan, None)
                 self._put(step)
-            self._put(None)
+                if step is None:
+                    return
         except BaseException as exc:  # raised by `next`, in the event loop's task
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
                 self._put(exc)
@@ -70,16 +76,12 @@ class Prefetch:
         step = await self._ready.get()
         if isinstance(step, BaseException):
             raise step
-        if step is not None and step[0] == JOB:
-            self._room.release()
+        self._room.release()
         return step
-
-    def stop(self) -> None:
-        self._stopped.set()
 
     async def close(self) -> None:
         """Stop the thread and wait for it (it may be inside a row's reading)."""
-        self.stop()
+        self._stopped.set()
         await asyncio.to_thread(self._thread.join)
 
 
@@ -129,34 +131,45 @@ os.register_at_fork(after_in_child=_forget_workers)
 
 
 class GradePool:
-    """`scored_record` in this process's grading processes, one per core, started by the first
-    reply (after the first request left: their start costs seconds of CPU) and used once they
-    have started; in a thread before, with one core, or for a recipe that another process cannot
-    be sent (a test's own)."""
+    """Grades replies off the event loop: in a thread, then, once this run's grading has taken
+    `PROCESSES_AFTER_S` seconds there (a run long enough to pay for their start), in this process's
+    grading processes, one per core. Not with one core, nor for what another process cannot be sent
+    (a test's own recipe or grader)."""
 
     def __init__(self) -> None:
         self.processes = available_cores() > 1
-        self._sendable: dict[str, bool] = {}
+        self.thread_seconds = 0.0
+        self._sendable: dict[int, tuple[Any, bool]] = {}  # id -> (the object, kept alive; sendable)
 
-    def _sendable_recipe(self, recipe: EvalRecipe) -> bool:
-        if recipe.name not in self._sendable:
-            try:
-                pickle.dumps(recipe)
-                self._sendable[recipe.name] = True
-            except Exception:  # pickle raises what the object's parts raise
-                self._sendable[recipe.name] = False
-        return self._sendable[recipe.name]
+    def _can_send(self, *objects: Any) -> bool:
+        for thing in objects:
+            if id(thing) not in self._sendable:
+                try:
+                    pickle.dumps(thing)
+                    self._sendable[id(thing)] = (thing, True)
+                except Exception:  # pickle raises what the object's parts raise
+                    self._sendable[id(thing)] = (thing, False)
+        return all(self._sendable[id(thing)][1] for thing in objects)
 
-    async def grade(self, item: EvalItem, recipe: EvalRecipe, result: Any, strip_think: bool) -> dict[str, Any]:
-        """The fields of a graded row (`scored_record`), computed off the event loop."""
-        call = functools.partial(scored_record, item, recipe, result, strip_think)
-        workers = _process_workers(recipe) if self.processes and self._sendable_recipe(recipe) else None
+    def _timed(self, call: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            self.thread_seconds += time.perf_counter() - started
+
+    async def grade(self, grader: Callable[..., T], item: Any, recipe: EvalRecipe, *more: Any) -> T:
+        """`grader(item, recipe, *more)` (`scored_record`), computed off the event loop."""
+        call = functools.partial(grader, item, recipe, *more)
+        workers = None
+        if self.processes and self.thread_seconds >= PROCESSES_AFTER_S and self._can_send(grader, recipe):
+            workers = _process_workers(recipe)
         if workers is None or not workers.ready():
-            return await asyncio.to_thread(call)
+            return await asyncio.to_thread(self._timed, call)
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(workers.executor, call)
         except BrokenProcessPool:  # a worker was killed (out of memory?): new workers; this grade in a thread
             if _workers is workers:
                 _forget_workers()
-            return await asyncio.to_thread(call)
+            return await asyncio.to_thread(self._timed, call)

@@ -49,7 +49,7 @@ from ._config import (
 from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, EvalRecipe, FileError, recipe_named
 from ._pipeline import GradePool, Prefetch
-from ._planner import FILE_ERROR, JOB, Planner, base_record
+from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
 from ._results import (
     LOCK_NAME,
     RESULTS_NAME,
@@ -300,7 +300,7 @@ async def _run_locked(
                 in_flight -= 1
             stats.sent += 1
             # The row keeps its slot until it is recorded: a killed run loses at most `concurrency` replies.
-            graded = await grader.grade(item, recipe, result, config.strip_think)
+            graded = await grader.grade(scored_record, item, recipe, result, config.strip_think)
             stats.scored += 1
             emit(record | graded)
 
