@@ -103,10 +103,12 @@ def build(directory: Path, name: str, bins: tuple[int, ...], rows: int) -> list[
 
 
 class Server:
-    """tests/support/chat_server.py in its own process, answering after `delay` seconds."""
+    """tests/support/chat_server.py in its own process, answering after `delay` seconds (`echo`: the
+    last user message, a writing for the pool builder)."""
 
-    def __init__(self, delay: float):
+    def __init__(self, delay: float, policy: str = "oracle"):
         command = [sys.executable, "-m", "tests.support.chat_server", "--port", "0", "--delay", str(delay)]
+        command += ["--policy", policy]
         self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line.startswith("PORT "):
@@ -221,7 +223,7 @@ def short_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
 def pool_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
     command = [sys.executable, __file__, "pool", "--base-url", "{url}", "--asks", str(args.pool_asks)]
     command += ["--out", str(work / "pool.parquet"), "--cache", str(work / "pool-cache")]
-    with Server(args.delay) as server:
+    with Server(args.delay, policy="echo") as server:  # a writing: the ask itself
         shutil.rmtree(work / "pool-cache", ignore_errors=True)
         run = timed(server, [part.replace("{url}", server.base_url) for part in command], env)
     print(
@@ -246,7 +248,7 @@ def main() -> None:
     parser.add_argument("--long-rows", type=int, default=60)
     parser.add_argument("--short-rows", type=int, default=600)
     parser.add_argument("--pool-asks", type=int, default=640)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 16, 32, 64])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16, 64])
     parser.add_argument("--delay", type=float, default=1.0, help="seconds the server takes per request (short job)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", nargs="+", default=["long", "short", "pool"], choices=["long", "short", "pool"])
