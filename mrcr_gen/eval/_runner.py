@@ -49,6 +49,7 @@ from ._config import (
 from ._control import sent_messages
 from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, EvalRecipe, FileError, recipe_named
+from ._pipeline import GradePool, Prefetch
 from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
 from ._results import (
     LOCK_NAME,
@@ -247,6 +248,7 @@ async def _run_locked(
     semaphore = asyncio.Semaphore(config.concurrency)
     in_flight = 0
     tasks: set[asyncio.Task] = set()
+    grader = GradePool()
     fatal: list[ChatError] = []
     crashed: list[BaseException] = []  # a task's unexpected exception: observed, stops the run, raised
 
@@ -319,7 +321,8 @@ async def _run_locked(
             finally:
                 in_flight -= 1
             stats.sent += 1
-            graded = await asyncio.to_thread(scored_record, item, recipe, result, config.strip_think)
+            # The row keeps its slot until it is recorded: a killed run loses at most `concurrency` replies.
+            graded = await grader.grade(scored_record, item, recipe, result, config.strip_think)
             stats.scored += 1
             emit(record | graded)
 
@@ -330,7 +333,7 @@ async def _run_locked(
                 await send(item, sha)
 
         planner = Planner(config, recipes, files, shas, records, base, over_window)
-        plan = iter(planner)
+        steps = Prefetch(iter(planner))  # reads ahead from now on, in its own thread
         finished = False
 
         def job_done(task: asyncio.Task) -> None:
@@ -345,7 +348,7 @@ async def _run_locked(
                 if stopping():
                     semaphore.release()
                     break
-                step = await asyncio.to_thread(next, plan, None)
+                step = await steps.next()
                 if step is None:
                     semaphore.release()
                     finished = True
@@ -370,6 +373,7 @@ async def _run_locked(
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await steps.close()
             close = getattr(client, "close", None)
             if close is not None:
                 with contextlib.suppress(Exception):

@@ -10,8 +10,19 @@ import time
 import urllib.request
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mrcr_gen._openai import BoundedRunner, ChatError, ChatStopped, chat_completion, is_prompt_too_long, make_client
+from mrcr_gen._openai import (
+    BoundedRunner,
+    ChatError,
+    ChatStopped,
+    chat_completion,
+    encode_json,
+    is_prompt_too_long,
+    make_client,
+    request_body,
+)
 from tests.support.chat_server import CACHED_TOKENS, REASONING_TOKENS, ChatServer, Fault
 
 from .conftest import API_KEY
@@ -242,3 +253,44 @@ def test_bounded_runner_cancels_and_awaits_the_others_when_one_fails():
     finished, pending = run(main())
     assert finished == [] and pending == []
     assert unobserved == []
+
+
+# ----------------------------------------------------------------------- the encoded request (issue 23)
+
+_json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_json_values = st.recursive(
+    _json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4), max_leaves=12
+)
+
+
+@given(
+    messages=st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": st.text()}), max_size=6),
+    extra=st.dictionaries(st.text(min_size=1), _json_values, max_size=3),
+)
+def test_the_encoded_body_is_byte_for_byte_what_openai_encodes(messages, extra):
+    from openai._utils._json import openapi_dumps
+
+    body = request_body("test-model", messages, {"temperature": 0.5, "extra_body": extra})
+    assert encode_json(body) == openapi_dumps(body)
+
+
+def test_the_server_gets_what_chat_completions_create_sends(monkeypatch):
+    """The same JSON object, key and request fields as from `create`, whose transform the encoded
+    body skips (the fallback for an openai whose `post` takes no encoded body)."""
+    import mrcr_gen._openai as chat
+
+    params = {"temperature": 0.0, "max_completion_tokens": 7, "extra_body": {"top_k": 3, "temperature": 0.5}}
+    seen = []
+    for posts_bytes in (True, False):
+        monkeypatch.setattr(chat, "_posts_bytes", lambda client, posts_bytes=posts_bytes: posts_bytes)
+        with ChatServer("oracle") as server:
+            result = run(_complete(server, **params))
+            seen.append((server.requests, server.authorizations, result.text))
+    assert seen[0] == seen[1]
+    assert seen[0][0][0]["temperature"] == 0.5 and seen[0][0][0]["top_k"] == 3  # extra_body wins, as in openai
+
+
+def test_an_unknown_argument_is_refused_before_anything_is_sent():
+    with ChatServer("oracle") as server, pytest.raises(TypeError, match="not_a_field"):
+        run(_complete(server, not_a_field=1))
+    assert server.total_requests == 0

@@ -287,6 +287,12 @@ class ChatServer:
             self.batches: dict[str, dict] = {}  # id -> Batch fields, plus "_lines" (its answers) and "_checks"
             self.batch_requests: list[dict] = []  # the body of every request of every batch made
             self.api_calls: Counter[str] = Counter()  # upload, create, retrieve, list, content
+            # For benchmarks: when the first chat request arrived and the last one was answered
+            # (time.time()), and the sum of every chat request's seconds in the server: divided by
+            # the span between them, the mean number of requests in flight.
+            self.first_request_at: float | None = None
+            self.last_answered_at: float | None = None
+            self.busy_seconds = 0.0
 
     def stats(self) -> dict:
         with self._lock:
@@ -301,6 +307,9 @@ class ChatServer:
                 "api_calls": dict(self.api_calls),
                 "batches_created": len(self.batches),
                 "batch_requests": len(self.batch_requests),
+                "first_request_at": self.first_request_at,
+                "last_answered_at": self.last_answered_at,
+                "busy_seconds": self.busy_seconds,
             }
 
     def release_batches(self) -> None:
@@ -423,7 +432,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         messages = body.get("messages") or []
         last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+        arrived = time.time()
         with chat._lock:
+            if chat.first_request_at is None:
+                chat.first_request_at = arrived
             chat.total_requests += 1
             number = chat.total_requests
             chat.in_flight += 1
@@ -434,9 +446,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._answer(chat, number, body, messages)
         finally:
+            answered = time.time()
             with chat._lock:
                 chat.in_flight -= 1
                 chat.completed_requests += 1
+                chat.busy_seconds += answered - arrived
+                chat.last_answered_at = answered
 
     def _answer(self, chat: ChatServer, number: int, body: dict, messages: list) -> None:
         fault = _fault_for(chat.faults, number, body)

@@ -1,0 +1,175 @@
+"""What keeps `mrcr-eval`'s event loop free to send: the planner read ahead in its own thread
+(`Prefetch`), and replies graded in worker processes (`GradePool`).
+
+Reading a row (parquet, JSON, tokens) and grading a reply (the grade, the failure analysis, the
+reference floors: `SequenceMatcher` in pure Python, 0.1-0.5 s a row) are CPU work. On the event loop,
+or in threads of its process that hold the GIL, they stall every request in flight; the grading
+runs in worker processes instead, on every core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import multiprocessing
+import os
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from ..engines._base import available_cores
+from ..engines._local import _die_with_caller
+from ._items import EvalRecipe
+
+T = TypeVar("T")
+
+#: Steps the planner makes ahead of the sender: one, so that reading the next row overlaps sending
+#: this one, and no more rows are held in memory than before (at 1M tokens, about 10 MB each).
+PREFETCH_STEPS = 1
+#: Seconds of grading in a thread, in one run, after which it starts worker processes: their
+#: start costs a second or two of CPU each, more than grading a few dozen short rows.
+PROCESSES_AFTER_S = 3.0
+
+
+class Prefetch:
+    """Steps of `plan` made by a thread of its own, at most `depth` ahead of `next`.
+
+    The thread stops before its next step after `stop()`; an exception of the plan is raised by `next`.
+    """
+
+    def __init__(self, plan: Iterator[tuple[str, Any]], depth: int = PREFETCH_STEPS):
+        self._plan = plan
+        self._loop = asyncio.get_running_loop()
+        self._ready: asyncio.Queue[tuple[str, Any] | BaseException | None] = asyncio.Queue()
+        self._room = threading.Semaphore(depth)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._produce, name="mrcr-eval planner", daemon=True)
+        self._thread.start()
+
+    def _put(self, value: tuple[str, Any] | BaseException | None) -> None:
+        self._loop.call_soon_threadsafe(self._ready.put_nowait, value)
+
+    def _produce(self) -> None:
+        try:
+            while True:
+                while not self._room.acquire(timeout=0.1):
+                    if self._stopped.is_set():
+                        return
+                if self._stopped.is_set():
+                    return
+                step = next(self._plan, None)
+                self._put(step)
+                if step is None:
+                    return
+        except BaseException as exc:  # raised by `next`, in the event loop's task
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+                self._put(exc)
+
+    async def next(self) -> tuple[str, Any] | None:
+        """The next step, or None after the last."""
+        step = await self._ready.get()
+        if isinstance(step, BaseException):
+            raise step
+        self._room.release()
+        return step
+
+    async def close(self) -> None:
+        """Stop the thread and wait for it (it may be inside a row's reading)."""
+        self._stopped.set()
+        await asyncio.to_thread(self._thread.join)
+
+
+def _grader_context() -> multiprocessing.context.BaseContext:
+    # fork would copy the locks of this process's threads mid-use; a fork server starts clean processes.
+    return multiprocessing.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
+
+
+def _warm(recipe: EvalRecipe) -> None:
+    """Run in each new worker: receiving `recipe` imports its module, before the first grade needs it."""
+
+
+class _Workers:
+    """This process's grading processes: started once (about a second each, importing the package)
+    and kept for every later run of the process, as tests and notebooks make many."""
+
+    def __init__(self, workers: int, recipe: EvalRecipe):
+        context = _grader_context()
+        # Only this process holds the write end: the workers end when it does, however it ends.
+        self._caller_alive = context.Pipe(duplex=False)
+        self.executor = ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_die_with_caller, initargs=(self._caller_alive[0],)
+        )
+        self.warming = [self.executor.submit(_warm, recipe) for _ in range(workers)]
+
+    def ready(self) -> bool:
+        return all(future.done() for future in self.warming)
+
+
+_workers: _Workers | None = None
+
+
+def _process_workers(recipe: EvalRecipe) -> _Workers:
+    global _workers
+    if _workers is None:
+        _workers = _Workers(available_cores(), recipe)
+    return _workers
+
+
+def _forget_workers() -> None:
+    global _workers
+    _workers = None
+
+
+# A forked child has none of its parent's processes: it starts its own when it needs them.
+os.register_at_fork(after_in_child=_forget_workers)
+
+
+class GradePool:
+    """Grades replies off the event loop: in a thread, then, once this run's grading has taken
+    `PROCESSES_AFTER_S` seconds there (a run long enough to pay for their start), in this process's
+    grading processes, one per core. Not with one core, nor for what another process cannot be sent
+    (a test's own recipe or grader)."""
+
+    def __init__(self) -> None:
+        self.processes = available_cores() > 1
+        self.thread_seconds = 0.0
+        self._sendable: dict[int, tuple[Any, bool]] = {}  # id -> (the object, kept alive; sendable)
+
+    def _can_send(self, *objects: Any) -> bool:
+        for thing in objects:
+            if id(thing) not in self._sendable:
+                try:
+                    pickle.dumps(thing)
+                    self._sendable[id(thing)] = (thing, True)
+                except Exception:  # pickle raises what the object's parts raise
+                    self._sendable[id(thing)] = (thing, False)
+        return all(self._sendable[id(thing)][1] for thing in objects)
+
+    def _timed(self, call: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            self.thread_seconds += time.perf_counter() - started
+
+    async def grade(self, grader: Callable[..., T], item: Any, recipe: EvalRecipe, *more: Any) -> T:
+        """`grader(item, recipe, *more)` (`scored_record`), computed off the event loop."""
+        call = functools.partial(grader, item, recipe, *more)
+        workers = None
+        if self.processes and self.thread_seconds >= PROCESSES_AFTER_S and self._can_send(grader, recipe):
+            workers = _process_workers(recipe)
+        if workers is None or not workers.ready():
+            return await asyncio.to_thread(self._timed, call)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(workers.executor, call)
+        except BrokenProcessPool:  # a worker was killed (out of memory?): new workers; this grade in a thread
+            if _workers is workers:
+                _forget_workers()
+            return await asyncio.to_thread(self._timed, call)
