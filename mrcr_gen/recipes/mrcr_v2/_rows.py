@@ -179,6 +179,16 @@ def _csv_cell(name: str, value: Any) -> Any:
     return value
 
 
+def _quoted_csv_cell(text: str) -> str | None:
+    """`text` as the csv module writes a cell holding a line break (its default dialect quotes it
+    and doubles every quote character), or None for a cell left to the csv module. One
+    `str.replace` instead of the module's character-by-character loop: ~20x faster on a `queries`
+    cell of millions of characters."""
+    if "\n" not in text or "\0" in text:  # NUL: whatever the csv module of this Python does with it
+        return None
+    return '"' + text.replace('"', '""') + '"'
+
+
 class V2FileWriter:
     """Streams rows into a CSV or parquet file that appears atomically when closed without error."""
 
@@ -207,7 +217,13 @@ class V2FileWriter:
         record = row.record() if isinstance(row, V2Row) else row
         self.rows += 1
         if self.format == "csv":
-            self._csv.writerow([_csv_cell(name, record[name]) for name in V2_COLUMNS])
+            cells = [_csv_cell(name, record[name]) for name in V2_COLUMNS]
+            first = _quoted_csv_cell(cells[0]) if isinstance(cells[0], str) else None
+            if first is None:
+                self._csv.writerow(cells)
+            else:  # the same bytes: the first cell and its delimiter, then the rest of the row
+                self._handle.write(first + ",")
+                self._csv.writerow(cells[1:])
             return
         self._buffer.append(record)
         self._buffered_bytes += len(record["queries"])
