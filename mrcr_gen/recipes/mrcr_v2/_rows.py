@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 import csv
+import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,86 @@ def parse_positions(value: Any) -> Any:
     raise ValueError(f"expected a list or tuple, got {type(value).__name__}")
 
 
+def _plain_csv_record(text: str) -> list[str] | None:
+    """The cells of one CSV record (its lines joined) as `csv.reader` reads them, when the record is
+    plain: cells unquoted without quotes or line breaks, or quoted with doubled quotes inside, then a
+    comma or the record's end, then "\n" or "\r\n". None for anything else (an empty line, text after a
+    closing quote, a lone "\r", NUL, ...): left to the csv module."""
+    end = len(text) - (2 if text.endswith("\r\n") else 1 if text.endswith("\n") else 0)
+    if end == 0 or "\0" in text:
+        return None
+    cells: list[str] = []
+    at = 0
+    while True:
+        if text.startswith('"', at):
+            pieces, start = [], at + 1
+            while True:
+                close = text.find('"', start, end)
+                if close < 0:
+                    return None
+                if close + 1 < end and text[close + 1] == '"':
+                    pieces.append(text[start : close + 1])  # a doubled quote: one quote
+                    start = close + 2
+                    continue
+                pieces.append(text[start:close])
+                at = close + 1
+                break
+            cells.append("".join(pieces))
+        else:
+            comma = text.find(",", at, end)
+            stop = end if comma < 0 else comma
+            cell = text[at:stop]
+            if '"' in cell or "\r" in cell or "\n" in cell:
+                return None
+            cells.append(cell)
+            at = stop
+        if at == end:
+            return cells
+        if text[at] != ",":
+            return None
+        at += 1
+
+
+class _CsvRows:
+    """`csv.reader(lines)`'s rows, read ~10x faster: a record's lines are gathered until its quotes
+    balance, and a plain record (`_plain_csv_record`) is cut with `str.find` instead of the csv
+    module's loop over every character (~40 MB/s: seconds for rows of 1M tokens). From the first
+    record that is not plain on, the csv module reads the rest, so every file reads as with it."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self._csv: Iterator[list[str]] | None = None
+        self.line_num = 0  # what csv.DictReader reads after each row
+
+    def __iter__(self) -> _CsvRows:
+        return self
+
+    def __next__(self) -> list[str]:
+        if self._csv is None:
+            line = next(self._lines)
+            record, quotes = [line], line.count('"')
+            while quotes % 2:
+                more = next(self._lines, None)
+                if more is None:
+                    break
+                record.append(more)
+                quotes += more.count('"')
+            self.line_num += len(record)
+            cells = _plain_csv_record("".join(record)) if quotes % 2 == 0 else None
+            if cells is not None:
+                return cells
+            self._csv = csv.reader(itertools.chain(record, self._lines))
+        return next(self._csv)
+
+
+class _CsvDictReader(csv.DictReader):
+    """csv.DictReader over `_CsvRows`."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        super().__init__(lines)
+        self.reader = _CsvRows(lines)  # type: ignore[assignment]
+
+
 def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[dict[str, Any]]:
     """Raw records of a v2 file (CSV cells are strings; parquet cells typed), one at a time.
     `errors` is how CSV bytes that are not UTF-8 decode (the validator reads them as lone
@@ -136,7 +217,7 @@ def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[di
     if path.suffix.lower() == ".csv":
         raise_csv_limit()
         with open(path, newline="", encoding="utf-8-sig", errors=errors) as handle:  # a byte-order mark is not a column
-            yield from csv.DictReader(handle)
+            yield from _CsvDictReader(handle)
         return
     with pq.ParquetFile(path) as parquet:
         for batch in parquet.iter_batches(batch_size=4):
