@@ -9,6 +9,7 @@ import io
 import re
 import shutil
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,23 +28,28 @@ def csv_module_rows(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(text, newline="")))
 
 
-@settings(max_examples=600, deadline=None)
-@given(CSV_TEXT)
-def test_csv_rows_are_the_csv_modules_on_any_text(text):
+BLOCK = st.sampled_from([1, 2, 3, 7, 1 << 20])  # reads that end anywhere: inside "\r\n", quotes, cells
+
+
+@settings(max_examples=800, deadline=None)
+@given(CSV_TEXT, BLOCK)
+def test_csv_rows_are_the_csv_modules_on_any_text(text, block):
     try:
         expected = csv_module_rows(text)
     except csv.Error:
-        return  # the csv module refuses it; the reader then refuses it too (it is the csv module there)
-    assert list(_CsvRows(io.StringIO(text, newline=""))) == expected
+        with pytest.raises(csv.Error):  # where the csv module refuses, it is the csv module reading
+            list(_CsvRows(io.StringIO(text, newline=""), block))
+        return
+    assert list(_CsvRows(io.StringIO(text, newline=""), block)) == expected
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(CELL, min_size=1, max_size=4), max_size=5))
-def test_csv_rows_are_the_csv_modules_on_written_files(rows):
+@given(st.lists(st.lists(CELL, min_size=1, max_size=4), max_size=5), BLOCK)
+def test_csv_rows_are_the_csv_modules_on_written_files(rows, block):
     buffer = io.StringIO(newline="")
     csv.writer(buffer).writerows(rows)
     text = buffer.getvalue()
-    reader = _CsvRows(io.StringIO(text, newline=""))
+    reader = _CsvRows(io.StringIO(text, newline=""), block)
     assert list(reader) == csv_module_rows(text)
     if "\0" not in text:
         assert reader._csv is None  # every record was cut by the fast path, multi-line quoted cells included

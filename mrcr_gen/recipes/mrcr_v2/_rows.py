@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -170,43 +171,91 @@ def _plain_csv_record(text: str) -> list[str] | None:
 
 
 class _CsvRows:
-    """`csv.reader(lines)`'s rows, read ~10x faster: a record's lines are gathered until its quotes
-    balance, and a plain record (`_plain_csv_record`) is cut with `str.find` instead of the csv
-    module's loop over every character (~40 MB/s: seconds for rows of 1M tokens). From the first
-    record that is not plain on, the csv module reads the rest, so every file reads as with it."""
+    """`csv.reader(handle)`'s rows, read ~10x faster: the file is read in blocks, a record's end found
+    with `str.find` (the first line break outside quotes), and a plain record (`_plain_csv_record`) cut
+    without the csv module's loop over every character (~40 MB/s: seconds for rows of 1M tokens).
+    From the first record that is not plain on, the csv module reads the rest, so every file reads as
+    with it."""
 
-    def __init__(self, lines: Iterable[str]) -> None:
-        self._lines = iter(lines)
+    def __init__(self, handle: TextIO, block: int = 1 << 20) -> None:
+        self._handle = handle
+        self._block = block
+        self._buffer = ""
+        self._at = 0  # where the next record starts in the buffer
         self._csv: Iterator[list[str]] | None = None
         self.line_num = 0  # what csv.DictReader reads after each row
 
     def __iter__(self) -> _CsvRows:
         return self
 
+    def _read_more(self) -> bool:
+        """The rest of the buffer and the next block (at least as long: reads double); False at the end."""
+        more = self._handle.read(max(self._block, len(self._buffer) - self._at))
+        if not more:
+            return False
+        self._buffer = self._buffer[self._at :] + more
+        self._at = 0
+        return True
+
+    def _next_record(self) -> tuple[int, int] | None:
+        """(start, end) in the buffer of the next record: up to its first line break outside quotes,
+        or to the end of the file; None when nothing is left."""
+        scanned, inside = 0, False  # from self._at, which _read_more moves
+        while True:
+            buffer, start = self._buffer, self._at
+            at = start + scanned
+            if inside:
+                quote = buffer.find('"', at)
+                if quote >= 0:
+                    scanned, inside = quote + 1 - start, False
+                    continue
+            else:
+                newline = buffer.find("\n", at)
+                quote = buffer.find('"', at, len(buffer) if newline < 0 else newline)
+                if quote >= 0:
+                    scanned, inside = quote + 1 - start, True
+                    continue
+                if newline >= 0:
+                    self._at = newline + 1
+                    return start, newline + 1
+            scanned = len(buffer) - start
+            if not self._read_more():
+                self._at = len(buffer)
+                return (start, len(buffer)) if start < len(buffer) else None
+
+    def _lines_from(self, start: int) -> Iterator[str]:
+        """The file's lines from `start` in the buffer on, split as iterating the file splits them."""
+        tail = self._buffer[start:]
+        # Complete the buffer's last line from the file; stop only at a "\n" (or the end): a "\r" may be
+        # the first half of a "\r\n" the block cut.
+        while tail and not tail.endswith("\n"):
+            more = self._handle.readline()
+            if not more:
+                break
+            tail += more
+        self._buffer, self._at = "", 0
+        return itertools.chain(io.StringIO(tail, newline=""), self._handle)
+
     def __next__(self) -> list[str]:
         if self._csv is None:
-            line = next(self._lines)
-            record, quotes = [line], line.count('"')
-            while quotes % 2:
-                more = next(self._lines, None)
-                if more is None:
-                    break
-                record.append(more)
-                quotes += more.count('"')
-            self.line_num += len(record)
-            cells = _plain_csv_record("".join(record)) if quotes % 2 == 0 else None
+            found = self._next_record()
+            if found is None:
+                raise StopIteration
+            start, end = found
+            self.line_num += 1
+            cells = _plain_csv_record(self._buffer[start:end])
             if cells is not None:
                 return cells
-            self._csv = csv.reader(itertools.chain(record, self._lines))
+            self._csv = csv.reader(self._lines_from(start))
         return next(self._csv)
 
 
 class _CsvDictReader(csv.DictReader):
     """csv.DictReader over `_CsvRows`."""
 
-    def __init__(self, lines: Iterable[str]) -> None:
-        super().__init__(lines)
-        self.reader = _CsvRows(lines)  # type: ignore[assignment]
+    def __init__(self, handle: TextIO) -> None:
+        super().__init__(handle)
+        self.reader = _CsvRows(handle)  # type: ignore[assignment]
 
 
 def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[dict[str, Any]]:
