@@ -78,37 +78,66 @@ def main() -> None:
             out = Path(tmp) / "v2"
             shutil.rmtree(out, ignore_errors=True)
             generate = measure(
-                _cli("gen_main", "mrcr-gen", "--recipe", "mrcr-v2", "--needles", str(args.needles), *target,
-                     "--samples", str(args.rows), "--rows-per-transcript", str(args.rows_per_transcript),
-                     "--seed", str(round_), "--out", str(out)),
+                _cli(
+                    "gen_main",
+                    "mrcr-gen",
+                    "--recipe",
+                    "mrcr-v2",
+                    "--needles",
+                    str(args.needles),
+                    *target,
+                    "--samples",
+                    str(args.rows),
+                    "--rows-per-transcript",
+                    str(args.rows_per_transcript),
+                    "--seed",
+                    str(round_),
+                    "--out",
+                    str(out),
+                ),
                 memory=False,
             )
             [path] = sorted(out.rglob("*.csv"))
             naive = measure([*loop, str(path)], memory=False)
-            validate = measure(_cli("validate_main", "mrcr-validate", str(path), "--json", str(Path(tmp) / "report.json")),
-                               memory=False)
+            validate = measure(
+                _cli("validate_main", "mrcr-validate", str(path), "--json", str(Path(tmp) / "report.json")),
+                memory=False,
+            )
             gen_ratios.append(generate["wall"] / naive["wall"])
             validate_ratios.append(validate["wall"] / naive["wall"])
-            print(f"round {round_}: generate {generate['wall']:.1f} s, seed loop {naive['wall']:.1f} s, "
-                  f"mrcr-validate {validate['wall']:.1f} s (exit {validate['exit_code']}): "
-                  f"{gen_ratios[-1]:.2f} / {validate_ratios[-1]:.2f}", flush=True)
+            print(
+                f"round {round_}: generate {generate['wall']:.1f} s, seed loop {naive['wall']:.1f} s, "
+                f"mrcr-validate {validate['wall']:.1f} s (exit {validate['exit_code']}): "
+                f"{gen_ratios[-1]:.2f} / {validate_ratios[-1]:.2f}",
+                flush=True,
+            )
 
         import pandas as pd
 
         frame = pd.read_csv(path)
-        exact = (list(frame["context_len"]) == naive["context_len"]
-                 and list(frame["answer_token_count"]) == naive["answer_token_count"])
+        exact = (
+            list(frame["context_len"]) == naive["context_len"]
+            and list(frame["answer_token_count"]) == naive["answer_token_count"]
+        )
         inside = all(n in wanted for n in naive["context_len"])
         report = json.loads((Path(tmp) / "report.json").read_text())
         findings = report.get("findings", [])
-        print(f"{wanted}: {len(frame)} rows, context_len {min(naive['context_len'])}..{max(naive['context_len'])}, "
-              f"{args.rows_per_transcript} rows a transcript, file {path.stat().st_size / 1e6:.1f} MB")
-        print(f"exact (context_len == tiktoken count of the whole queries string): {exact}; inside: {inside}; "
-              f"validator findings: {len(findings)}")
-        print(f"generate / seed loop: median {statistics.median(gen_ratios):.2f} "
-              f"(rounds {', '.join(f'{r:.2f}' for r in gen_ratios)})")
-        print(f"mrcr-validate / seed loop: median {statistics.median(validate_ratios):.2f} "
-              f"(rounds {', '.join(f'{r:.2f}' for r in validate_ratios)})")
+        print(
+            f"{wanted}: {len(frame)} rows, context_len {min(naive['context_len'])}..{max(naive['context_len'])}, "
+            f"{args.rows_per_transcript} rows a transcript, file {path.stat().st_size / 1e6:.1f} MB"
+        )
+        print(
+            f"exact (context_len == tiktoken count of the whole queries string): {exact}; inside: {inside}; "
+            f"validator findings: {len(findings)}"
+        )
+        print(
+            f"generate / seed loop: median {statistics.median(gen_ratios):.2f} "
+            f"(rounds {', '.join(f'{r:.2f}' for r in gen_ratios)})"
+        )
+        print(
+            f"mrcr-validate / seed loop: median {statistics.median(validate_ratios):.2f} "
+            f"(rounds {', '.join(f'{r:.2f}' for r in validate_ratios)})"
+        )
         if not (exact and inside and not findings and validate["exit_code"] == 0):
             raise SystemExit(1)
 

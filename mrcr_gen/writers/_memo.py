@@ -91,7 +91,7 @@ class MemoizedWriter:
             missing = [key for key in missing if key not in self._cache]
         # One thread: tokenizing beside composing in a second thread gained nothing measurable
         # (both need the GIL often enough to convoy); the workers' processes are the parallelism.
-        texts = [self._texts.pop(key, None) or self.compose(*key) for key in missing]
+        texts = [self._texts.pop(key) if key in self._texts else self.compose(*key) for key in missing]
         counts = count_tokens_batch(texts, num_threads=1, tokenizer=self.tokenizer)
         for key, text, n_tokens in zip(missing, texts, counts, strict=True):
             self._cache[key] = Writing(text=text, n_tokens=n_tokens)
