@@ -41,10 +41,12 @@ def _longest_word(ask: str) -> str:
     return max(re.findall(r"[^\W_]+", ask.lower()), key=len, default="")
 
 
-def has_ask_line(text: str, ask: str) -> bool:
-    """Whether some line of `text` is the ask (see `ask_line_pattern`)."""
+def has_ask_line(text: str, ask: str, lowered: str | None = None) -> bool:
+    """Whether some line of `text` is the ask (see `ask_line_pattern`); `lowered` is `text.lower()`
+    when the caller keeps it (a text checked against many asks)."""
     # A plain substring test first: most texts lack the ask's longest word, and the regex is slower.
-    return _longest_word(ask) in text.lower() and ask_line_pattern(ask).search(text) is not None
+    lowered = text.lower() if lowered is None else lowered
+    return _longest_word(ask) in lowered and ask_line_pattern(ask).search(text) is not None
 
 
 def unencodable_at(text: str) -> int | None:

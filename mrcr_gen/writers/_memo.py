@@ -29,6 +29,7 @@ class MemoizedWriter:
 
     def __init__(self, tokenizer: str = DEFAULT_TOKENIZER) -> None:
         self._cache: dict[tuple[Ask, int], Writing] = {}
+        self._texts: dict[tuple[Ask, int], str] = {}  # composed by `texts`, not counted yet
         self._store: Path | None = None  # attached, not read yet
         self._read: Path | None = None
         self._shared_keys: list[tuple[Ask, int]] | None = None
@@ -43,7 +44,7 @@ class MemoizedWriter:
 
     def __getstate__(self) -> dict:
         # Sent to workers without its memo: they compose what they need, and the memo can be large.
-        return {**self.__dict__, "_cache": {}, "_read": None, "_shared_keys": None}
+        return {**self.__dict__, "_cache": {}, "_texts": {}, "_read": None, "_shared_keys": None}
 
     def shared_keys(self) -> list[tuple[Ask, int]]:
         """The keys every large job draws from: each ask's distractor variants."""
@@ -90,8 +91,26 @@ class MemoizedWriter:
             missing = [key for key in missing if key not in self._cache]
         # One thread: tokenizing beside composing in a second thread gained nothing measurable
         # (both need the GIL often enough to convoy); the workers' processes are the parallelism.
-        texts = [self.compose(ask, variant) for ask, variant in missing]
+        texts = [self._texts.pop(key) if key in self._texts else self.compose(*key) for key in missing]
         counts = count_tokens_batch(texts, num_threads=1, tokenizer=self.tokenizer)
         for key, text, n_tokens in zip(missing, texts, counts, strict=True):
             self._cache[key] = Writing(text=text, n_tokens=n_tokens)
         return [self._cache[key] for key in keys]
+
+    def texts(self, keys: Sequence[tuple[Ask, int]]) -> list[str]:
+        """The writings' texts, each composed once, without counting their tokens: for a caller that
+        counts each text inside a larger one (an MRCR v2 turn), which would otherwise tokenize it twice.
+        `writings` counts a text only when it is asked for one."""
+        if self._store is not None:
+            self._read_store()
+        found = []
+        for key in keys:
+            writing = self._cache.get(key)
+            if writing is not None:
+                found.append(writing.text)
+                continue
+            text = self._texts.get(key)
+            if text is None:
+                text = self._texts[key] = self.compose(*key)
+            found.append(text)
+        return found

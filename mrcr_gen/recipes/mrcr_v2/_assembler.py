@@ -18,6 +18,7 @@ before it (slower: a few whole counts per row).
 from __future__ import annotations
 
 import random
+import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,13 +43,28 @@ def random_hash(rng: random.Random) -> str:
     return "".join(rng.choice(HASH_ALPHABET) for _ in range(HASH_LENGTH))
 
 
+#: Where a hash (HASH_LENGTH characters of HASH_ALPHABET) can occur in a text: inside a run of at least as many.
+_HASH_RUN = re.compile(f"[{HASH_ALPHABET}]{{{HASH_LENGTH},}}")
+
+
+def hash_windows(text: str) -> frozenset[str]:
+    """Every string of HASH_LENGTH characters of HASH_ALPHABET that occurs in `text`: a hash occurs in
+    the text exactly when it is one of these. Runs that long are rare words in a writing, so this is
+    one pass over the text instead of one search per hash."""
+    return frozenset(
+        run[i : i + HASH_LENGTH] for run in _HASH_RUN.findall(text) for i in range(len(run) - HASH_LENGTH + 1)
+    )
+
+
 @dataclass(frozen=True)
 class Turn:
     key: V2Key
     variant: int
     text: str  # the whole turn, "User: ...\n\nAssistant: ...\n\n"
     tokens: int
-    writing: Writing
+    writing: str  # the assistant's text: a row's answer when the turn is its target
+    #: `hash_windows(text)`; no hash crosses into a neighbour: turns start with "User:", end with a blank line.
+    windows: frozenset[str]
 
 
 @dataclass
@@ -139,9 +155,10 @@ class Transcript:
         view_ops = self.query(key, ordinal)
         return V2Row(
             queries=self.text + view_ops,
-            answer=self.hashes[key] + target.writing.text,
+            answer=self.hashes[key] + target.writing,
             context_len=self.context_len(key, ordinal),
-            answer_token_count=target.writing.n_tokens,
+            # Counted here, for the few writings that are answers, not for every writing drawn.
+            answer_token_count=count_tokens(target.writing, self.tokenizer),
             view_ops=view_ops,
             num_relevant=self.n_needles,
             answer_context_position=spans[ordinal - 1],
@@ -156,6 +173,13 @@ class V2Writer(Protocol):
     variants_per_key: int
 
     def writings(self, keys: Sequence[tuple[V2Key, int]]) -> list[Writing]: ...
+
+
+def writing_texts(writer: V2Writer, keys: Sequence[tuple[V2Key, int]]) -> list[str]:
+    """The writings' texts; uncounted when the writer can (`MemoizedWriter.texts`): the assembler
+    counts each one inside its turn, and a row counts its answer."""
+    texts = getattr(writer, "texts", None)
+    return texts(keys) if texts is not None else [w.text for w in writer.writings(keys)]
 
 
 @dataclass
@@ -174,12 +198,12 @@ class V2Assembler:
     def turns(self, keys: Sequence[tuple[V2Key, int]]) -> list[Turn]:
         missing = list(dict.fromkeys(k for k in keys if k not in self._turns))
         if missing:
-            writings = self.writer.writings(missing)
-            texts = [turn_text(key.ask, w.text) for (key, _), w in zip(missing, writings, strict=True)]
+            writings = writing_texts(self.writer, missing)
+            texts = [turn_text(key.ask, w) for (key, _), w in zip(missing, writings, strict=True)]
             for (key, variant), writing, text, n in zip(
                 missing, writings, texts, count_tokens_batch(texts, tokenizer=self.tokenizer), strict=True
             ):
-                self._turns[(key, variant)] = Turn(key, variant, text, n, writing)
+                self._turns[(key, variant)] = Turn(key, variant, text, n, writing, hash_windows(text))
         return [self._turns[k] for k in keys]
 
     def fewshot(self, rng: random.Random) -> str:
@@ -241,7 +265,7 @@ class V2Assembler:
         smallest_need = None
         for key in keys:
             turns = self.turns([(key, v) for v in rng.sample(range(self.variants), n_needles)])
-            if len({t.writing.text for t in turns}) < n_needles:
+            if len({t.writing for t in turns}) < n_needles:
                 continue  # the writer repeated itself for this key
             secret = random_hash(rng)
             while secret in hashes.values():
@@ -287,7 +311,8 @@ class V2Assembler:
             target=target,
             tokenizer=self.tokenizer,
         )
-        if any(secret in transcript.text for secret in hashes.values()):
+        secrets = frozenset(hashes.values())
+        if not all(secrets.isdisjoint(windows) for windows in (hash_windows(fewshot), *(t.windows for t in turns))):
             return None  # vanishingly rare: a hash that occurs in the text; draw again
         if min(transcript.parts_len(*p) for p in transcript.pairs()) < lowest:
             return None

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._bins import Bin
-from ..._models import ordinal
+from ..._models import normalize_ask, ordinal
 from ..._paths import file_columns, hub_source
 from ..._tokens import (
     DEFAULT_TOKENIZER,
@@ -37,6 +37,7 @@ from ..._tokens import (
     count_tokens,
     count_tokens_batch,
     load_tokenizer,
+    tokenizer_threads,
 )
 from ...validate._asks import encodable, has_ask_line, is_near_duplicate_ask, unencodable_at
 from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, Severity
@@ -63,6 +64,26 @@ class _Transcript:
     starts: list[int] | None = None  # token offset of every turn, and of the end, by added counts
     additive: bool | None = None  # a row counted whole equals the parts (None: not yet counted)
     prefix: dict[int, int] = field(default_factory=dict)  # character offset -> tokens before it, counted whole
+    #: Tokens of the first row's whole `queries`, counted beside the turns (that row checks `additive`).
+    first_row_tokens: int | None = None
+    # What every row of the transcript asks of its turns, computed for its first row.
+    _lowered: list[str] | None = None
+    _by_normalized_ask: dict[str, list[int]] | None = None
+
+    @property
+    def lowered(self) -> list[str]:
+        """Every turn's writing in lower case (`has_ask_line` looks for the ask's longest word in it)."""
+        if self._lowered is None:
+            self._lowered = [t.text.lower() for t in self.turns or ()]
+        return self._lowered
+
+    def near_ask_candidates(self, ask: str) -> list[int]:
+        """The turns whose ask normalises like `ask` (the only ones `is_near_duplicate_ask` can accept), in order."""
+        if self._by_normalized_ask is None:
+            self._by_normalized_ask = {}
+            for i, turn in enumerate(self.turns or ()):
+                self._by_normalized_ask.setdefault(normalize_ask(turn.ask), []).append(i)
+        return self._by_normalized_ask.get(normalize_ask(ask), [])
 
 
 @dataclass
@@ -78,6 +99,7 @@ class V2FileState:
     #: The range the file was generated for (its `.build.json`) and the tokenizer that counted then.
     generated: tuple[Bin, str, str] | None = None
     _current: _Transcript | None = None
+    _scanned: tuple[str, int | None] | None = None  # the last transcript text and `unencodable_at` of it
     hash_owner: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (transcript id, ask)
     #: The current row holds text UTF-8 cannot encode (`text_encoding`): it is counted with U+FFFD in its place.
     sanitize: bool = False
@@ -99,14 +121,28 @@ class V2FileState:
             transcript.prefix[char] = self.count_whole(transcript.text[:char])
         return transcript.prefix[char]
 
-    def transcript(self, text: str) -> _Transcript:
-        tid = transcript_id(text)
-        if self._current is not None and self._current.id == tid:
+    def unencodable_in_queries(self, queries: str, view_ops: str) -> int | None:
+        """`unencodable_at(queries)`, scanning the transcript part once for all the rows that share it."""
+        if not view_ops or not queries.endswith(view_ops):
+            return unencodable_at(queries)
+        text = queries[: len(queries) - len(view_ops)]
+        if self._scanned is None or self._scanned[0] != text:
+            self._scanned = (text, unencodable_at(text))
+        at = self._scanned[1]
+        if at is None and (tail := unencodable_at(view_ops)) is not None:
+            at = len(text) + tail
+        return at
+
+    def transcript(self, text: str, queries: str) -> _Transcript:
+        """The transcript `text` (a row's `queries` without its query), parsed and counted once for the
+        rows that share it; `queries` is the first such row's, counted whole beside the turns."""
+        if self._current is not None and self._current.text == text:
             return self._current
+        tid = transcript_id(text)
         split = split_transcript(text)
         if split is None:
             state = _Transcript(
-                tid, None, "the few-shot block's closing marker '======== EXAMPLE 3 ========' is missing"
+                tid, None, "the few-shot block's closing marker '======== EXAMPLE 3 ========' is missing", text
             )
         else:
             body_start, turns = split
@@ -119,11 +155,13 @@ class V2FileState:
             if self.count and problem is None:
                 parts = [text[t.start : t.end] for t in turns]
                 parts = list(map(encodable, parts)) if self.sanitize else parts
-                counts = (
-                    count_tokens_batch(parts, self.threads, self.tokenizer)
-                    if self.threads > 1
-                    else list(map(self.counter, parts))
-                )
+                if self.threads > 1:
+                    # The whole row on one thread while the turns take the others: one count's time, not two.
+                    whole = tokenizer_threads().submit(self.count_whole, queries)
+                    counts = count_tokens_batch(parts, self.threads, self.tokenizer)
+                    state.first_row_tokens = whole.result()
+                else:
+                    counts = list(map(self.counter, parts))
                 at = self.count_whole(text[:body_start])
                 state.starts = [at]
                 for n in counts:
@@ -138,15 +176,16 @@ def _finding(file: str, row: int, check: str, message: str, severity: Severity =
 
 
 def _ask_findings(
-    text: str, turns: list[ParsedTurn], query: ParsedQuery, needles: list[int]
+    text: str, transcript: _Transcript, query: ParsedQuery, needles: list[int]
 ) -> list[tuple[str, str, Severity]]:
     """The needle ask where it is no needle: a turn asking it only up to case, whitespace or
     punctuation (a warning, as for openai/mrcr), or a whole line (perhaps after `User:`) of the
     few-shot block, of a writing or of another turn's ask, which a model may count (an error); and
     needle writings that are empty or blank (an error: the answer is the hash alone)."""
     ask = query.ask
+    turns: list[ParsedTurn] = transcript.turns or []
     found: list[tuple[str, str, Severity]] = []
-    near = [i for i, t in enumerate(turns) if is_near_duplicate_ask(t.ask, ask)]
+    near = [i for i in transcript.near_ask_candidates(ask) if is_near_duplicate_ask(turns[i].ask, ask)]
     if near:
         shown = ", ".join(f"{i}: {turns[i].ask[:60]!r}" for i in near[:5])
         found.append(
@@ -159,8 +198,8 @@ def _ask_findings(
         )
     skip = {*needles, *near}
     places = ["the few-shot block"] if has_ask_line(text[: turns[0].start], ask) else []
-    for i, turn in enumerate(turns):
-        if has_ask_line(turn.text, ask):
+    for i, (turn, lowered) in enumerate(zip(turns, transcript.lowered, strict=True)):
+        if has_ask_line(turn.text, ask, lowered):
             places.append(f"the writing of turn {i}")
         if i not in skip and has_ask_line(turn.ask, ask):
             places.append(f"the ask of turn {i}")
@@ -184,12 +223,13 @@ def _ask_findings(
     return found
 
 
-def _encoding_problem(queries: str, view_ops: str, answer: str) -> str | None:
+def _encoding_problem(queries: str, view_ops: str, answer: str, queries_at: int | None) -> str | None:
     """Where `queries` or `answer` hold text UTF-8 cannot encode: a lone surrogate, or a byte that
-    was not UTF-8 in the CSV (read as U+DC80..U+DCFF), by turn; None when there is none."""
+    was not UTF-8 in the CSV (read as U+DC80..U+DCFF), by turn; None when there is none.
+    `queries_at` is `unencodable_at(queries)`."""
     places = []
     for column, value in (("queries", queries), ("answer", answer)):
-        at = unencodable_at(value)
+        at = queries_at if column == "queries" else unencodable_at(value)
         if at is None:
             continue
         code = ord(value[at])
@@ -226,7 +266,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         add("v2_row", "queries, view_ops and answer must be strings and num_relevant an integer")
         return RowResult(row=row, findings=tuple(findings))
     n_needles = n
-    problem = _encoding_problem(queries, view_ops, answer)
+    problem = _encoding_problem(queries, view_ops, answer, state.unencodable_in_queries(queries, view_ops))
     state.sanitize = problem is not None  # the rest is checked, tokens counted with U+FFFD in its place
     if problem is not None:
         add("text_encoding", problem)
@@ -238,7 +278,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         add("final_query", f"view_ops is not an MRCR v2 query: {view_ops[:120]!r}")
         return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
     text = queries[: len(queries) - len(view_ops)]
-    transcript = state.transcript(text)
+    transcript = state.transcript(text, queries)
     if transcript.problem is not None or transcript.turns is None:
         add("transcript", transcript.problem or "no turns")
         return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
@@ -259,7 +299,7 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     indices = [i for i, t in enumerate(turns) if t.ask == query.ask]
     if len(indices) != n:
         add("needle_count", f"'{query.ask}' occurs {len(indices)} times, num_relevant is {n} (turns {indices[:12]})")
-    for check, message, severity in _ask_findings(text, turns, query, indices):
+    for check, message, severity in _ask_findings(text, transcript, query, indices):
         add(check, message, severity)
     writings = [turns[i].text for i in indices]
     if len(set(writings)) < len(writings):
@@ -292,7 +332,9 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
         else:
             n_tokens = starts[-1] + state.count_whole(view_ops)
             if transcript.additive is None:
-                whole = state.count_whole(queries)
+                whole = transcript.first_row_tokens
+                if whole is None:
+                    whole = state.count_whole(queries)
                 transcript.additive = whole == n_tokens
                 n_tokens = whole
         if state.compare_counts:

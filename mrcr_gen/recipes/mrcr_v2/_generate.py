@@ -16,6 +16,8 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -27,7 +29,7 @@ from ..._card import claim_folder, generation_lines
 from ..._files import remove_partials, write_text_atomic
 from ..._models import _Frozen
 from ..._seeding import derive_seed, derived_rng
-from ..._tokens import load_tokenizer
+from ..._tokens import load_tokenizer, tokenizer_threads
 from ..._version import __version__
 from ._assembler import Transcript, V2Assembler, counts_add_up
 from ._catalog import V2Key, load_v2_catalog
@@ -100,22 +102,66 @@ class V2Config(_Frozen):
         return [f for i, f in enumerate(self.files()) if i % count == index - 1]
 
 
+@dataclass
+class _Draft:
+    """A transcript built before its rows are needed, its whole-row check (`counts_add_up`) running
+    on a tokenizer thread meanwhile; or why it could not be built (raised when it is needed)."""
+
+    transcript: Transcript | None = None
+    adds_up: Future[bool] | None = None
+    error: AssemblyError | None = None
+
+    def observe(self) -> None:
+        """Wait for a check nobody will read (a draft left over), so its outcome is never lost."""
+        if self.adds_up is not None and not self.adds_up.cancel():
+            self.adds_up.exception()
+
+
 def bucket_rows(assembler: V2Assembler, config: V2Config, n_needles: int, where: Bin) -> Iterator[tuple[int, V2Row]]:
-    """(transcript index, row) for exactly `config.samples` rows of one bucket, in write order."""
+    """(transcript index, row) for exactly `config.samples` rows of one bucket, in write order.
+
+    Transcript t+1 is built while transcript t's whole row is counted (one core each): what a
+    transcript is depends on its index alone, so building it early changes nothing."""
     where_key = where.upper if config.tokens is None else f"tokens={config.tokens}"
     start = derived_rng("mrcr-v2 bucket", config.seed, n_needles, where_key).random()
-    written = transcript_index = 0
     width = where.upper - where.smallest
-    while written < config.samples:
-        fraction = (start + transcript_index * GOLDEN) % 1.0
+
+    def aim(index: int) -> tuple[int, int]:
+        """(target length, seed) of transcript `index`."""
+        fraction = (start + index * GOLDEN) % 1.0
         target = where.smallest + int(fraction * (width + 1)) if config.tokens is None else where.upper
-        seed = derive_seed(config.seed, n_needles, where_key, transcript_index)
-        wanted = min(config.rows_per_transcript, config.samples - written)
-        transcript, pairs = _transcript_rows(assembler, n_needles, where, min(target, where.upper), seed, wanted)
-        for key, ordinal in pairs:
-            yield transcript_index, transcript.row(key, ordinal)
-        written += len(pairs)
-        transcript_index += 1
+        return min(target, where.upper), derive_seed(config.seed, n_needles, where_key, index)
+
+    def draft(index: int) -> _Draft:
+        target, seed = aim(index)
+        try:
+            transcript = assembler.build(n_needles=n_needles, target=target, lowest=where.smallest, seed=seed)
+        except AssemblyError as exc:
+            return _Draft(error=exc)
+        return _Draft(transcript, tokenizer_threads().submit(counts_add_up, transcript))
+
+    written = transcript_index = 0
+    current: _Draft | None = None
+    ahead: _Draft | None = None
+    try:
+        while written < config.samples:
+            target, seed = aim(transcript_index)
+            wanted = min(config.rows_per_transcript, config.samples - written)
+            current = current or draft(transcript_index)
+            ahead = None
+            if current.transcript is not None:
+                inside = sum(current.transcript.parts_len(*p) in where for p in current.transcript.pairs())
+                if written + min(wanted, inside) < config.samples:  # as added: what the check most often confirms
+                    ahead = draft(transcript_index + 1)
+            transcript, pairs = _transcript_rows(assembler, n_needles, where, target, seed, wanted, current)
+            for key, ordinal in pairs:
+                yield transcript_index, transcript.row(key, ordinal)
+            written += len(pairs)
+            transcript_index += 1
+            current = ahead
+    finally:
+        if ahead is not None:
+            ahead.observe()
 
 
 #: Rebuilds of a measured transcript none of whose rows fell inside the range, each aimed by the
@@ -124,17 +170,31 @@ MAX_REAIMS = 4
 
 
 def _transcript_rows(
-    assembler: V2Assembler, n_needles: int, where: Bin, target: int, seed: int, wanted: int
+    assembler: V2Assembler,
+    n_needles: int,
+    where: Bin,
+    target: int,
+    seed: int,
+    wanted: int,
+    first: _Draft | None = None,
 ) -> tuple[Transcript, list[tuple[V2Key, int]]]:
     """A transcript aimed at `target` and up to `wanted` of its (key, ordinal) pairs whose exact
-    length lies in `where`, drawn uniformly without replacement."""
+    length lies in `where`, drawn uniformly without replacement; `first` is its first build, if
+    drafted already."""
     shift = 0
-    for _ in range(MAX_REAIMS + 1):
-        transcript = assembler.build(
-            n_needles=n_needles, target=target - shift, lowest=where.smallest - shift, seed=seed
-        )
+    for attempt in range(MAX_REAIMS + 1):
+        if attempt == 0 and first is not None:
+            if first.error is not None:
+                raise first.error
+            assert first.transcript is not None and first.adds_up is not None
+            transcript, adds_up = first.transcript, first.adds_up.result()
+        else:
+            transcript = assembler.build(
+                n_needles=n_needles, target=target - shift, lowest=where.smallest - shift, seed=seed
+            )
+            adds_up = counts_add_up(transcript)
         rng = derived_rng("mrcr-v2 rows", seed)
-        if counts_add_up(transcript):
+        if adds_up:
             pairs = [p for p in transcript.pairs() if transcript.context_len(*p) in where]
             return transcript, rng.sample(pairs, min(wanted, len(pairs)))
         # The tokenizer does not split at turns: lengths are measured whole, pair by pair, in a
@@ -144,8 +204,8 @@ def _transcript_rows(
         inside = [p for p in order if transcript.context_len(*p) in where][:wanted]
         if inside:
             return transcript, inside
-        first = order[0]
-        shift = transcript.context_len(*first) - transcript.parts_len(*first)
+        probe = order[0]
+        shift = transcript.context_len(*probe) - transcript.parts_len(*probe)
     raise AssemblyError(
         f"cannot fit a transcript into {where.smallest}..{where.upper} tokens: counted whole, its rows keep "
         f"falling outside (the tokenizer merges across turn boundaries by about {shift} tokens)"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -128,6 +130,134 @@ def parse_positions(value: Any) -> Any:
     raise ValueError(f"expected a list or tuple, got {type(value).__name__}")
 
 
+def _plain_csv_record(text: str) -> list[str] | None:
+    """The cells of one CSV record (its lines joined) as `csv.reader` reads them, when the record is
+    plain: cells unquoted without quotes or line breaks, or quoted with doubled quotes inside, then a
+    comma or the record's end, then "\n" or "\r\n". None for anything else (an empty line, text after a
+    closing quote, a lone "\r", NUL, ...): left to the csv module."""
+    end = len(text) - (2 if text.endswith("\r\n") else 1 if text.endswith("\n") else 0)
+    if end == 0 or "\0" in text:
+        return None
+    cells: list[str] = []
+    at = 0
+    while True:
+        if text.startswith('"', at):
+            pieces, start = [], at + 1
+            while True:
+                close = text.find('"', start, end)
+                if close < 0:
+                    return None
+                if close + 1 < end and text[close + 1] == '"':
+                    pieces.append(text[start : close + 1])  # a doubled quote: one quote
+                    start = close + 2
+                    continue
+                pieces.append(text[start:close])
+                at = close + 1
+                break
+            cells.append("".join(pieces))
+        else:
+            comma = text.find(",", at, end)
+            stop = end if comma < 0 else comma
+            cell = text[at:stop]
+            if '"' in cell or "\r" in cell or "\n" in cell:
+                return None
+            cells.append(cell)
+            at = stop
+        if at == end:
+            return cells
+        if text[at] != ",":
+            return None
+        at += 1
+
+
+class _CsvRows:
+    """`csv.reader(handle)`'s rows, read ~10x faster: the file is read in blocks, a record's end found
+    with `str.find` (the first line break outside quotes), and a plain record (`_plain_csv_record`) cut
+    without the csv module's loop over every character (~40 MB/s: seconds for rows of 1M tokens).
+    From the first record that is not plain on, the csv module reads the rest, so every file reads as
+    with it."""
+
+    def __init__(self, handle: TextIO, block: int = 1 << 20) -> None:
+        self._handle = handle
+        self._block = block
+        self._buffer = ""
+        self._at = 0  # where the next record starts in the buffer
+        self._csv: Iterator[list[str]] | None = None
+        self.line_num = 0  # what csv.DictReader reads after each row
+
+    def __iter__(self) -> _CsvRows:
+        return self
+
+    def _read_more(self) -> bool:
+        """The rest of the buffer and the next block (at least as long: reads double); False at the end."""
+        more = self._handle.read(max(self._block, len(self._buffer) - self._at))
+        if not more:
+            return False
+        self._buffer = self._buffer[self._at :] + more
+        self._at = 0
+        return True
+
+    def _next_record(self) -> tuple[int, int] | None:
+        """(start, end) in the buffer of the next record: up to its first line break outside quotes,
+        or to the end of the file; None when nothing is left."""
+        scanned, inside = 0, False  # from self._at, which _read_more moves
+        while True:
+            buffer, start = self._buffer, self._at
+            at = start + scanned
+            if inside:
+                quote = buffer.find('"', at)
+                if quote >= 0:
+                    scanned, inside = quote + 1 - start, False
+                    continue
+            else:
+                newline = buffer.find("\n", at)
+                quote = buffer.find('"', at, len(buffer) if newline < 0 else newline)
+                if quote >= 0:
+                    scanned, inside = quote + 1 - start, True
+                    continue
+                if newline >= 0:
+                    self._at = newline + 1
+                    return start, newline + 1
+            scanned = len(buffer) - start
+            if not self._read_more():
+                self._at = len(buffer)
+                return (start, len(buffer)) if start < len(buffer) else None
+
+    def _lines_from(self, start: int) -> Iterator[str]:
+        """The file's lines from `start` in the buffer on, split as iterating the file splits them."""
+        tail = self._buffer[start:]
+        # Complete the buffer's last line from the file; stop only at a "\n" (or the end): a "\r" may be
+        # the first half of a "\r\n" the block cut.
+        while tail and not tail.endswith("\n"):
+            more = self._handle.readline()
+            if not more:
+                break
+            tail += more
+        self._buffer, self._at = "", 0
+        return itertools.chain(io.StringIO(tail, newline=""), self._handle)
+
+    def __next__(self) -> list[str]:
+        if self._csv is None:
+            found = self._next_record()
+            if found is None:
+                raise StopIteration
+            start, end = found
+            self.line_num += 1
+            cells = _plain_csv_record(self._buffer[start:end])
+            if cells is not None:
+                return cells
+            self._csv = csv.reader(self._lines_from(start))
+        return next(self._csv)
+
+
+class _CsvDictReader(csv.DictReader):
+    """csv.DictReader over `_CsvRows`."""
+
+    def __init__(self, handle: TextIO) -> None:
+        super().__init__(handle)
+        self.reader = _CsvRows(handle)  # type: ignore[assignment]
+
+
 def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[dict[str, Any]]:
     """Raw records of a v2 file (CSV cells are strings; parquet cells typed), one at a time.
     `errors` is how CSV bytes that are not UTF-8 decode (the validator reads them as lone
@@ -136,7 +266,7 @@ def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[di
     if path.suffix.lower() == ".csv":
         raise_csv_limit()
         with open(path, newline="", encoding="utf-8-sig", errors=errors) as handle:  # a byte-order mark is not a column
-            yield from csv.DictReader(handle)
+            yield from _CsvDictReader(handle)
         return
     with pq.ParquetFile(path) as parquet:
         for batch in parquet.iter_batches(batch_size=4):
@@ -179,6 +309,16 @@ def _csv_cell(name: str, value: Any) -> Any:
     return value
 
 
+def _quoted_csv_cell(text: str) -> str | None:
+    """`text` as the csv module writes a cell holding a line break (its default dialect quotes it
+    and doubles every quote character), or None for a cell left to the csv module. One
+    `str.replace` instead of the module's character-by-character loop: ~20x faster on a `queries`
+    cell of millions of characters."""
+    if "\n" not in text or "\0" in text:  # NUL: whatever the csv module of this Python does with it
+        return None
+    return '"' + text.replace('"', '""') + '"'
+
+
 class V2FileWriter:
     """Streams rows into a CSV or parquet file that appears atomically when closed without error."""
 
@@ -207,7 +347,13 @@ class V2FileWriter:
         record = row.record() if isinstance(row, V2Row) else row
         self.rows += 1
         if self.format == "csv":
-            self._csv.writerow([_csv_cell(name, record[name]) for name in V2_COLUMNS])
+            cells = [_csv_cell(name, record[name]) for name in V2_COLUMNS]
+            first = _quoted_csv_cell(cells[0]) if isinstance(cells[0], str) else None
+            if first is None:
+                self._csv.writerow(cells)
+            else:  # the same bytes: the first cell and its delimiter, then the rest of the row
+                self._handle.write(first + ",")
+                self._csv.writerow(cells[1:])
             return
         self._buffer.append(record)
         self._buffered_bytes += len(record["queries"])

@@ -35,8 +35,10 @@ QUERY_RE = re.compile(
     r"Do not include any other text in your response\.\n\nAssistant:\Z",
     re.DOTALL,
 )
-# A turn starts at the beginning of the transcript body or right after a turn's closing blank line.
-TURN_HEAD_RE = re.compile(r"(?:\A|(?<=\n\n))User: (?P<ask>[^\n]*)\n\nAssistant: ")
+# A turn starts at the beginning of the transcript body or right after a turn's closing blank line;
+# matched with the blank line before it (the body starts after one): a pattern that starts with a
+# literal is searched for that literal, ~100x faster on megabytes of text than a lookbehind.
+TURN_HEAD_RE = re.compile(r"\n\nUser: (?P<ask>[^\n]*)\n\nAssistant: ")
 
 
 def ask_text(format: str, topic: str, style: str) -> str:
@@ -89,10 +91,11 @@ def split_transcript(transcript: str) -> tuple[int, list[ParsedTurn]] | None:
     if body_start < 0:
         return None
     body_start += len(TRANSCRIPT_OPEN)
-    heads = list(TURN_HEAD_RE.finditer(transcript, body_start))
+    # TRANSCRIPT_OPEN ends with the blank line the first head is matched with.
+    heads = list(TURN_HEAD_RE.finditer(transcript, body_start - 2))
     turns = []
     for i, head in enumerate(heads):
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(transcript)
+        end = heads[i + 1].start() + 2 if i + 1 < len(heads) else len(transcript)
         text = transcript[head.end() : end]
-        turns.append(ParsedTurn(start=head.start(), end=end, ask=head["ask"], text=text.removesuffix("\n\n")))
+        turns.append(ParsedTurn(start=head.start() + 2, end=end, ask=head["ask"], text=text.removesuffix("\n\n")))
     return body_start, turns
