@@ -53,16 +53,16 @@ FORMAT_NAMES: tuple[str, ...] = (
 # Calibrated o200k characters-per-token ratios of the text each composer emits
 # (measured over a few thousand writings; see tests/writers/test_offline.py).
 _CHARS_PER_TOKEN: dict[str, float] = {
-    "poem": 4.67,
-    "song": 4.5,
-    "short essay": 5.3,
-    "short news article": 5.2,
-    "email": 5.1,
-    "social media post": 4.66,
-    "diary entry": 4.6,
-    "formal letter": 4.86,
-    "short scene in a play": 3.73,
-    "riddle": 4.18,
+    "poem": 4.15,
+    "song": 4.20,
+    "short essay": 4.46,
+    "short news article": 4.60,
+    "email": 4.28,
+    "social media post": 4.20,
+    "diary entry": 4.47,
+    "formal letter": 4.23,
+    "short scene in a play": 3.90,
+    "riddle": 4.25,
 }
 _DEFAULT_CPT = 4.8
 
@@ -203,7 +203,9 @@ _CLARIFY_FIRST: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["cla
 # --------------------------------------------------------------------------- #
 
 # Per-writing slots occupy the first indices of the pool list.
-_LOCAL_SLOTS = ("e", "E", "ET", "p1", "p2", "p3", "P1", "P2", "P3", "me", "you")
+# t1..t3 and ta: the writing's own theme nouns and adjective, drawn per writing, so that sentences
+# from the shared pools read differently in each writing (and keep to a few words, as a piece does).
+_LOCAL_SLOTS = ("e", "E", "ET", "p1", "p2", "p3", "P1", "P2", "P3", "me", "you", "t1", "t2", "t3", "ta")
 _LEXICON_SLOTS = ("a", "aa", "n", "ns", "an", "v", "v3", "vd", "vt", "vt3", "vtd", "d", "D", "pr", "op")
 _GLOBAL_SLOTS = (
     *_LEXICON_SLOTS,
@@ -236,9 +238,10 @@ _PHRASE_POOL_SIZES: dict[str, int] = _DATA["phrase_pool_sizes"]
 _PHRASE_SLOTS = tuple(_PHRASE_POOL_SIZES) + tuple(name for name in _DATA["phrases"] if name not in _PHRASE_POOL_SIZES)
 _SLOT_INDEX = {name: i for i, name in enumerate(_LOCAL_SLOTS + _GLOBAL_SLOTS + _PHRASE_SLOTS)}
 _FIRST_LIVE_PHRASE = len(_LOCAL_SLOTS) + len(_GLOBAL_SLOTS) + len(_PHRASE_POOL_SIZES)
-# Pre-rendered text holds the control character chr(i) where local slot i (the entity, a name) goes:
-# `_Ctx.fill_marks` puts each writing's own values in.
-_MARKS_RE = re.compile("[" + "".join(chr(i) for i in range(len(_LOCAL_SLOTS))) + "]")
+# Pre-rendered text holds the private-use character _mark(i) where local slot i (the entity, a name)
+# goes: `_Ctx.fill_marks` puts each writing's own values in.
+_MARK_BASE = 0xE000
+_MARKS_RE = re.compile("[" + "".join(chr(_MARK_BASE + i) for i in range(len(_LOCAL_SLOTS))) + "]")
 
 
 _POOL_LOCK = threading.Lock()
@@ -337,7 +340,7 @@ def _marking_ctx(seed: int, pools: list[list]) -> _Ctx:
     """A renderer with a fixed generator that writes each local slot as its mark."""
     ctx = _Ctx(random.Random(seed), "", pools)
     for i in range(len(_LOCAL_SLOTS)):
-        ctx.pools[i] = [chr(i)]
+        ctx.pools[i] = [chr(_MARK_BASE + i)]
     return ctx
 
 
@@ -428,6 +431,11 @@ class _Ctx:
         pools[8] = [names[2].upper()]
         pools[9] = [fl[int(r() * len(fl))]]
         pools[10] = [fl[int(r() * len(fl))]]
+        nouns, adjectives = pools[_SLOT_INDEX["n"]], pools[_SLOT_INDEX["a"]]
+        pools[11] = [nouns[int(r() * len(nouns))]]
+        pools[12] = [nouns[int(r() * len(nouns))]]
+        pools[13] = [nouns[int(r() * len(nouns))]]
+        pools[14] = [adjectives[int(r() * len(adjectives))]]
         self.pools = pools
         self.entity = ent
         self.Entity = cap
@@ -466,9 +474,9 @@ class _Ctx:
         """`text` with each local slot's mark replaced by this writing's value."""
         pools = self.pools
         if _MARKS_RE.search(self.entity):  # an entity of control characters: one pass, so none is replaced twice
-            return _MARKS_RE.sub(lambda m: pools[ord(m.group())][0], text)
+            return _MARKS_RE.sub(lambda m: pools[ord(m.group()) - _MARK_BASE][0], text)
         for i in _MARKED_SLOTS:
-            text = text.replace(chr(i), pools[i][0])
+            text = text.replace(chr(_MARK_BASE + i), pools[i][0])
         return text
 
     def pick(self, seq: Sequence) -> Any:
