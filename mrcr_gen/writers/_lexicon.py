@@ -46,7 +46,7 @@ def lexicon() -> dict[str, tuple[str, ...]]:
     """Word lists by slot name: `n` nouns, `ns` their plurals, `an` nouns with their article, `a`
     adjectives, `aa` adjectives with their article, `vt`/`vt3`/`vtd` transitive verbs (base, third
     person, past), `v`/`v3`/`vd` intransitive ones, `d` adverbs (`D` capitalised), `pr` prepositions,
-    `op` sentence openers."""
+    `op` sentence openers, `dt` determiners, `A`/`N` capitalised adjectives and nouns."""
     data = json.loads((_data_dir("formats") / "lexicon.json").read_text(encoding="utf-8"))
     past, plural = data["past_tense"], data["plural"]
     nouns, adjectives = data["nouns"], data["adjectives"]
@@ -67,5 +67,8 @@ def lexicon() -> dict[str, tuple[str, ...]]:
         "D": [w.capitalize() for w in adverbs],
         "pr": data["prepositions"],
         "op": data["openers"],
+        "dt": data["determiners"],
+        "A": [w.capitalize() for w in adjectives],
+        "N": [w.capitalize() for w in nouns],
     }
     return {name: tuple(values) for name, values in words.items()}
