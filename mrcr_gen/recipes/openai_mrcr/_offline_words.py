@@ -8,13 +8,14 @@ Design notes
 * Determinism: every writing gets its own ``random.Random`` seeded from a blake2b
   digest of ``(seed, format_name, entity, variant)``; Python's salted ``hash()`` is
   never used, so the same inputs give the same text in every process.
-* Speed: Faker is used once (lazily, on first use) to build vocabulary pools
-  (parts of speech, names, cities, companies, addresses, jobs, ...).  Composition
-  itself only draws from those pools with the per-writing RNG and fills
-  pre-compiled sentence templates, so no Faker call happens per writing.
-* Data: the sentence templates and word lists are plain data in
-  ``formats/offline_templates.json`` (read once, at import); this module holds
-  only the composition logic.
+* Vocabulary: the common words come from the project's own lexicon
+  (``formats/lexicon.json``, through ``mrcr_gen.writers._lexicon``); Faker is used once
+  (lazily, on first use) for proper nouns only: names, cities, companies, addresses, jobs.
+* Grammar: phrases (noun phrases, clauses, ...) and per-format sentence templates live in
+  ``formats/offline_templates.json``. For speed, the phrases and each format's body sentences
+  are rendered once per process, with a fixed generator, into large pools of ready strings
+  (``phrase_pool_sizes``, ``sentence_pool_size``) holding marks where a writing's own words go
+  (its entity, names, theme words); a writing picks whole sentences and fills the marks.
 * Length: the target o200k token count is drawn from a distribution whose
   10th/50th/90th percentiles match ``tokens=(median, p10, p90)`` (a split
   log-normal; formats whose p10 is far below the median are modelled as a mix of
@@ -61,7 +62,7 @@ _CHARS_PER_TOKEN: dict[str, float] = {
     "social media post": 4.20,
     "diary entry": 4.47,
     "formal letter": 4.23,
-    "short scene in a play": 3.90,
+    "short scene in a play": 3.80,
     "riddle": 4.25,
 }
 _DEFAULT_CPT = 4.8
