@@ -8,8 +8,9 @@ in subprocesses) and prints, per needle count, over the assistant writings of ea
 
 * distinct word trigrams / all word trigrams (words: lower-cased `\\w+`; trigrams never span two writings);
 * zlib level-9 compressed size / raw size of the writings joined by blank lines;
-* the random-needle and random-writing floors, as `mrcr-eval` computes them (each recipe's `row_floors`;
-  `--writing-samples` writings drawn for the random-writing floor, 16 like `mrcr-eval`).
+* the random-needle and random-writing floors, as `mrcr-eval` computes them (each recipe's `row_floors`),
+  the random-writing floor over every writing of the row (exact) unless `--writing-samples` draws fewer
+  (`mrcr-eval` draws 16, whose mean swings with whether the sample holds a needle).
 
 Where `../shared/mrcr-real/mrcr_real_rows.parquet` lies beside the repository (or `--real PATH`), its
 real openai/mrcr rows are measured the same way, in a column of their own. Each cell is the mean over
@@ -46,7 +47,7 @@ NEEDLE_FLOOR_TARGETS = {2: 0.52, 4: 0.285, 8: 0.155}
 TARGETS = {
     "trigram share": lambda value, n, recipe: value >= 0.75,
     "zlib ratio": lambda value, n, recipe: value >= 0.33,
-    "random-needle floor": lambda value, n, recipe: abs(value - NEEDLE_FLOOR_TARGETS[n]) <= 0.12 * NEEDLE_FLOOR_TARGETS[n],
+    "random-needle floor": lambda value, n, recipe: abs(value / NEEDLE_FLOOR_TARGETS[n] - 1) <= 0.12,
     "random-writing floor": lambda value, n, recipe: value <= (0.02 if recipe == "v2" else 0.03),
 }
 
@@ -57,7 +58,7 @@ def trigram_share(writings: Iterable[str]) -> float:
     total = 0
     for text in writings:
         words = WORD.findall(text.lower())
-        trigrams = list(zip(words, words[1:], words[2:]))
+        trigrams = list(zip(words, words[1:], words[2:], strict=False))
         seen.update(trigrams)
         total += len(trigrams)
     return len(seen) / total if total else 0.0
@@ -143,8 +144,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2, help="generated rows per needle count and recipe (default 2)")
     parser.add_argument("--bin", type=int, default=262144, help="upper edge of the bin (default 262144)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--writing-samples", type=int, default=16,
-                        help="writings drawn for the random-writing floor (default 16, as mrcr-eval)")
+    parser.add_argument("--writing-samples", type=int, default=1_000_000,
+                        help="writings drawn for the random-writing floor (default: all, the exact floor; "
+                             "16 is mrcr-eval's sample, which swings with whether it draws a needle)")
     parser.add_argument("--real", type=Path, default=ROOT.parent / "shared" / "mrcr-real" / "mrcr_real_rows.parquet",
                         help="real openai/mrcr rows (default ../shared/mrcr-real/mrcr_real_rows.parquet)")
     args = parser.parse_args()
@@ -175,9 +177,9 @@ def main() -> None:
             lines.append([str(n), name, *cells])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     print(f"bin upper {args.bin}, {args.rows} generated row(s) per needle count and recipe, seed {args.seed}, "
-          f"random-writing floor over {args.writing_samples} writings")
+          f"random-writing floor over {'all' if args.writing_samples >= 1_000_000 else args.writing_samples} writings")
     for i, line in enumerate(lines):
-        print(" | ".join(cell.ljust(width) for cell, width in zip(line, widths)))
+        print(" | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
         if i == 0:
             print("-+-".join("-" * width for width in widths))
     print("targets: trigram share >= 0.75; zlib ratio >= 0.33; random-needle floor within 12% of 0.52 / 0.285 / "

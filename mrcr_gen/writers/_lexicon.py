@@ -46,7 +46,8 @@ def lexicon() -> dict[str, tuple[str, ...]]:
     """Word lists by slot name: `n` nouns, `ns` their plurals, `an` nouns with their article, `a`
     adjectives, `aa` adjectives with their article, `vt`/`vt3`/`vtd` transitive verbs (base, third
     person, past), `v`/`v3`/`vd` intransitive ones, `d` adverbs (`D` capitalised), `pr` prepositions,
-    `op` sentence openers, `dt` determiners, `A`/`N` capitalised adjectives and nouns."""
+    `op` sentence openers, `dt` determiners, `pe` people (neighbor, cousin, ...), `A`/`N` capitalised
+    adjectives and nouns."""
     data = json.loads((_data_dir("formats") / "lexicon.json").read_text(encoding="utf-8"))
     past, plural = data["past_tense"], data["plural"]
     nouns, adjectives = data["nouns"], data["adjectives"]
@@ -68,6 +69,7 @@ def lexicon() -> dict[str, tuple[str, ...]]:
         "pr": data["prepositions"],
         "op": data["openers"],
         "dt": data["determiners"],
+        "pe": data["people"],
         "A": [w.capitalize() for w in adjectives],
         "N": [w.capitalize() for w in nouns],
     }

@@ -207,7 +207,7 @@ _CLARIFY_FIRST: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["cla
 # t1..t3 and ta: the writing's own theme nouns and adjective, drawn per writing, so that sentences
 # from the shared pools read differently in each writing (and keep to a few words, as a piece does).
 _LOCAL_SLOTS = ("e", "E", "ET", "p1", "p2", "p3", "P1", "P2", "P3", "me", "you", "t1", "t2", "t3", "ta")
-_LEXICON_SLOTS = ("a", "aa", "n", "ns", "an", "v", "v3", "vd", "vt", "vt3", "vtd", "d", "D", "pr", "op")
+_LEXICON_SLOTS = ("a", "aa", "n", "ns", "an", "v", "v3", "vd", "vt", "vt3", "vtd", "d", "D", "pr", "op", "pe")
 _GLOBAL_SLOTS = (
     *_LEXICON_SLOTS,
     "A",
