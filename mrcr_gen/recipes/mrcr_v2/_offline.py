@@ -51,6 +51,8 @@ def _grammar() -> tuple[float, tuple[_Template, ...], dict[str, tuple[_Template,
         "PP": _compile(data["phrases"]),
         "TITLE": _compile(data["titles"]),
         "ANGLE": _compile(data["angle_lines"]),
+        "QUESTION": _compile(data["riddle_questions"]),
+        "ANSWER": _compile(data["riddle_answers"]),
     }
     return float(data["style_share"]), _compile(data["frames"]), rules
 
@@ -195,8 +197,10 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         def clue() -> str:
             return c.sentence(opener=False)
 
-        head = [reg.greeting, c.angle_line()]
-        return c.fill(head, clue, chars, ["What am I?", f"Answer: {key.topic}"], sep="\n")
+        # No fixed greeting: a riddle is short, and what every riddle shares is most of its likeness to another.
+        rules = _grammar()[2]
+        tail = [c.render(rng.choice(rules["QUESTION"])), c.render(rng.choice(rules["ANSWER"]))]
+        return c.fill([c.angle_line()], clue, chars, tail, sep="\n")
     return c.fill([c.title()], c.paragraph, chars)  # a format added to the catalog without a shape
 
 
