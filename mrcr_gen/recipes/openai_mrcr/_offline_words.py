@@ -241,8 +241,8 @@ _PHRASE_POOL_SIZES: dict[str, int] = _DATA["phrase_pool_sizes"]
 _PHRASE_SLOTS = tuple(_PHRASE_POOL_SIZES) + tuple(name for name in _DATA["phrases"] if name not in _PHRASE_POOL_SIZES)
 _SLOT_INDEX = {name: i for i, name in enumerate(_LOCAL_SLOTS + _GLOBAL_SLOTS + _PHRASE_SLOTS)}
 _FIRST_LIVE_PHRASE = len(_LOCAL_SLOTS) + len(_GLOBAL_SLOTS) + len(_PHRASE_POOL_SIZES)
-# Pre-rendered text holds the private-use character _mark(i) where local slot i (the entity, a name)
-# goes: `_Ctx.fill_marks` puts each writing's own values in.
+# Pre-rendered text holds the private-use character chr(_MARK_BASE + i) where local slot i (the entity,
+# a name, a theme word) goes: `_Ctx.fill_marks` puts each writing's own values in.
 _MARK_BASE = 0xE000
 _MARKS_RE = re.compile("[" + "".join(chr(_MARK_BASE + i) for i in range(len(_LOCAL_SLOTS))) + "]")
 
