@@ -4,12 +4,17 @@ lines, headings, stanzas, hashtags, a riddle's answer) and whose register follow
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import random
+import re
 from collections.abc import Sequence
 
+from ..._paths import _data_dir
 from ..._seeding import derived_rng
 from ..._tokens import DEFAULT_TOKENIZER
+from ...writers._lexicon import lexicon
 from ...writers._memo import MemoizedWriter
 from ._catalog import Register, V2Catalog, V2Key, load_v2_catalog
 
@@ -28,6 +33,30 @@ def _target_chars(rng: random.Random, median: int, p10: int, p90: int) -> int:
     return int(min(max(tokens, p10 / 2), p90 * 1.5) * CHARS_PER_TOKEN)
 
 
+_SLOT = re.compile(r"\{(\w+)\}")
+# A template as (format string, its slots in order).
+_Template = tuple[str, tuple[str, ...]]
+
+
+def _compile(templates: Sequence[str]) -> tuple[_Template, ...]:
+    return tuple((_SLOT.sub("%s", t.replace("%", "%%")), tuple(_SLOT.findall(t))) for t in templates)
+
+
+@functools.cache
+def _grammar() -> tuple[float, tuple[_Template, ...], dict[str, tuple[_Template, ...]]]:
+    """(share of style templates, sentence frames, the clause grammar) of `formats/v2_grammar.json`."""
+    data = json.loads((_data_dir("formats") / "v2_grammar.json").read_text(encoding="utf-8"))
+    rules = {
+        "C": _compile(data["clauses"]),
+        "PP": _compile(data["phrases"]),
+        "TITLE": _compile(data["titles"]),
+        "ANGLE": _compile(data["angle_lines"]),
+        "QUESTION": _compile(data["riddle_questions"]),
+        "ANSWER": _compile(data["riddle_answers"]),
+    }
+    return float(data["style_share"]), _compile(data["frames"]), rules
+
+
 class _Composer:
     def __init__(self, catalog: V2Catalog, key: V2Key, variant: int, rng: random.Random) -> None:
         self.words = catalog.words
@@ -35,23 +64,61 @@ class _Composer:
         self.key = key
         self.angle = catalog.angles[variant % len(catalog.angles)]
         self.rng = rng
+        words = lexicon()
+        # The writing's own theme words: sentences keep returning to them, and two writings differ in them.
+        self.slots: dict[str, Sequence[str]] = {
+            **words,
+            "topic": (key.topic,),
+            "t1": (rng.choice(words["n"]),),
+            "t2": (rng.choice(words["n"]),),
+            "ta": (rng.choice(words["a"]),),
+            "Topic": (key.topic[0].upper() + key.topic[1:],),
+            "NS": tuple(w.capitalize() for w in (rng.choice(words["ns"]), rng.choice(words["ns"]))),
+            "VT3": (rng.choice(words["vt3"]).capitalize(),),
+            "angle": (self.angle,),
+        }
 
     def pick(self, kind: str) -> str:
         return self.rng.choice(self.words[kind])
 
-    def sentence(self, opener: bool = True) -> str:
+    def render(self, template: _Template) -> str:
+        fmt, slots = template
+        rules = _grammar()[2]
+        r = self.rng.random
+        values = []
+        for slot in slots:
+            if slot in rules:
+                options = rules[slot]
+                values.append(self.render(options[int(r() * len(options))]))
+            else:
+                words = self.slots[slot]
+                values.append(words[int(r() * len(words))])
+        return fmt % tuple(values)
+
+    def styled(self) -> str:
+        """One of the style's own templates, its words drawn from the lexicon."""
         rng = self.rng
-        text = rng.choice(self.register.templates).format(
+        slots = self.slots
+        return rng.choice(self.register.templates).format(
             topic=self.key.topic,
-            noun=self.pick("noun"),
-            adj=self.pick("adj"),
-            verb=self.pick("verb"),
+            noun=rng.choice(slots["n"]),
+            adj=rng.choice(slots["a"]),
+            verb=rng.choice(slots["v3"]),
             unit=self.pick("unit"),
             num=rng.randint(10, 999),
             small=rng.randint(2, 12),
             code=f"{rng.choice('ABCDEFGHKLMNPRSTVWXZ')}-{rng.randint(100, 999)}",
         )
-        if opener and rng.random() < 0.3:
+
+    def sentence(self, opener: bool = True) -> str:
+        rng = self.rng
+        style_share, frames, _ = _grammar()
+        if rng.random() < style_share:
+            text = self.styled()
+        else:
+            text = self.render(frames[int(rng.random() * len(frames))])
+            text = text[0].upper() + text[1:]
+        if opener and rng.random() < 0.12:
             lead = rng.choice(self.register.openers)
             if text.split()[0] != lead.split()[0]:
                 text = f"{lead} {text[0].lower()}{text[1:]}"
@@ -61,11 +128,10 @@ class _Composer:
         return " ".join(self.sentence() for _ in range(self.rng.randint(lo, hi)))
 
     def title(self) -> str:
-        topic = self.key.topic[0].upper() + self.key.topic[1:]
-        return f"The {self.pick('adj').title()} {self.pick('noun').title()} of {topic}"
+        return self.render(self.rng.choice(_grammar()[2]["TITLE"]))
 
     def angle_line(self) -> str:
-        return f"{self.rng.choice(self.register.openers)} I set this down {self.angle}."
+        return self.render(self.rng.choice(_grammar()[2]["ANGLE"]))
 
     def fill(self, head: list[str], make, chars: int, tail: Sequence[str] = (), sep: str = "\n\n") -> str:
         parts = list(head)
@@ -96,12 +162,21 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
     if key.format == "blog post":
         head = [f"# {c.title()}", f"{c.angle_line()} {c.sentence()}"]
         return c.fill(
-            head, lambda: f"## {c.pick('adj').title()} {c.pick('noun')}s\n\n{c.paragraph(2, 5)}", chars, [reg.exclaim]
+            head,
+            lambda: f"## {rng.choice(c.slots['a']).title()} {rng.choice(c.slots['ns'])}\n\n{c.paragraph(2, 5)}",
+            chars,
+            [reg.exclaim],
         )
     if key.format == "tweet":
         tags = [rng.choice(reg.hashtags), "#" + "".join(w.title() for w in key.topic.split())]
-        body = " ".join(c.sentence() for _ in range(max(1, round(chars / 110))))
-        return f"{body} {' '.join(tags)}"
+        # Bare clauses, not the prose frames: a post is terse, and short texts share little with the rest.
+        clauses = _grammar()[2]["C"]
+        tail = " " + " ".join(tags)
+        body = ""
+        while len(body) + len(tail) < chars:
+            clause = c.render(clauses[int(rng.random() * len(clauses))])
+            body += (" " if body else "") + clause[0].upper() + clause[1:] + rng.choice(".!")
+        return body + tail
     if key.format == "poem":
 
         def stanza() -> str:
@@ -110,7 +185,8 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
                 words = c.sentence(opener=False).rstrip(".!?").split()
                 cut = rng.randint(4, min(8, len(words)))
                 lines.append(" ".join(words[:cut]).rstrip(",;:"))
-            return "\n".join(lines)
+            # Lines run on in lower case after the first, as in much free verse.
+            return "\n".join([lines[0], *(line[0].lower() + line[1:] for line in lines[1:])])
 
         return c.fill([c.title()], stanza, chars, [reg.exclaim])
     if key.format == "essay":
@@ -119,10 +195,12 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
     if key.format == "riddle":
 
         def clue() -> str:
-            return f"I am {c.pick('adj')} as a {c.pick('noun')} that {c.pick('verb')}."
+            return c.sentence(opener=False)
 
-        head = [reg.greeting, c.angle_line()]
-        return c.fill(head, clue, chars, ["What am I?", f"Answer: {key.topic}"], sep="\n")
+        # No fixed greeting: a riddle is short, and what every riddle shares is most of its likeness to another.
+        rules = _grammar()[2]
+        tail = [c.render(rng.choice(rules["QUESTION"])), c.render(rng.choice(rules["ANSWER"]))]
+        return c.fill([c.angle_line()], clue, chars, tail, sep="\n")
     return c.fill([c.title()], c.paragraph, chars)  # a format added to the catalog without a shape
 
 

@@ -12,7 +12,7 @@ from ._catalog import Catalog, load_catalog
 
 
 class OfflineWriter(MemoizedWriter):
-    """Deterministic, format-aware synthetic writings (Faker vocabulary); needs no network."""
+    """Deterministic, format-aware synthetic writings (our own lexicon and grammar; Faker names); needs no network."""
 
     name = "offline"
 

@@ -50,28 +50,27 @@ from ._offline_words import (
     FORMAT_NAMES,
     _Ctx,
     _length_plan,
-    _Tpl,
+    _SentencePool,
     sample_target_tokens,
 )
 
 
 def _fill_sentences(
     ctx: _Ctx,
-    tpls: tuple[_Tpl, ...],
+    pool: _SentencePool,
     budget: float,
     min_count: int = 1,
     sep: int = 1,
 ) -> list[str]:
-    """Sentences from ``tpls`` (visited in a random cyclic order, so repeats only
-    start after every template was used) until their joined length is closest to
-    ``budget``."""
+    """Sentences from ``pool`` (visited in a random cyclic order, so none repeats within
+    a writing) until their joined length is closest to ``budget``."""
     out: list[str] = []
     n = 0
-    size = len(tpls)
+    sentences = pool.sentences()
+    size = len(sentences)
     pos, step = ctx.order(size)
-    render = ctx.render
     while True:
-        s = render(tpls[pos])
+        s = sentences[pos]
         pos = (pos + step) % size
         ln = len(s) + sep
         if len(out) >= min_count and n + ln > budget and (n + ln - budget) > (budget - n):
@@ -127,9 +126,9 @@ def _poem(ctx: _Ctx, target: float) -> str:
 def _song(ctx: _Ctx, target: float) -> str:
     r = ctx.r
     title = ctx.fill(_POEM_TITLES).replace("Ode to", "Ballad of") if r() < 0.7 else ""
-    chorus = "\n".join(ctx.fill(_SONG_LINE) for _ in range(4))
-    bridge = "\n".join(ctx.fill(_SONG_LINE) for _ in range(2 + int(r() * 2)))
-    outro = "\n".join(ctx.fill(_SONG_LINE) for _ in range(2))
+    chorus = "\n".join(ctx.pick(_SONG_LINE.sentences()) for _ in range(4))
+    bridge = "\n".join(ctx.pick(_SONG_LINE.sentences()) for _ in range(2 + int(r() * 2)))
+    outro = "\n".join(ctx.pick(_SONG_LINE.sentences()) for _ in range(2))
     n_verses = 2 if target < 1700 else 3
     fixed = (len(title) + 2 if title else 0) + (n_verses + 1) * (len(chorus) + 16) + len(bridge) + 14 + len(outro) + 13
     per_verse = max(60.0, (target - fixed) / n_verses)
@@ -261,7 +260,8 @@ def _scene(ctx: _Ctx, target: float) -> str:
     speakers = [c1, c2]
     out: list[str] = []
     n = 0
-    size = len(_SCENE_LINE)
+    lines = _SCENE_LINE.sentences()
+    size = len(lines)
     pos, step = ctx.order(size)
     last = c2
     while True:
@@ -276,7 +276,7 @@ def _scene(ctx: _Ctx, target: float) -> str:
             if who == last:
                 who = speakers[(speakers.index(who) + 1) % len(speakers)]
             last = who
-            s = who + ": " + ctx.render(_SCENE_LINE[pos])
+            s = who + ": " + lines[pos]
             pos = (pos + step) % size
         ln = len(s) + 2
         if len(out) >= 4 and n + ln > budget and (n + ln - budget) > (budget - n):
@@ -347,7 +347,7 @@ def compose_writing(
         target_chars = sample_target_tokens(rng, tokens) * _CHARS_PER_TOKEN.get(format_name, _DEFAULT_CPT)
         composer = _COMPOSERS.get(format_name, _essay)
         text = composer(ctx, target_chars)
-    text = text.strip()
+    text = ctx.fill_marks(text).strip()
     for bad in _FORBIDDEN:  # entities are user data: never let them smuggle markers in
         if bad in text:
             text = text.replace(bad, bad.replace(" ", "\u00a0").replace("=", "-"))

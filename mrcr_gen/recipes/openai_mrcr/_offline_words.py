@@ -8,13 +8,14 @@ Design notes
 * Determinism: every writing gets its own ``random.Random`` seeded from a blake2b
   digest of ``(seed, format_name, entity, variant)``; Python's salted ``hash()`` is
   never used, so the same inputs give the same text in every process.
-* Speed: Faker is used once (lazily, on first use) to build vocabulary pools
-  (parts of speech, names, cities, companies, addresses, jobs, ...).  Composition
-  itself only draws from those pools with the per-writing RNG and fills
-  pre-compiled sentence templates, so no Faker call happens per writing.
-* Data: the sentence templates and word lists are plain data in
-  ``formats/offline_templates.json`` (read once, at import); this module holds
-  only the composition logic.
+* Vocabulary: the common words come from the project's own lexicon
+  (``formats/lexicon.json``, through ``mrcr_gen.writers._lexicon``); Faker is used once
+  (lazily, on first use) for proper nouns only: names, cities, companies, addresses, jobs.
+* Grammar: phrases (noun phrases, clauses, ...) and per-format sentence templates live in
+  ``formats/offline_templates.json``. For speed, the phrases and each format's body sentences
+  are rendered once per process, with a fixed generator, into large pools of ready strings
+  (``phrase_pool_sizes``, ``sentence_pool_size``) holding marks where a writing's own words go
+  (its entity, names, theme words); a writing picks whole sentences and fills the marks.
 * Length: the target o200k token count is drawn from a distribution whose
   10th/50th/90th percentiles match ``tokens=(median, p10, p90)`` (a split
   log-normal; formats whose p10 is far below the median are modelled as a mix of
@@ -30,9 +31,12 @@ import math
 import random
 import re
 import threading
+import zlib
 from collections.abc import Sequence
+from typing import Any
 
 from ..._paths import _data_dir
+from ...writers._lexicon import lexicon
 
 FORMAT_NAMES: tuple[str, ...] = (
     "poem",
@@ -48,18 +52,20 @@ FORMAT_NAMES: tuple[str, ...] = (
 )
 
 # Calibrated o200k characters-per-token ratios of the text each composer emits
-# (measured over a few thousand writings; see tests/writers/test_offline.py).
+# (measured over a few thousand writings; see tests/writers/test_offline.py). The scene's is set
+# so its median lies a little under the real one (about 595 of 613 tokens): the check that two
+# needles fit the smallest --tokens target (4160) probes the median of only 16 writings.
 _CHARS_PER_TOKEN: dict[str, float] = {
-    "poem": 4.67,
-    "song": 4.5,
-    "short essay": 5.3,
-    "short news article": 5.2,
-    "email": 5.1,
-    "social media post": 4.66,
-    "diary entry": 4.6,
-    "formal letter": 4.86,
-    "short scene in a play": 3.73,
-    "riddle": 4.18,
+    "poem": 4.15,
+    "song": 4.20,
+    "short essay": 4.36,
+    "short news article": 4.51,
+    "email": 4.28,
+    "social media post": 4.13,
+    "diary entry": 4.38,
+    "formal letter": 4.13,
+    "short scene in a play": 3.72,
+    "riddle": 4.25,
 }
 _DEFAULT_CPT = 4.8
 
@@ -177,12 +183,6 @@ def _words(name: str) -> tuple[str, ...]:
     return tuple(_DATA[name])
 
 
-_BAD_ADJ: set[str] = set(_DATA["bad_adj"])
-_BAD_NOUN: set[str] = set(_DATA["bad_noun"])
-_BAD_VERB: set[str] = set(_DATA["bad_verb"])
-_BAD_ADV: set[str] = set(_DATA["bad_adv"])
-_TRANSITIVE = _words("transitive")
-_INTRANSITIVE = _words("intransitive")
 _MONTHS = _words("months")
 _WEEKDAYS = _words("weekdays")
 _TIMES = _words("times")
@@ -206,15 +206,14 @@ _CLARIFY_FIRST: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["cla
 # --------------------------------------------------------------------------- #
 
 # Per-writing slots occupy the first indices of the pool list.
-_LOCAL_SLOTS = ("e", "E", "ET", "p1", "p2", "p3", "P1", "P2", "P3", "me", "you")
+# t1..t3 and ta: the writing's own theme nouns and adjective, drawn per writing, so that sentences
+# from the shared pools read differently in each writing (and keep to a few words, as a piece does).
+_LOCAL_SLOTS = ("e", "E", "ET", "p1", "p2", "p3", "P1", "P2", "P3", "me", "you", "t1", "t2", "t3", "ta")
+_LEXICON_SLOTS = ("a", "aa", "n", "ns", "an", "v", "v3", "vd", "vt", "vt3", "vtd", "d", "D", "pr", "op", "pe")
 _GLOBAL_SLOTS = (
-    "a",
+    *_LEXICON_SLOTS,
     "A",
-    "n",
     "N",
-    "v",
-    "vt",
-    "d",
     "f",
     "l",
     "F",
@@ -235,48 +234,35 @@ _GLOBAL_SLOTS = (
     "place",
     "wx",
 )
-_SLOT_INDEX = {name: i for i, name in enumerate(_LOCAL_SLOTS + _GLOBAL_SLOTS)}
-_N_LOCAL = len(_LOCAL_SLOTS)
+# Phrase slots (NP a noun phrase, CL a clause, ...). The short ones are rendered once into pools of
+# ready strings (`phrase_pool_sizes`: far cheaper per writing than rendering each use, and large enough
+# that a row rarely repeats one); the others hold templates, rendered at each use.
+_PHRASE_POOL_SIZES: dict[str, int] = _DATA["phrase_pool_sizes"]
+_PHRASE_SLOTS = tuple(_PHRASE_POOL_SIZES) + tuple(name for name in _DATA["phrases"] if name not in _PHRASE_POOL_SIZES)
+_SLOT_INDEX = {name: i for i, name in enumerate(_LOCAL_SLOTS + _GLOBAL_SLOTS + _PHRASE_SLOTS)}
+_FIRST_LIVE_PHRASE = len(_LOCAL_SLOTS) + len(_GLOBAL_SLOTS) + len(_PHRASE_POOL_SIZES)
+# Pre-rendered text holds the private-use character chr(_MARK_BASE + i) where local slot i (the entity,
+# a name, a theme word) goes: `_Ctx.fill_marks` puts each writing's own values in.
+_MARK_BASE = 0xE000
+_MARKS_RE = re.compile("[" + "".join(chr(_MARK_BASE + i) for i in range(len(_LOCAL_SLOTS))) + "]")
 
 
 _POOL_LOCK = threading.Lock()
-_POOLS: list[list[str]] | None = None
+_POOLS: list[list] | None = None
 
 
-def _clean(words: Sequence[str], bad: set[str]) -> list[str]:
-    out, seen = [], set()
-    for w in words:
-        w = w.strip().lower()
-        if w.isalpha() and len(w) > 2 and w not in bad and w not in seen:
-            seen.add(w)
-            out.append(w)
-    return out
-
-
-def _build_pools() -> list[list[str]]:
+def _build_pools() -> list[list]:
     from faker import Faker  # imported lazily: costs ~0.2 s once
 
     fake = Faker("en_US")
     fake.seed_instance(0x4D524352)  # fixed: pools depend only on the Faker version
-    pos = fake.provider("faker.providers.lorem").parts_of_speech
-    adj = _clean(pos["adjective"], _BAD_ADJ)
-    noun = _clean(pos["noun"], _BAD_NOUN)
-    fverbs = set(_clean(pos["verb"], _BAD_VERB))
-    # Faker's verb list mixes transitive and intransitive verbs; keep two curated
-    # lists (Faker's words first) so "to {vt} the {n}" and "we {v}" read naturally.
-    verb_t = [w for w in _TRANSITIVE if w in fverbs] + [w for w in _TRANSITIVE if w not in fverbs]
-    verb_i = [w for w in _INTRANSITIVE if w in fverbs] + [w for w in _INTRANSITIVE if w not in fverbs]
-    adv = [w for w in _clean(pos["adverb"], _BAD_ADV) if w.endswith("ly")]
     first = sorted({fake.first_name() for _ in range(600)})
     last = sorted({fake.last_name() for _ in range(600)})
-    pools: dict[str, list[str]] = {
-        "a": adj,
-        "A": [w.capitalize() for w in adj],
-        "n": noun,
-        "N": [w.capitalize() for w in noun],
-        "v": verb_i,
-        "vt": verb_t,
-        "d": adv,
+    words = lexicon()
+    pools: dict[str, list] = {
+        **{name: list(words[name]) for name in _LEXICON_SLOTS},
+        "A": [w.capitalize() for w in words["a"]],
+        "N": [w.capitalize() for w in words["n"]],
         "f": first,
         "l": last,
         "F": [fake.name_nonbinary() for _ in range(400)],
@@ -297,12 +283,19 @@ def _build_pools() -> list[list[str]]:
         "place": list(_PLACES),
         "wx": list(_WEATHER),
     }
-    out: list[list[str]] = [[""] for _ in _LOCAL_SLOTS]
+    out: list[list] = [[""] for _ in _LOCAL_SLOTS]
     out.extend(pools[name] for name in _GLOBAL_SLOTS)
+    out.extend(list(_compile(_DATA["phrases"][name])) for name in _PHRASE_SLOTS)
+    # Pre-render the pooled phrases with a fixed generator, in order (a later one may use an earlier).
+    renderer = _marking_ctx(0x50484153, out)
+    for name, size in _PHRASE_POOL_SIZES.items():
+        index = _SLOT_INDEX[name]
+        templates = out[index]
+        out[index] = renderer.pools[index] = [renderer.render(renderer.pick(templates)) for _ in range(size)]
     return out
 
 
-def _pools() -> list[list[str]]:
+def _pools() -> list[list]:
     global _POOLS
     if _POOLS is None:
         with _POOL_LOCK:
@@ -316,7 +309,8 @@ def _pools() -> list[list[str]]:
 # --------------------------------------------------------------------------- #
 
 _SLOT_RE = re.compile(r"\{(\w+)\}")
-_Tpl = tuple[str, tuple[int, ...]]
+# (format string, slot kinds, whether a slot is a phrase rendered at each use, whether it opens with a slot)
+_Tpl = tuple[str, tuple[int, ...], bool, bool]
 
 
 def _compile(templates: Sequence[str]) -> tuple[_Tpl, ...]:
@@ -324,36 +318,85 @@ def _compile(templates: Sequence[str]) -> tuple[_Tpl, ...]:
     for t in templates:
         kinds = tuple(_SLOT_INDEX[m] for m in _SLOT_RE.findall(t))
         fmt = _SLOT_RE.sub("%s", t.replace("%", "%%"))
-        out.append((fmt, kinds))
+        out.append((fmt, kinds, any(k >= _FIRST_LIVE_PHRASE for k in kinds), fmt.startswith("%s")))
     return tuple(out)
 
 
 _ESSAY_TITLES = _compile(_DATA["essay_titles"])
 _ESSAY_OPEN = _compile(_DATA["essay_open"])
-_ESSAY_BODY = _compile(_DATA["essay_body"])
 _ESSAY_CLOSE = _compile(_DATA["essay_close"])
 _NEWS_TITLES = _compile(_DATA["news_titles"])
 _NEWS_LEAD = _compile(_DATA["news_lead"])
-_NEWS_BODY = _compile(_DATA["news_body"])
-_NEWS_QUOTE = _compile(_DATA["news_quote"])
 _NEWS_CLOSE = _compile(_DATA["news_close"])
 _EMAIL_SUBJECT = _compile(_DATA["email_subject"])
 _EMAIL_OPEN = _compile(_DATA["email_open"])
-_EMAIL_BODY = _compile(_DATA["email_body"])
 _SOCIAL_OPEN = _compile(_DATA["social_open"])
-_SOCIAL_BODY = _compile(_DATA["social_body"])
 _DIARY_OPEN = _compile(_DATA["diary_open"])
-_DIARY_BODY = _compile(_DATA["diary_body"])
 _DIARY_CLOSE = _compile(_DATA["diary_close"])
-_LETTER_BODY = _compile(_DATA["letter_body"])
 _SCENE_TITLES = _compile(_DATA["scene_titles"])
 _SCENE_SETTING = _compile(_DATA["scene_setting"])
-_SCENE_LINE = _compile(_DATA["scene_line"])
 _SCENE_DIRECTION = _compile(_DATA["scene_direction"])
 _POEM_TITLES = _compile(_DATA["poem_titles"])
-_POEM_LINE = _compile(_DATA["poem_line"])
-_SONG_LINE = _compile(_DATA["song_line"])
-_RIDDLE_LINE = _compile(_DATA["riddle_line"])
+
+
+def _marking_ctx(seed: int, pools: list[list]) -> _Ctx:
+    """A renderer with a fixed generator that writes each local slot as its mark."""
+    ctx = _Ctx(random.Random(seed), "", pools)
+    for i in range(len(_LOCAL_SLOTS)):
+        ctx.pools[i] = [chr(_MARK_BASE + i)]
+    return ctx
+
+
+_POOLED_KEYS: list[str] = []
+
+
+class _SentencePool:
+    """The body sentences (or lines) of one format, rendered once per process with a fixed generator
+    into `size` ready strings, marks in place of local slots: a writing then picks whole sentences,
+    which costs a fraction of rendering them. The pool is large enough that a row rarely repeats one."""
+
+    def __init__(self, key: str, size: int) -> None:
+        self.templates = _compile(_DATA[key])
+        self.size = size
+        self.key = key
+        self._sentences: list[str] | None = None
+        _POOLED_KEYS.append(key)
+
+    def sentences(self) -> list[str]:
+        if self._sentences is None:
+            pools = _pools()
+            with _POOL_LOCK:
+                if self._sentences is None:
+                    ctx = _marking_ctx(zlib.crc32(self.key.encode()), pools)
+                    templates = self.templates
+                    self._sentences = [ctx.sentence(ctx.pick(templates)) for _ in range(self.size)]
+        return self._sentences
+
+
+_SENTENCE_POOL_SIZE: int = _DATA["sentence_pool_size"]
+_ESSAY_BODY = _SentencePool("essay_body", _SENTENCE_POOL_SIZE)
+_NEWS_BODY = _SentencePool("news_body", _SENTENCE_POOL_SIZE)
+_NEWS_QUOTE = _SentencePool("news_quote", _SENTENCE_POOL_SIZE // 4)
+_EMAIL_BODY = _SentencePool("email_body", _SENTENCE_POOL_SIZE)
+_SOCIAL_BODY = _SentencePool("social_body", _SENTENCE_POOL_SIZE)
+_DIARY_BODY = _SentencePool("diary_body", _SENTENCE_POOL_SIZE)
+_LETTER_BODY = _SentencePool("letter_body", _SENTENCE_POOL_SIZE)
+_SCENE_LINE = _SentencePool("scene_line", _SENTENCE_POOL_SIZE)
+_POEM_LINE = _SentencePool("poem_line", _SENTENCE_POOL_SIZE)
+_SONG_LINE = _SentencePool("song_line", _SENTENCE_POOL_SIZE)
+_RIDDLE_LINE = _SentencePool("riddle_line", _SENTENCE_POOL_SIZE // 2)
+# The local slots that pre-rendered text can hold marks of.
+_MARKED_SLOTS = tuple(
+    sorted(
+        {
+            _SLOT_INDEX[name]
+            for templates in [*(_DATA["phrases"][p] for p in _PHRASE_POOL_SIZES), *(_DATA[key] for key in _POOLED_KEYS)]
+            for template in templates
+            for name in _SLOT_RE.findall(template)
+            if _SLOT_INDEX[name] < len(_LOCAL_SLOTS)
+        }
+    )
+)
 
 
 # --------------------------------------------------------------------------- #
@@ -367,9 +410,9 @@ _STEPS: dict[int, tuple[int, ...]] = {}
 class _Ctx:
     __slots__ = ("Entity", "entity", "pools", "r")
 
-    def __init__(self, rng: random.Random, entity: str) -> None:
+    def __init__(self, rng: random.Random, entity: str, pools: list[list] | None = None) -> None:
         self.r = rng.random
-        pools = _pools()[:]
+        pools = (pools or _pools())[:]
         ent = entity
         cap = ent[:1].upper() + ent[1:]
         title = " ".join(w[:1].upper() + w[1:] for w in ent.split(" "))
@@ -391,24 +434,36 @@ class _Ctx:
         pools[8] = [names[2].upper()]
         pools[9] = [fl[int(r() * len(fl))]]
         pools[10] = [fl[int(r() * len(fl))]]
+        nouns, adjectives = pools[_SLOT_INDEX["n"]], pools[_SLOT_INDEX["a"]]
+        pools[11] = [nouns[int(r() * len(nouns))]]
+        pools[12] = [nouns[int(r() * len(nouns))]]
+        pools[13] = [nouns[int(r() * len(nouns))]]
+        pools[14] = [adjectives[int(r() * len(adjectives))]]
         self.pools = pools
         self.entity = ent
         self.Entity = cap
 
     def render(self, tpl: _Tpl) -> str:
-        fmt, kinds = tpl
-        if not kinds:
-            return fmt.replace("%%", "%")
+        # The hot path of composing: a comprehension over the slots, no per-slot branch unless needed.
+        fmt, kinds, live, _ = tpl
         r = self.r
         pools = self.pools
-        vals = []
+        if not live:
+            return fmt % tuple([(p := pools[k])[int(r() * len(p))] for k in kinds])
+        values = []
         for k in kinds:
             p = pools[k]
-            vals.append(p[int(r() * len(p))])
-        return fmt % tuple(vals)
+            value = p[int(r() * len(p))]
+            values.append(self.render(value) if k >= _FIRST_LIVE_PHRASE else value)
+        return fmt % tuple(values)
+
+    def sentence(self, tpl: _Tpl) -> str:
+        """`render`, with the first letter capitalised (a template may open with a phrase)."""
+        text = self.render(tpl)
+        return text[0].upper() + text[1:] if tpl[3] and text[:1].islower() else text
 
     def fill(self, tpls: tuple[_Tpl, ...]) -> str:
-        return self.render(tpls[int(self.r() * len(tpls))])
+        return self.sentence(tpls[int(self.r() * len(tpls))])
 
     def order(self, n: int) -> tuple[int, int]:
         """(start, step) of a cheap pseudo-random permutation of range(n)."""
@@ -418,7 +473,16 @@ class _Ctx:
         r = self.r
         return int(r() * n), steps[int(r() * len(steps))]
 
-    def pick(self, seq: Sequence[str]) -> str:
+    def fill_marks(self, text: str) -> str:
+        """`text` with each local slot's mark replaced by this writing's value."""
+        pools = self.pools
+        if _MARKS_RE.search(self.entity):  # an entity of control characters: one pass, so none is replaced twice
+            return _MARKS_RE.sub(lambda m: pools[ord(m.group()) - _MARK_BASE][0], text)
+        for i in _MARKED_SLOTS:
+            text = text.replace(chr(_MARK_BASE + i), pools[i][0])
+        return text
+
+    def pick(self, seq: Sequence) -> Any:
         return seq[int(self.r() * len(seq))]
 
     def word(self, slot: str) -> str:
