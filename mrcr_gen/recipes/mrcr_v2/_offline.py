@@ -199,8 +199,8 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
 
         # No fixed greeting: a riddle is short, and what every riddle shares is most of its likeness to another.
         rules = _grammar()[2]
-        tail = [c.render(rng.choice(rules["QUESTION"])), c.render(rng.choice(rules["ANSWER"]))]
-        return c.fill([c.angle_line()], clue, chars, tail, sep="\n")
+        riddle_end = [c.render(rng.choice(rules["QUESTION"])), c.render(rng.choice(rules["ANSWER"]))]
+        return c.fill([c.angle_line()], clue, chars, riddle_end, sep="\n")
     return c.fill([c.title()], c.paragraph, chars)  # a format added to the catalog without a shape
 
 
