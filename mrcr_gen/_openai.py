@@ -19,7 +19,7 @@ One place decides how we talk to an OpenAI-compatible server:
 * Every response that came back is accounted for in `Billing` (on the result, or on the error):
   its HTTP status, and the usage it reported, retried ones included (a provider bills them).
 * `endpoint` names the server a request goes to, normalised, so that writings can be keyed by it.
-* The request body is built and encoded once per completion (`request_body`, `encode_json`), off the
+* The request body is built and encoded once per completion (`_openai_request`: `request_body`, `encode_json`), off the
   event loop when it is large, and posted as bytes through the client's own `post`: openai's
   `chat.completions.create` walks every message of the prompt on the event loop first (its
   `async_transform`, about a second per 1M-token prompt, which no other request moves during). The
@@ -34,20 +34,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
-import json
 import logging
 import os
 import random
 import re
 import time
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field
+
+from . import _openai_request as _encoding
 
 log = logging.getLogger(__name__)
 
@@ -338,122 +338,6 @@ def _parse(completion: Any, *, retry_empty: bool) -> dict[str, Any]:
     }
 
 
-#: `chat.completions.create` arguments that are request options, not fields of the JSON body.
-REQUEST_OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
-#: Bodies with fewer characters of message content are encoded on the event loop (well under a
-#: millisecond); longer ones in a worker thread.
-ENCODE_INLINE_CHARS = 1 << 16
-_compact_json = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def request_body(model: str, messages: Sequence[dict], params: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON object `chat.completions.create(model=, messages=, **params)` sends: model,
-    messages and every other field, then `extra_body` merged over them (as openai merges it)."""
-    body: dict[str, Any] = {"model": model, "messages": list(messages)}
-    body.update((name, value) for name, value in params.items() if name not in REQUEST_OPTIONS)
-    body.update(params.get("extra_body") or {})
-    return body
-
-
-def encode_json(body: Mapping[str, Any]) -> bytes:
-    """`body` as openai's client encodes a request (compact, UTF-8, no NaN), byte for byte, with a
-    list field encoded one item at a time: a 1M-token prompt is thousands of calls of microseconds,
-    each letting the event loop's thread take the GIL back, not one call of tens of milliseconds."""
-    fields = []
-    for name, value in body.items():
-        if isinstance(value, list):
-            encoded = b"[" + b",".join(_compact_json(item).encode() for item in value) + b"]"
-        else:
-            encoded = _compact_json(value).encode()
-        fields.append(_compact_json(str(name)).encode() + b":" + encoded)
-    return b"{" + b",".join(fields) + b"}"
-
-
-def _content_chars(messages: Sequence[dict]) -> int:
-    return sum(len(m.get("content") or "") for m in messages if isinstance(m, dict))
-
-
-_POSTS_BYTES: dict[type, bool] = {}
-
-
-def _posts_bytes(client: Any) -> bool:
-    """Whether this client's `post` takes an encoded body (`content=`), as openai's does since 1.9x."""
-    kind = type(client)
-    if kind not in _POSTS_BYTES:
-        try:
-            _POSTS_BYTES[kind] = "content" in inspect.signature(kind.post).parameters
-        except (AttributeError, TypeError, ValueError):
-            _POSTS_BYTES[kind] = False
-    return _POSTS_BYTES[kind]
-
-
-@functools.lru_cache(maxsize=1)
-def _create_arguments() -> frozenset[str] | None:
-    """The keyword arguments `chat.completions.create` takes (None when they cannot be told)."""
-    try:
-        from openai.resources.chat.completions import AsyncCompletions
-
-        return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return None
-
-
-def _request_options(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The request options `create` would give the client for these arguments."""
-    options: dict[str, Any] = {}
-    if params.get("extra_headers") is not None:
-        options["headers"] = params["extra_headers"]
-    if params.get("extra_query") is not None:
-        options["params"] = params["extra_query"]
-    if "timeout" in params:
-        options["timeout"] = params["timeout"]
-    if _has_security_option():
-        options["security"] = {"bearer_auth": True}  # as `create` asks: the API key, never an admin key
-    return options
-
-
-@functools.lru_cache(maxsize=1)
-def _has_security_option() -> bool:
-    try:
-        from openai._types import RequestOptions
-    except ImportError:
-        return False
-    return "security" in getattr(RequestOptions, "__annotations__", {})
-
-
-def _chat_request(client: Any, model: str, messages: Sequence[dict], kwargs: dict[str, Any]) -> Callable[..., Any]:
-    """A function that sends one attempt: `client.post` with `body` (encoded once, see `encode_json`)
-    when the client takes one, else `chat.completions.create`. Unknown arguments raise TypeError now,
-    as `create` would, before anything is sent."""
-    known = _create_arguments()
-    unknown = sorted(set(kwargs) - known - {"model", "messages"}) if known is not None else []
-    if unknown:
-        raise TypeError(f"chat.completions.create() got unexpected keyword argument(s): {', '.join(unknown)}")
-    if not _posts_bytes(client):
-
-        async def create(body: bytes | None = None) -> Any:
-            # Messages are the data files' JSON dicts; the server, not openai's TypedDicts, checks their shape.
-            return await client.chat.completions.create(model=model, messages=list(messages), **kwargs)
-
-        return create
-    from openai.types.chat import ChatCompletion
-
-    options = _request_options(kwargs)
-
-    async def post(body: bytes | None = None) -> Any:
-        return await client.post("/chat/completions", cast_to=ChatCompletion, content=body, options=options)
-
-    return post
-
-
-async def encoded_request(model: str, messages: Sequence[dict], params: Mapping[str, Any]) -> bytes:
-    """The encoded body of a request, made in a worker thread when the prompt is long."""
-    body = request_body(model, messages, params)
-    if _content_chars(messages) < ENCODE_INLINE_CHARS:
-        return encode_json(body)
-    return await asyncio.to_thread(encode_json, body)
-
-
 async def chat_completion(
     client: openai.AsyncOpenAI,
     model: str,
@@ -474,8 +358,8 @@ async def chat_completion(
     true, no further attempt is sent (`ChatStopped`).
     """
     kwargs = {k: v for k, v in params.items() if v is not None}
-    send = _chat_request(client, model, messages, kwargs)
-    body = await encoded_request(model, messages, kwargs) if _posts_bytes(client) else None
+    send = _encoding.chat_request(client, model, messages, kwargs)
+    body = await _encoding.encoded_request(model, messages, kwargs) if _encoding.posts_bytes(client) else None
     attempts = 0
     last: _Retryable | None = None
     billing = Billing()

@@ -18,11 +18,10 @@ from mrcr_gen._openai import (
     ChatError,
     ChatStopped,
     chat_completion,
-    encode_json,
     is_prompt_too_long,
     make_client,
-    request_body,
 )
+from mrcr_gen._openai_request import encode_json, request_body
 from tests.support.chat_server import CACHED_TOKENS, REASONING_TOKENS, ChatServer, Fault
 
 from .conftest import API_KEY
@@ -277,12 +276,12 @@ def test_the_encoded_body_is_byte_for_byte_what_openai_encodes(messages, extra):
 def test_the_server_gets_what_chat_completions_create_sends(monkeypatch):
     """The same JSON object, key and request fields as from `create`, whose transform the encoded
     body skips (the fallback for an openai whose `post` takes no encoded body)."""
-    import mrcr_gen._openai as chat
+    import mrcr_gen._openai_request as chat
 
     params = {"temperature": 0.0, "max_completion_tokens": 7, "extra_body": {"top_k": 3, "temperature": 0.5}}
     seen = []
     for posts_bytes in (True, False):
-        monkeypatch.setattr(chat, "_posts_bytes", lambda client, posts_bytes=posts_bytes: posts_bytes)
+        monkeypatch.setattr(chat, "posts_bytes", lambda client, posts_bytes=posts_bytes: posts_bytes)
         with ChatServer("oracle") as server:
             result = run(_complete(server, **params))
             seen.append((server.requests, server.authorizations, result.text))

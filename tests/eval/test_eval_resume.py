@@ -100,9 +100,12 @@ def test_a_skip_counted_another_way_is_recounted_on_resume(small_data, gen_data,
         _, first = run_eval(config(data, resumed_dir, server, max_context_window=5000))
         assert first["skipped"]["count"] == 5 and server.total_requests == 13
         _, resumed = run_eval(config(data, resumed_dir, server, max_context_window=5000, count_with_server=True))
-        assert server.total_requests == 13 + 2  # the two rows that fit by the server's count
+        sent_on_resume = server.total_requests - 13
         _, fresh = run_eval(config(data, tmp_path / "fresh", server, max_context_window=5000, count_with_server=True))
-    assert fresh["skipped"]["count"] == 3
+    # Exactly the rows that fit by the server's count and not by o200k's are sent on resume (how
+    # many depends on the offline writer's text: some, not all).
+    assert 0 < fresh["skipped"]["count"] < 5
+    assert sent_on_resume == 5 - fresh["skipped"]["count"]
     assert reported(resumed) == reported(fresh)
 
 
@@ -121,7 +124,9 @@ def test_another_tokenizer_on_resume_rebins_and_recounts_without_sending(
         _, fresh = run_eval(
             config(data, tmp_path / "fresh", server, max_context_window=16000, tokenizer_spec=tiny_spec)
         )
-    assert fresh["skipped"]["count"] == 4 and {c["bin"] for c in fresh["cells"]} != {"[4096, 8192]"}
+    # The tiny tokenizer counts more than o200k: rows answered under o200k are now skipped (how
+    # many depends on the offline writer's text) and rebinned.
+    assert fresh["skipped"]["count"] > 0 and {c["bin"] for c in fresh["cells"]} != {"[4096, 8192]"}
     assert reported(resumed) == reported(fresh)
 
 
