@@ -14,7 +14,6 @@ summary exactly.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -39,8 +38,8 @@ from inspect_ai.scorer import Score
 
 from .._files import atomic_path
 from ..eval._items import FileError
-from ..eval._report import _is_current, summarize_records
-from ..eval._results import RESULTS_NAME, RUN_NAME, latest_records, read_results
+from ..eval._report import _is_current, read_run_dir, summarize_records
+from ..eval._results import RESULTS_NAME, latest_records
 from ..recipes import RECIPES
 from ._dataset import chat_messages
 from ._import import RECORD_KEY, RUN_KEY, SCORER
@@ -164,12 +163,10 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
     results_path = run_dir / RESULTS_NAME
     if not results_path.is_file():
         raise ExportError(f"{run_dir} has no {RESULTS_NAME}: not a mrcr-eval run directory")
-    run_file = run_dir / RUN_NAME
     try:
-        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
-    except ValueError:
-        raise ExportError(f"{run_file} is not valid JSON") from None
-    all_records = read_results(results_path)
+        all_records, run = read_run_dir(run_dir)
+    except ValueError as exc:  # run.json that is not JSON, results of no readable record
+        raise ExportError(str(exc)) from None
     summary = summarize_records(all_records, run, recipes=RECIPES)
     records = [r for r in latest_records(all_records).values() if _is_current(r, run)]
     records.sort(key=lambda r: (r["file"], int(r["row"])))
