@@ -16,8 +16,9 @@ process; it notes when the first request arrived and how long every request stay
   - short job: `mrcr-eval --concurrency C` on the short rows against the server answering each
     request after --delay seconds (1 s): requests in flight on average (server-side: the seconds
     requests spent in the server over the span from the first arrival to the last answer), and rows
-    per second. Target: at --concurrency 64, >= 48 in flight; rows/s grow with C until the server
-    is the limit (C / delay rows/s).
+    per second, by the wall clock of the command and by the requests' own span (first arrival to last
+    answer; the command goes on after it until its grades are written). Target: at --concurrency 64,
+    >= 48 in flight; rows/s grow with C until the server is the limit (C / delay rows/s).
   - pool job: the pool builder's client path (`build_pool_openai`, short asks) at --concurrency 64
     against the same 1 s server: in flight on average and writings per second.
 
@@ -150,6 +151,8 @@ def timed(server: Server, command: list[str], env: dict) -> dict:
             "mean_in_flight": stats["busy_seconds"] / span,
             "max_in_flight": stats["max_in_flight"],
             "per_second": stats["completed_requests"] / wall,
+            # the requests' own pace: the run goes on after the last answer until its grades are written
+            "answered_per_second": stats["completed_requests"] / span,
         }
     return result
 
@@ -214,8 +217,8 @@ def short_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
             limit = concurrency / args.delay
             print(
                 f"  --concurrency {concurrency:3}: {run['wall']:6.2f} s, {run['per_second']:6.2f} rows/s "
-                f"(server limit {limit:.0f}), in flight {run['mean_in_flight']:5.1f} on average, "
-                f"{run['max_in_flight']} at most"
+                f"(answered {run['answered_per_second']:6.2f}/s, server limit {limit:.0f}), "
+                f"in flight {run['mean_in_flight']:5.1f} on average, {run['max_in_flight']} at most"
             )
     return report
 

@@ -1,5 +1,6 @@
 """What keeps `mrcr-eval`'s event loop free to send: the planner read ahead in its own thread
-(`Prefetch`), and replies graded in worker processes (`GradePool`).
+(`Prefetch`), and replies graded in worker processes (`GradePool`), beside the requests: a reply
+gives its slot to the next request at once, and waits for its grade in the `Backlog`.
 
 Reading a row (parquet, JSON, tokens) and grading a reply (the grade, the failure analysis, the
 reference floors: `SequenceMatcher` in pure Python, 0.1-0.5 s a row) are CPU work. On the event loop,
@@ -19,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -35,6 +36,35 @@ PREFETCH_STEPS = 1
 #: Seconds of grading in a thread, in one run, after which it starts worker processes: their
 #: start costs a second or two of CPU each, more than grading a few dozen short rows.
 PROCESSES_AFTER_S = 3.0
+#: Characters of prompt text the replies waiting for their grade may hold (each keeps its row in
+#: memory): about 2,800 rows of the 8k bin, or 25 of the 1M bin. Past it, new replies wait with their
+#: slot, so the requests slow down to the grading's pace instead of the memory growing.
+BACKLOG_CHARS = 100_000_000
+
+
+class Backlog:
+    """The rows whose reply waits for its grade, bounded by their prompts' size (`BACKLOG_CHARS`);
+    one row is always let in, however large."""
+
+    def __init__(self, budget: int | None = None):
+        self.budget = BACKLOG_CHARS if budget is None else budget
+        self.used = 0
+        self._changed = asyncio.Event()
+
+    @staticmethod
+    def size(item: Any) -> int:
+        return sum(len(message.get("content") or "") for message in item.messages or ())
+
+    async def reserve(self, item: Any) -> None:
+        size = self.size(item)
+        while self.used and self.used + size > self.budget:
+            self._changed.clear()
+            await self._changed.wait()
+        self.used += size
+
+    def release(self, item: Any) -> None:
+        self.used -= self.size(item)
+        self._changed.set()
 
 
 class Prefetch:
@@ -90,6 +120,17 @@ def _grader_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
 
 
+#: Grading processes run at a lower priority: the requests (this process's loop, its planner,
+#: and a server on the same machine) come first, and the grades take the CPU left over.
+GRADING_NICENESS = 10
+
+
+def _start_grading_worker(caller_alive: Any) -> None:
+    with contextlib.suppress(OSError):
+        os.nice(GRADING_NICENESS)
+    _die_with_caller(caller_alive)
+
+
 def _warm(recipe: EvalRecipe) -> None:
     """Run in each new worker: receiving `recipe` imports its module, before the first grade needs it."""
 
@@ -103,7 +144,7 @@ class _Workers:
         # Only this process holds the write end: the workers end when it does, however it ends.
         self._caller_alive = context.Pipe(duplex=False)
         self.executor = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_die_with_caller, initargs=(self._caller_alive[0],)
+            workers, mp_context=context, initializer=_start_grading_worker, initargs=(self._caller_alive[0],)
         )
         self.warming = [self.executor.submit(_warm, recipe) for _ in range(workers)]
 
@@ -139,6 +180,12 @@ class GradePool:
     def __init__(self) -> None:
         self.processes = available_cores() > 1
         self.thread_seconds = 0.0
+        # A thread of its own, not the loop's default executor: hundreds of grades may wait, and
+        # queued there they would delay what else runs in it (a long request's encoding, ...).
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="mrcr-eval grading")
+        # Where a grade runs is chosen when it starts, not when it is asked for: grades asked for
+        # before the processes were ready would otherwise all stay queued in the thread.
+        self._dispatched = asyncio.Semaphore(available_cores())
         self._sendable: dict[int, tuple[Any, bool]] = {}  # id -> (the object, kept alive; sendable)
 
     def _can_send(self, *objects: Any) -> bool:
@@ -160,16 +207,23 @@ class GradePool:
 
     async def grade(self, grader: Callable[..., T], item: Any, recipe: EvalRecipe, *more: Any) -> T:
         """`grader(item, recipe, *more)` (`scored_record`), computed off the event loop."""
-        call = functools.partial(grader, item, recipe, *more)
+        async with self._dispatched:
+            return await self._grade(functools.partial(grader, item, recipe, *more), grader, recipe)
+
+    async def _grade(self, call: Callable[[], T], grader: Callable[..., T], recipe: EvalRecipe) -> T:
         workers = None
         if self.processes and self.thread_seconds >= PROCESSES_AFTER_S and self._can_send(grader, recipe):
             workers = _process_workers(recipe)
-        if workers is None or not workers.ready():
-            return await asyncio.to_thread(self._timed, call)
         loop = asyncio.get_running_loop()
+        if workers is None or not workers.ready():
+            return await loop.run_in_executor(self._thread, self._timed, call)
         try:
             return await loop.run_in_executor(workers.executor, call)
         except BrokenProcessPool:  # a worker was killed (out of memory?): new workers; this grade in a thread
             if _workers is workers:
                 _forget_workers()
-            return await asyncio.to_thread(self._timed, call)
+            return await loop.run_in_executor(self._thread, self._timed, call)
+
+    def close(self) -> None:
+        """Drop the grades not yet started (their replies stay in the journal); one under way ends on its own."""
+        self._thread.shutdown(wait=False, cancel_futures=True)

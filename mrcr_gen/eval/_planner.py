@@ -33,9 +33,13 @@ RECORD = "record"
 FILE_ERROR = "file_error"
 
 
+GRADE = "grade"  # a reply of an earlier run, journaled but never graded: graded without sending
+
+
 class Planner:
     """Walks the data in order and says what to do with each row: send it (a job: the items of
-    one transcript group), or write a record at once (skipped, unreadable, carried over).
+    one transcript group), grade a journaled reply (`_journal`), or write a record at once (skipped,
+    unreadable, carried over).
 
     Filters apply in this order: needles, bin, limit (rows already done count toward the limit),
     then the context window. Every row gets the decision a fresh run of the same command would
@@ -53,8 +57,10 @@ class Planner:
         records: list[dict],
         base: dict,
         too_long: dict[tuple[str, int], int] | None = None,
+        pending: dict[tuple[str, int], dict] | None = None,
     ):
         self.config = config
+        self.pending = pending or {}  # (source, row) -> a journaled reply of an earlier run
         self.recipes = recipes
         self.too_long = too_long  # (source, row) -> prompt tokens, when a pre-flight counted them
         self.files = files
@@ -201,6 +207,9 @@ class Planner:
                         self.resumed += answer.get("status") == STATUS_OK
                         extras = {} if facts is not None else recipe.item_extras(item)
                         yield from self._record(key, answer | self.base | row_fields | extras)
+                    elif key in self.pending and self._matches(self.pending[key], item.digest):
+                        self.resumed += 1
+                        yield GRADE, (item, self.pending[key])
                     elif group and item.group is not None and item.group == group[-1].group:
                         group.append(item)
                     else:

@@ -28,7 +28,7 @@ class ResultsWriter:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not _ends_with_newline(self.path)
+        needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not ends_with_newline(self.path)
         self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         if needs_newline:
             self._handle.write("\n")
@@ -59,7 +59,7 @@ class ResultsWriter:
         self.close()
 
 
-def _ends_with_newline(path: Path) -> bool:
+def ends_with_newline(path: Path) -> bool:
     with open(path, "rb") as handle:
         handle.seek(-1, os.SEEK_END)
         return handle.read(1) == b"\n"

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from .._files import Busy, exclusive_lock, file_sha256
 from .._openai import (
     ChatError,
+    ChatResult,
     ChatStopped,
     chat_completion,
     is_prompt_too_long,
@@ -49,8 +50,9 @@ from ._config import (
 from ._control import sent_messages
 from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalItem, EvalRecipe, FileError, recipe_named
-from ._pipeline import GradePool, Prefetch
-from ._planner import FILE_ERROR, JOB, Planner, base_record, scored_record
+from ._journal import ReplyJournal, reply_of
+from ._pipeline import Backlog, GradePool, Prefetch
+from ._planner import FILE_ERROR, GRADE, JOB, Planner, base_record, scored_record
 from ._results import (
     LOCK_NAME,
     RESULTS_NAME,
@@ -81,6 +83,11 @@ class RunStats(BaseModel):
             self.skipped += 1
         elif record.get("status") == STATUS_ERROR:
             self.errors += 1
+
+
+def _journal_key(record: dict) -> dict:
+    """What names a journaled reply's row: its file, row, content and the run's settings."""
+    return {name: record[name] for name in ("file", "row", "digest", "settings")}
 
 
 def resolve_inputs(paths: list[str]) -> list[str]:
@@ -248,7 +255,10 @@ async def _run_locked(
     semaphore = asyncio.Semaphore(config.concurrency)
     in_flight = 0
     tasks: set[asyncio.Task] = set()
+    grading: set[asyncio.Task] = set()
     grader = GradePool()
+    backlog = Backlog()
+    journal = ReplyJournal(out, records)
     fatal: list[ChatError] = []
     crashed: list[BaseException] = []  # a task's unexpected exception: observed, stops the run, raised
 
@@ -263,6 +273,15 @@ async def _run_locked(
                 on_record(record)
 
         async def send(item: EvalItem, sha: str) -> None:
+            result = await request(item, sha)
+            if result is not None:  # else recorded as an error
+                # Waits (keeping the slot) only while the replies waiting for their grade fill the backlog.
+                await backlog.reserve(item)
+                start_grading(item, *result)
+
+        async def request(item: EvalItem, sha: str) -> tuple[EvalRecipe, dict, ChatResult] | None:
+            """The row's reply (its recipe, its record's row fields, the reply), journaled; None
+            when the row got an error record instead."""
             nonlocal in_flight
             recipe = recipe_named(item.recipe, recipes)
             record = base | base_record(item, recipe, sha, tokenizer=config.tokenizer_spec)
@@ -281,7 +300,7 @@ async def _run_locked(
                         record
                         | {"status": STATUS_ERROR, "check": "stopped", "error": str(exc), "attempts": exc.attempts}
                     )
-                return
+                return None
             except ChatError as exc:
                 stats.sent += 1
                 stats.errors += 1
@@ -304,7 +323,7 @@ async def _run_locked(
                         "attempts": exc.attempts,
                     }
                 )
-                return
+                return None
             except Exception as exc:  # recorded, never fatal
                 stats.sent += 1
                 stats.errors += 1
@@ -317,14 +336,33 @@ async def _run_locked(
                         "attempts": 1,
                     }
                 )
-                return
+                return None
             finally:
                 in_flight -= 1
             stats.sent += 1
-            # The row keeps its slot until it is recorded: a killed run loses at most `concurrency` replies.
-            graded = await grader.grade(scored_record, item, recipe, result, config.strip_think)
-            stats.scored += 1
-            emit(record | graded)
+            # Journaled first: the slot goes to the next request now, and a run killed before the
+            # grade is written keeps the reply for the next run to grade.
+            journal.write(_journal_key(record), result)
+            return recipe, record, result
+
+        def start_grading(item: EvalItem, recipe: EvalRecipe, record: dict, result: ChatResult) -> None:
+            task = asyncio.create_task(grade(item, recipe, record, result))
+            grading.add(task)
+            task.add_done_callback(grading_done)
+
+        async def grade(item: EvalItem, recipe: EvalRecipe, record: dict, result: ChatResult) -> None:
+            try:
+                graded = await grader.grade(scored_record, item, recipe, result, config.strip_think)
+                stats.scored += 1
+                emit(record | graded)
+                journal.recorded(_journal_key(record))
+            finally:
+                backlog.release(item)
+
+        def grading_done(task: asyncio.Task) -> None:
+            grading.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                crashed.append(task.exception())  # type: ignore[arg-type]
 
         async def run_job(items: list[EvalItem], sha: str) -> None:
             for item in items:  # one transcript group: in order, so the server's prefix cache hits
@@ -332,7 +370,7 @@ async def _run_locked(
                     return
                 await send(item, sha)
 
-        planner = Planner(config, recipes, files, shas, records, base, over_window)
+        planner = Planner(config, recipes, files, shas, records, base, over_window, journal.pending())
         steps = Prefetch(iter(planner))  # reads ahead from now on, in its own thread
         finished = False
 
@@ -354,6 +392,14 @@ async def _run_locked(
                     finished = True
                     break
                 kind, payload = step
+                if kind == GRADE:
+                    semaphore.release()
+                    item, entry = payload
+                    await backlog.reserve(item)
+                    recipe = recipe_named(item.recipe, recipes)
+                    record = base | base_record(item, recipe, shas[item.source], tokenizer=config.tokenizer_spec)
+                    start_grading(item, recipe, record, reply_of(entry))
+                    continue
                 if kind != JOB:
                     semaphore.release()
                     stats.count(kind, payload)
@@ -364,15 +410,19 @@ async def _run_locked(
                 task.add_done_callback(job_done)
             # Requests in flight are awaited and recorded, also after a fatal answer or a crashed task:
             # one task's exception must not cancel the replies of the others.
-            if tasks:
-                for outcome in await asyncio.gather(*tasks, return_exceptions=True):
-                    if isinstance(outcome, Exception) and not any(outcome is seen for seen in crashed):
-                        crashed.append(outcome)
+            for running in (tasks, grading):  # the senders first: they start gradings
+                if running:
+                    for outcome in await asyncio.gather(*running, return_exceptions=True):
+                        if isinstance(outcome, Exception) and not any(outcome is seen for seen in crashed):
+                            crashed.append(outcome)
         finally:
             # Cancelled tasks must finish before the results file closes under them.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            for running in (tasks, grading):
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+            grader.close()
+            journal.close()
             await steps.close()
             close = getattr(client, "close", None)
             if close is not None:

@@ -1,0 +1,180 @@
+"""A reply gives its slot to the next request at once and waits for its grade in the backlog;
+RUN_DIR/replies.jsonl keeps every reply until its record is written, so a run stopped before its
+grades are written loses no reply: the next run grades them without sending the rows again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+from mrcr_gen import iter_rows, run_eval, run_eval_async
+from mrcr_gen._openai import ChatResult
+from mrcr_gen.eval import EvalConfig, _pipeline, _runner
+from mrcr_gen.eval._journal import JOURNAL_NAME, ReplyJournal, read_journal
+from mrcr_gen.eval._planner import scored_record as real_scored_record
+from tests.support.chat_server import ChatServer
+
+ROWS_OF_SMALL_DATA = 12
+VOLATILE = {"latency_s"}
+
+
+def config(data, out, server, **kwargs) -> EvalConfig:
+    return EvalConfig(data=[str(data)], model="test-model", out=str(out), base_url=server.base_url, **kwargs)
+
+
+def results(out) -> list[dict]:
+    path = out / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def held_grading(monkeypatch) -> threading.Event:
+    """Grades wait until the returned event is set (graded in threads: a local function cannot be sent
+    to a worker process)."""
+    release = threading.Event()
+
+    def scored_record(item, recipe, result, strip_think):
+        release.wait(timeout=120)
+        return real_scored_record(item, recipe, result, strip_think)
+
+    monkeypatch.setattr(_runner, "scored_record", scored_record)
+    return release
+
+
+class Background:
+    """`run_eval_async` on a loop of its own thread, so the test can watch the server meanwhile."""
+
+    def __init__(self, cfg: EvalConfig):
+        self.loop = asyncio.new_event_loop()
+        self.error: BaseException | None = None
+        self.task: asyncio.Task | None = None
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(cfg,), daemon=True)
+        self.thread.start()
+        self.started.wait(30)
+
+    def _run(self, cfg: EvalConfig) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.task = self.loop.create_task(run_eval_async(cfg))
+        self.loop.call_soon(self.started.set)
+        try:
+            self.loop.run_until_complete(self.task)
+        except BaseException as exc:  # cancelled, or the run's own error: the test looks
+            self.error = exc
+        finally:
+            self.loop.close()
+
+    def cancel(self) -> None:
+        assert self.task is not None
+        self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(60)
+
+    def join(self) -> None:
+        self.thread.join(120)
+        assert not self.thread.is_alive()
+
+
+def wait_for(condition, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def comparable(records: list[dict]) -> dict[int, dict]:
+    return {r["row"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in records}
+
+
+def test_requests_go_on_while_replies_wait_for_their_grade(small_data, tmp_path, api_key, monkeypatch):
+    release = held_grading(monkeypatch)
+    out = tmp_path / "run"
+    with ChatServer("oracle") as server:
+        run = Background(config(small_data, out, server, concurrency=2))
+        try:
+            # With the slot held until the grade, only 2 rows could be sent while no grade finishes.
+            assert wait_for(lambda: server.total_requests == ROWS_OF_SMALL_DATA)
+            assert results(out) == []
+            assert wait_for(lambda: len(read_journal(out / JOURNAL_NAME)) == ROWS_OF_SMALL_DATA)
+        finally:
+            release.set()
+            run.join()
+    assert run.error is None
+    records = results(out)
+    assert len(records) == ROWS_OF_SMALL_DATA and all(r["status"] == "ok" and r["score"] == 1.0 for r in records)
+    assert not (out / JOURNAL_NAME).exists()  # every reply has its record: nothing left to keep
+
+
+def test_a_full_backlog_holds_the_requests_back(small_data, tmp_path, api_key, monkeypatch):
+    release = held_grading(monkeypatch)
+    monkeypatch.setattr(_pipeline, "BACKLOG_CHARS", 1)  # room for one row waiting for its grade
+    out = tmp_path / "run"
+    with ChatServer("oracle") as server:
+        run = Background(config(small_data, out, server, concurrency=2))
+        try:
+            # One reply waits for its grade; the two next ones wait, with their slots, for room.
+            assert wait_for(lambda: server.total_requests == 3)
+            time.sleep(1.0)
+            assert server.total_requests == 3
+        finally:
+            release.set()
+            run.join()
+    assert run.error is None
+    assert len(results(out)) == ROWS_OF_SMALL_DATA == server.total_requests
+
+
+def test_replies_of_a_stopped_run_are_graded_by_the_next_without_sending_again(
+    small_data, tmp_path, api_key, monkeypatch
+):
+    release = held_grading(monkeypatch)
+    out, fresh = tmp_path / "run", tmp_path / "fresh"
+    with ChatServer("first_needle") as server:
+        run = Background(config(small_data, out, server, concurrency=3))
+        assert wait_for(lambda: server.total_requests == ROWS_OF_SMALL_DATA)
+        assert wait_for(lambda: len(read_journal(out / JOURNAL_NAME)) == ROWS_OF_SMALL_DATA)
+        run.cancel()  # Ctrl-C: no grade was written
+        assert isinstance(run.error, asyncio.CancelledError)
+        assert results(out) == []
+        assert len(read_journal(out / JOURNAL_NAME)) == ROWS_OF_SMALL_DATA
+        with open(out / JOURNAL_NAME, "a", encoding="utf-8") as handle:
+            handle.write('{"file": "x", "row": 3, "reply": {"te')  # a write torn by kill -9
+        release.set()
+
+        stats, summary = run_eval(config(small_data, out, server, concurrency=3))
+        assert server.total_requests == ROWS_OF_SMALL_DATA  # nothing sent again
+        assert stats.resumed == ROWS_OF_SMALL_DATA and stats.sent == 0
+        _, fresh_summary = run_eval(config(small_data, fresh, server, concurrency=3))
+    assert comparable(results(out)) == comparable(results(fresh))
+    assert {k: v for k, v in summary.items() if k != "latency_s"} == {
+        k: v for k, v in fresh_summary.items() if k != "latency_s"
+    }
+    assert 0 < summary["mean_score"] < 1  # first_needle: some rows ask for another needle
+    assert not (out / JOURNAL_NAME).exists()
+
+
+def test_the_journal_forgets_replies_whose_record_is_written(tmp_path):
+    """A run killed between writing a record and rewriting the journal: that reply is not pending."""
+    key = {"file": "/d.parquet", "row": 0, "digest": "abc", "settings": {"model": "m"}}
+    other = key | {"row": 1}
+    reply = ChatResult(text="XYZ tapirs", latency_s=0.1, attempts=1)
+    journal = ReplyJournal(tmp_path, [])
+    journal.write(key, reply)
+    journal.write(other, reply)
+    journal._handle.close()  # killed: close() never ran
+    recorded = key | {"status": "ok", "response": "XYZ tapirs", "bin": "b", "n_needles": 2}
+    reopened = ReplyJournal(tmp_path, [recorded])
+    assert list(reopened.pending()) == [("/d.parquet", 1)]
+    reopened.recorded(other)
+    reopened.close()
+    assert not (tmp_path / JOURNAL_NAME).exists()
+    # A record of another reply text (an earlier send) does not make a newer reply obsolete.
+    journal = ReplyJournal(tmp_path, [])
+    journal.write(key, reply)
+    journal.close()
+    assert list(ReplyJournal(tmp_path, [recorded | {"response": "older"}]).pending()) == [("/d.parquet", 0)]
+
+
+def test_small_data_has_the_rows_these_tests_count(small_data):
+    assert len(list(iter_rows(small_data))) == ROWS_OF_SMALL_DATA
