@@ -36,6 +36,10 @@ PREFETCH_STEPS = 1
 #: Seconds of grading in a thread, in one run, after which it starts worker processes: their
 #: start costs a second or two of CPU each, more than grading a few dozen short rows.
 PROCESSES_AFTER_S = 3.0
+#: Grades waiting for their turn after which the worker processes start at once (a fast server
+#: answers faster than one thread grades: the run is long enough to pay for them). While they
+#: start, the grades wait for them rather than taking this process's GIL from the requests.
+PROCESSES_AFTER_WAITING = 16
 #: Characters of prompt text the replies waiting for their grade may hold (each keeps its row in
 #: memory): about 2,800 rows of the 8k bin, or 25 of the 1M bin. Past it, new replies wait with their
 #: slot, so the requests slow down to the grading's pace instead of the memory growing.
@@ -173,9 +177,9 @@ os.register_at_fork(after_in_child=_forget_workers)
 
 class GradePool:
     """Grades replies off the event loop: in a thread, then, once this run's grading has taken
-    `PROCESSES_AFTER_S` seconds there (a run long enough to pay for their start), in this process's
-    grading processes, one per core. Not with one core, nor for what another process cannot be sent
-    (a test's own recipe or grader)."""
+    `PROCESSES_AFTER_S` seconds there or `PROCESSES_AFTER_WAITING` grades wait (a run long enough to
+    pay for their start), in this process's grading processes, one per core. Not with one core, nor
+    for what another process cannot be sent (a test's own recipe or grader)."""
 
     def __init__(self) -> None:
         self.processes = available_cores() > 1
@@ -186,6 +190,8 @@ class GradePool:
         # Where a grade runs is chosen when it starts, not when it is asked for: grades asked for
         # before the processes were ready would otherwise all stay queued in the thread.
         self._dispatched = asyncio.Semaphore(available_cores())
+        self._waiting = 0
+        self._long_run = False
         self._sendable: dict[int, tuple[Any, bool]] = {}  # id -> (the object, kept alive; sendable)
 
     def _can_send(self, *objects: Any) -> bool:
@@ -207,13 +213,27 @@ class GradePool:
 
     async def grade(self, grader: Callable[..., T], item: Any, recipe: EvalRecipe, *more: Any) -> T:
         """`grader(item, recipe, *more)` (`scored_record`), computed off the event loop."""
-        async with self._dispatched:
+        self._waiting += 1
+        try:
+            await self._dispatched.acquire()
+        finally:
+            self._waiting -= 1
+        try:
             return await self._grade(functools.partial(grader, item, recipe, *more), grader, recipe)
+        finally:
+            self._dispatched.release()
 
     async def _grade(self, call: Callable[[], T], grader: Callable[..., T], recipe: EvalRecipe) -> T:
         workers = None
-        if self.processes and self.thread_seconds >= PROCESSES_AFTER_S and self._can_send(grader, recipe):
+        # Once long, the run stays long: its later grades go to the processes too.
+        self._long_run = (
+            self._long_run or self.thread_seconds >= PROCESSES_AFTER_S or self._waiting >= PROCESSES_AFTER_WAITING
+        )
+        if self.processes and self._long_run and self._can_send(grader, recipe):
             workers = _process_workers(recipe)
+            if not workers.ready():
+                with contextlib.suppress(Exception):  # one that cannot start: graded in the thread
+                    await asyncio.gather(*(asyncio.wrap_future(started) for started in workers.warming))
         loop = asyncio.get_running_loop()
         if workers is None or not workers.ready():
             return await loop.run_in_executor(self._thread, self._timed, call)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
+
+import pytest
 
 from mrcr_gen import iter_rows, run_eval, run_eval_async
 from mrcr_gen._openai import ChatResult
@@ -178,3 +181,32 @@ def test_the_journal_forgets_replies_whose_record_is_written(tmp_path):
 
 def test_small_data_has_the_rows_these_tests_count(small_data):
     assert len(list(iter_rows(small_data))) == ROWS_OF_SMALL_DATA
+
+
+def grading_process(item, recipe, *more) -> int:
+    """A grader that says which process ran it."""
+    return os.getpid()
+
+
+def test_a_deep_backlog_is_graded_in_worker_processes_and_a_short_one_in_a_thread():
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: grading stays in a thread")
+
+    async def grade(pool: _pipeline.GradePool, count: int) -> list[int]:
+        return list(await asyncio.gather(*(pool.grade(grading_process, i, RECIPE) for i in range(count))))
+
+    async def both() -> tuple[list[int], list[int]]:
+        pool = _pipeline.GradePool()
+        try:
+            few = await grade(pool, _pipeline.PROCESSES_AFTER_WAITING - 4)
+            many = await grade(pool, 4 * _pipeline.PROCESSES_AFTER_WAITING)
+            return few, many
+        finally:
+            pool.close()
+
+    few, many = asyncio.run(both())
+    assert set(few) == {os.getpid()}
+    # Only those that started before the others queued up ran here; the rest waited for the workers.
+    assert many.count(os.getpid()) <= _pipeline.available_cores() < len(many)
