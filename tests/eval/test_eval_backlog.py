@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -210,3 +213,37 @@ def test_a_deep_backlog_is_graded_in_worker_processes_and_a_short_one_in_a_threa
     assert set(few) == {os.getpid()}
     # Only those that started before the others queued up ran here; the rest waited for the workers.
     assert many.count(os.getpid()) <= _pipeline.available_cores() < len(many)
+
+
+HANGING_GRADES = """
+import sys, threading
+from mrcr_gen.eval import _runner
+_runner.scored_record = lambda *args: threading.Event().wait()  # never graded
+from mrcr_gen.cli import eval_main
+sys.argv[0] = "mrcr-eval"
+eval_main()
+"""
+
+
+def test_replies_survive_kill_9_before_their_grade(small_data, tmp_path, api_key):
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    args = [str(small_data), "--model", "test-model", "--out", str(out), "-c", "4", "--quiet"]
+    with ChatServer("oracle") as server:
+        args += ["--base-url", server.base_url]
+        hung = subprocess.Popen([sys.executable, "-c", HANGING_GRADES, *args], env=env, stderr=subprocess.DEVNULL)
+        try:
+            assert wait_for(lambda: len(read_journal(out / JOURNAL_NAME)) == ROWS_OF_SMALL_DATA, timeout=120)
+        finally:
+            hung.send_signal(signal.SIGKILL)
+            hung.wait()
+        assert [r for r in results(out) if r.get("status") == "ok"] == []
+        rerun = subprocess.run(
+            [sys.executable, "-c", "from mrcr_gen.cli import eval_main; eval_main()", *args],
+            env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert rerun.returncode == 0, rerun.stderr
+        assert server.total_requests == ROWS_OF_SMALL_DATA  # graded from the journal, not sent again
+    records = results(out)
+    assert len(records) == ROWS_OF_SMALL_DATA and all(r["status"] == "ok" and r["score"] == 1.0 for r in records)
+    assert not (out / JOURNAL_NAME).exists()
