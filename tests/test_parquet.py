@@ -3,9 +3,11 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mrcr_gen import generate_sample
-from mrcr_gen._parquet import RowGroupWriter, use_lean_memory_pool
+from mrcr_gen._parquet import RowGroupWriter, text_array, use_lean_memory_pool
 from mrcr_gen.recipes.openai_mrcr._rows import MRCR_SCHEMA, rows_to_table, write_rows
 
 
@@ -63,3 +65,17 @@ def test_a_pool_the_user_chose_is_kept(memory_pool):
     use_lean_memory_pool()
     assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
     assert pa.default_memory_pool().backend_name == before
+
+
+@given(st.lists(st.text(st.characters(exclude_categories=["Cs"]))), st.sampled_from([pa.string(), pa.large_string()]))
+def test_text_array_is_pa_array_in_exact_buffers(values, kind):
+    built = text_array(values, kind)
+    assert built.type == kind and built.equals(pa.array(values, kind))
+    assert built.buffers()[2] is None or built.buffers()[2].size == sum(len(v.encode()) for v in values)
+
+
+def test_text_array_refuses_a_lone_surrogate_as_pa_array_does():
+    with pytest.raises(UnicodeEncodeError):
+        pa.array(["a\ud800"], pa.string())
+    with pytest.raises(UnicodeEncodeError):
+        text_array(["a\ud800"])
