@@ -41,13 +41,15 @@ import re
 import time
 import types
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import _openai_request as _encoding
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +199,8 @@ def make_client(
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": timeout}
     if url is not None:
         kwargs["base_url"] = url
+    import openai  # the client costs about a second to import: only the commands that call a model pay it
+
     return openai.AsyncOpenAI(**kwargs)
 
 
@@ -271,6 +275,8 @@ def is_prompt_too_long(status: int | None, message: str) -> bool:
 
 def _classify(exc: BaseException) -> _Retryable | ChatError:
     """Map an exception of one attempt to retry-or-fail."""
+    import openai  # loaded by `make_client` already: a look-up
+
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retry_after = _retry_after_seconds(getattr(exc.response, "headers", None))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import array
+import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._files import atomic_path
@@ -34,14 +36,41 @@ ROW_GROUP_BYTES = 64 << 20
 
 def row_bytes(table: pa.Table) -> list[int]:
     """Decoded bytes of each row: string data plus offsets, 8 bytes per integer."""
-    sizes = None
+    sizes = np.zeros(table.num_rows, np.int64)
     for column, field in zip(table.columns, table.schema, strict=True):
-        if _is_text(field):
-            part = pc.add(pc.fill_null(pc.binary_length(column), 0), 4)
-        else:
-            part = pa.array([8] * table.num_rows, pa.int64())
-        sizes = part if sizes is None else pc.add(sizes, part)
-    return [] if sizes is None else sizes.to_pylist()
+        sizes += _value_bytes(column) + 4 if _is_text(field) else 8
+    return sizes.tolist()
+
+
+def _value_bytes(column: pa.ChunkedArray) -> np.ndarray:
+    """Bytes of each value of a string or binary column (0 for a null), read from its offsets:
+    pyarrow.compute would do it too, but its first call costs a third of a second or more."""
+    parts = [np.zeros(0, np.int64)]
+    for chunk in column.chunks:
+        if len(chunk) == 0:
+            continue
+        large = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
+        offsets = np.frombuffer(chunk.buffers()[1], np.int64 if large else np.int32)
+        lengths = np.diff(offsets[chunk.offset : chunk.offset + len(chunk) + 1]).astype(np.int64)
+        if chunk.null_count:
+            valid = np.unpackbits(np.frombuffer(chunk.buffers()[0], np.uint8), bitorder="little")
+            lengths *= valid[chunk.offset : chunk.offset + len(chunk)]
+        parts.append(lengths)
+    return np.concatenate(parts)
+
+
+def text_array(values: Sequence[str], kind: pa.DataType = pa.string()) -> pa.Array:
+    """`pa.array(values, kind)` for strings (no nulls) and a string type, built in buffers of exactly
+    the size it needs. pyarrow's own builder grows its buffers by doubling and took 177 MB of fresh
+    memory for a 64 MB batch of 1M-bin rows, 0.2 to 0.6 s a batch on a virtual machine (where fresh
+    pages are dear), against a few hundredths of a second this way."""
+    encoded = [value.encode("utf-8") for value in values]  # a lone surrogate fails as in pa.array
+    offsets = array.array("q", itertools.accumulate(map(len, encoded), initial=0))
+    if not pa.types.is_large_string(kind):
+        if offsets[-1] >= 2**31:  # past 32-bit offsets: pyarrow's builder knows what to do
+            return pa.array(values, kind)
+        offsets = array.array("i", offsets)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
 def _is_text(field: pa.Field) -> bool:

@@ -84,3 +84,13 @@ def test_an_out_that_is_a_file_gets_one_line_and_exit_2(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip() and "generating" not in line]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("mrcr-gen: error: cannot write ") and "Not a directory" in lines[0]
+
+
+def test_generation_does_not_import_the_openai_client():
+    # It costs about a second to import, in the command and again in the workers' fork server.
+    from mrcr_gen.recipes.openai_mrcr._generate import worker_preload
+
+    modules = ", ".join(["mrcr_gen.cli", *worker_preload()])
+    probe = f"import sys, {modules}; print('openai' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stdout + done.stderr

@@ -348,6 +348,7 @@ def _marking_ctx(seed: int, pools: list[list]) -> _Ctx:
 
 
 _POOLED_KEYS: list[str] = []
+_SENTENCE_POOLS: list[_SentencePool] = []
 
 
 class _SentencePool:
@@ -361,6 +362,7 @@ class _SentencePool:
         self.key = key
         self._sentences: list[str] | None = None
         _POOLED_KEYS.append(key)
+        _SENTENCE_POOLS.append(self)
 
     def sentences(self) -> list[str]:
         if self._sentences is None:
@@ -385,6 +387,16 @@ _SCENE_LINE = _SentencePool("scene_line", _SENTENCE_POOL_SIZE)
 _POEM_LINE = _SentencePool("poem_line", _SENTENCE_POOL_SIZE)
 _SONG_LINE = _SentencePool("song_line", _SENTENCE_POOL_SIZE)
 _RIDDLE_LINE = _SentencePool("riddle_line", _SENTENCE_POOL_SIZE // 2)
+
+
+def fill_every_pool() -> None:
+    """The word and phrase pools and every format's sentence pool, rendered now (about a second):
+    for a process that others are forked from, so that none of them renders its own."""
+    _pools()
+    for pool in _SENTENCE_POOLS:
+        pool.sentences()
+
+
 # The local slots that pre-rendered text can hold marks of.
 _MARKED_SLOTS = tuple(
     sorted(

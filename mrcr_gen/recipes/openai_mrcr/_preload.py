@@ -1,8 +1,8 @@
 """Imported first by generation's fork server (see `mrcr_gen.recipes.openai_mrcr._generate.worker_preload`), so that its
-workers start with the offline writer's word pools filled (shared copy-on-write)."""
+workers start with the offline writer's word, phrase and sentence pools filled (shared copy-on-write)."""
 
 from __future__ import annotations
 
-from ._offline_words import _pools
+from ._offline_words import fill_every_pool
 
-_pools()
+fill_every_pool()

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..._parquet import batch_rows, write_table_atomic
+from ..._parquet import batch_rows, text_array, write_table_atomic
 from ._models import MrcrRow
 
 MRCR_SCHEMA = pa.schema(
@@ -30,7 +30,12 @@ MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
     rows = list(rows)
-    columns = {field.name: pa.array([getattr(row, field.name) for row in rows], field.type) for field in MRCR_SCHEMA}
+    columns = {
+        field.name: (text_array if pa.types.is_string(field.type) else pa.array)(
+            [getattr(row, field.name) for row in rows], field.type
+        )
+        for field in MRCR_SCHEMA
+    }
     return pa.table(columns, schema=MRCR_SCHEMA)
 
 
