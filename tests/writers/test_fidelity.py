@@ -119,3 +119,30 @@ def test_v2_a_random_writing_scores_near_nothing(v2_writings):
     secret = "A" * 12
     scores = [grade_v2(secret + rng.choice(v2_writings), secret + rng.choice(v2_writings)) for _ in range(400)]
     assert statistics.mean(scores) <= 0.027
+
+
+def test_v2_short_writings_have_few_sentence_starts_and_stops():
+    """What a short writing (no autojunk under 200 characters, little above) is matched on in another is
+    mostly its sentence starts and stops, and the line that says how a writing came about, which emails,
+    blog posts and essays open with: a riddle's clues are verse lines (no stop, lower case after the
+    first) and it opens with a clue; a post's clauses mostly run on (the old text: a stop every 46
+    characters of a post, every clue line stopped, every riddle opened with the angle line; the v2
+    random-writing floor on the (131072, 262144] bucket fell from about 0.020 to 0.019, see
+    bench/bench_v2_floor.py)."""
+    from mrcr_gen.recipes.mrcr_v2._catalog import V2Key, load_v2_catalog
+    from mrcr_gen.recipes.mrcr_v2._offline import V2OfflineWriter
+
+    catalog = load_v2_catalog()
+    writer = V2OfflineWriter(seed=1)
+    keys = [(t, s, v) for t in catalog.filler_topics for s in catalog.styles for v in range(2)]
+    posts = [writer.compose(V2Key("tweet", t, s), v) for t, s, v in keys]
+    bodies = [post[: post.index(" #")] for post in posts]
+    stops = sum(len(re.findall(r"[.!?](?: |$)", body)) for body in bodies)
+    assert sum(map(len, bodies)) / stops >= 70
+
+    for t, s, v in keys:
+        *clues, _question, answer = writer.compose(V2Key("riddle", t, s), v).split("\n")
+        assert clues and t in answer
+        assert not any(angle in clues[0] for angle in catalog.angles)
+        assert all(line[-1] not in ".!?" for line in clues)
+        assert all(line[0].islower() for line in clues[1:])
