@@ -207,7 +207,7 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
             # The clues are verse lines, as in a poem: no stop at their ends, lower case after the first
             # (sentence starts and stops are much of what a short text is matched on in another).
             line = c.sentence(opener=False).rstrip(".!?")
-            clues.append(line if not clues else line[0].lower() + line[1:])
+            clues.append(line if not clues or line.startswith("I ") else line[0].lower() + line[1:])
             return clues[-1]
 
         # No fixed greeting and no angle line (emails, blog posts and essays open with those): a riddle
