@@ -170,13 +170,21 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
     if key.format == "tweet":
         tags = [rng.choice(reg.hashtags), "#" + "".join(w.title() for w in key.topic.split())]
         # Bare clauses, not the prose frames: a post is terse, and short texts share little with the rest.
+        # Most clauses run on after a comma or a dash rather than open a sentence of their own: sentence
+        # starts and stops are what a short text is matched on (SequenceMatcher junks no character in
+        # a text under 200 characters), so a wrong post graded against the answer scores less.
         clauses = _grammar()[2]["C"]
         tail = " " + " ".join(tags)
         body = ""
         while len(body) + len(tail) < chars:
             clause = c.render(clauses[int(rng.random() * len(clauses))])
-            body += (" " if body else "") + clause[0].upper() + clause[1:] + rng.choice(".!")
-        return body + tail
+            if not body:
+                body = clause[0].upper() + clause[1:]
+            elif rng.random() < 0.4:
+                body += rng.choice(".!") + " " + clause[0].upper() + clause[1:]
+            else:
+                body += rng.choice((", ", ", and ", " - ", "; ")) + clause
+        return body + rng.choice(".!") + tail
     if key.format == "poem":
 
         def stanza() -> str:
@@ -193,14 +201,20 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         head = [c.title(), f"{c.angle_line()} {c.paragraph()}"]
         return c.fill(head, lambda: c.paragraph(4, 7), chars, [f"In conclusion, {c.sentence(opener=False)}"])
     if key.format == "riddle":
+        clues: list[str] = []
 
         def clue() -> str:
-            return c.sentence(opener=False)
+            # The clues are verse lines, as in a poem: no stop at their ends, lower case after the first
+            # (sentence starts and stops are much of what a short text is matched on in another).
+            line = c.sentence(opener=False).rstrip(".!?")
+            clues.append(line if not clues or line.startswith("I ") else line[0].lower() + line[1:])
+            return clues[-1]
 
-        # No fixed greeting: a riddle is short, and what every riddle shares is most of its likeness to another.
+        # No fixed greeting and no angle line (emails, blog posts and essays open with those): a riddle
+        # is short, and what it shares with other writings is most of its likeness to them.
         rules = _grammar()[2]
         riddle_end = [c.render(rng.choice(rules["QUESTION"])), c.render(rng.choice(rules["ANSWER"]))]
-        return c.fill([c.angle_line()], clue, chars, riddle_end, sep="\n")
+        return c.fill([], clue, chars, riddle_end, sep="\n")
     return c.fill([c.title()], c.paragraph, chars)  # a format added to the catalog without a shape
 
 
