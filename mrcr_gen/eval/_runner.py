@@ -12,6 +12,10 @@ of its content, the settings fingerprint and the sha256 of its data file. A reru
 rows without a result for the same digest, and reports what a fresh run of the same command
 would (`Planner`); different settings are refused (`EvalError`). run.json records the rows the
 command selected: its summary describes those only. One run at a time holds RUN_DIR/run.lock.
+
+A reply gives its slot to the next request at once and is graded beside the requests (`_pipeline`);
+until its record is written it is kept in RUN_DIR/replies.jsonl (`_journal`), which the next run
+grades without sending the row again.
 """
 
 from __future__ import annotations
