@@ -30,6 +30,23 @@ _reports: Any = None
 PR_SET_PDEATHSIG = 1
 
 
+def ensure_fork_server() -> None:
+    """Start this process's multiprocessing fork server, if it is not running, without the current
+    folder on its import path. Python 3.11 and 3.12 ignore the `sys_path` they hand the server,
+    which starts as `python -c`: it would look in the current folder first, and a folder holding
+    another `mrcr_gen/` (an older checkout) would give the workers that copy. PYTHONSAFEPATH
+    (Python 3.11+; 3.10 ignores it) leaves the folder out; set only while the server starts."""
+    previous = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if previous is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = previous
+
+
 def _start_worker(reports: Any, caller_alive: Any) -> None:
     global _reports
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -134,7 +151,7 @@ class LocalEngine:
             self._context = multiprocessing.get_context("forkserver")
             if preload:
                 self._context.set_forkserver_preload(list(preload))
-            multiprocessing.forkserver.ensure_running()
+            ensure_fork_server()
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:

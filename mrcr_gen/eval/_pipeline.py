@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..engines._base import available_cores
-from ..engines._local import _die_with_caller
+from ..engines._local import _die_with_caller, ensure_fork_server
 from ._items import EvalRecipe
 
 T = TypeVar("T")
@@ -145,6 +145,8 @@ class _Workers:
 
     def __init__(self, workers: int, recipe: EvalRecipe):
         context = _grader_context()
+        if context.get_start_method() == "forkserver":
+            ensure_fork_server()  # the one fork server of this process, whoever starts it first
         # Only this process holds the write end: the workers end when it does, however it ends.
         self._caller_alive = context.Pipe(duplex=False)
         self.executor = ProcessPoolExecutor(
