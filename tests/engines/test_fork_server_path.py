@@ -23,7 +23,9 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11) or not sys.platform.startswith("linux"), reason="PYTHONSAFEPATH, fork server")
+@pytest.mark.skipif(
+    sys.version_info < (3, 11) or not sys.platform.startswith("linux"), reason="PYTHONSAFEPATH (3.11+), fork server"
+)
 def test_workers_do_not_import_a_mrcr_gen_of_the_current_folder(tmp_path):
     folder = tmp_path / "folder"
     (folder / "mrcr_gen").mkdir(parents=True)
