@@ -31,20 +31,29 @@ PR_SET_PDEATHSIG = 1
 
 
 def ensure_fork_server() -> None:
-    """Start this process's multiprocessing fork server, if it is not running, without the current
-    folder on its import path. Python 3.11 and 3.12 ignore the `sys_path` they hand the server,
-    which starts as `python -c`: it would look in the current folder first, and a folder holding
-    another `mrcr_gen/` (an older checkout) would give the workers that copy. PYTHONSAFEPATH
-    (Python 3.11+; 3.10 ignores it) leaves the folder out; set only while the server starts."""
-    previous = os.environ.get("PYTHONSAFEPATH")
-    os.environ["PYTHONSAFEPATH"] = "1"
-    try:
+    """Start this process's multiprocessing fork server, if it is not running, with this process's
+    import path. Python 3.11 and 3.12 ignore the `sys_path` they hand the server, which starts as
+    `python -c`: it looked in the current folder first, so a folder holding another `mrcr_gen/` (an
+    older checkout) gave the workers that copy of the modules it preloads. The server gets this
+    process's `sys.path` as PYTHONPATH instead, and PYTHONSAFEPATH (Python 3.11+) keeps the current
+    folder out; both are set only while it starts."""
+    path = [os.getcwd() if entry == "" else entry for entry in sys.path]
+    with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path)):
         multiprocessing.forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Generator[None, None, None]:
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
     finally:
-        if previous is None:
-            del os.environ["PYTHONSAFEPATH"]
-        else:
-            os.environ["PYTHONSAFEPATH"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _start_worker(reports: Any, caller_alive: Any) -> None:
