@@ -4,7 +4,7 @@ A reply's slot is given to the next request as soon as the reply is in, and its 
 reference floors above all: pure-Python `SequenceMatcher`, about 75 ms for a row of the 8k bin)
 goes on beside the requests. A run killed meanwhile must not lose the replies it has paid for:
 each is appended here first (flushed, so it survives the process; a torn last line is ignored),
-and the next run of the command grades it without sending the row again (`pending_replies`).
+and the next run of the command grades it without sending the row again (`ReplyJournal.pending`).
 The file is rewritten without the replies that have their record in results.jsonl when a run
 ends, and removed when none is left.
 """
@@ -16,9 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from .._files import atomic_path
 from .._openai import ChatResult
-from ._results import STATUS_OK, ends_with_newline
+from ._results import STATUS_OK, ResultsWriter, json_lines
 
 JOURNAL_NAME = "replies.jsonl"
 
@@ -36,30 +38,24 @@ class ReplyJournal:
             for record in records
             if isinstance(record.get("row"), int) and record.get("status") == STATUS_OK
         }
+        earlier = [(_identity(entry), entry) for entry in read_journal(self.path)]
         self._recorded = {
-            identity
-            for identity, text in ((_identity(entry), entry["reply"].get("text")) for entry in read_journal(self.path))
-            if identity in graded and graded[identity] == text
+            identity for identity, entry in earlier if identity in graded and graded[identity] == entry["reply"]["text"]
         }
-        needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not ends_with_newline(self.path)
-        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        if needs_newline:
-            self._handle.write("\n")
+        self._pending = {  # the latest per (file, row)
+            (entry["file"], entry["row"]): entry for identity, entry in earlier if identity not in self._recorded
+        }
+        # Flushed, not fsynced: a reply has to outlive the process; after a crash of the machine, the
+        # next run sends its row again.
+        self._writer = ResultsWriter(self.path, sync=False)
 
     def pending(self) -> dict[tuple[str, int], dict[str, Any]]:
         """The replies of earlier runs still without a record, the latest per (file, row)."""
-        return {
-            (entry["file"], entry["row"]): entry
-            for entry in read_journal(self.path)
-            if _identity(entry) not in self._recorded
-        }
+        return self._pending
 
     def write(self, key: dict[str, Any], result: ChatResult) -> None:
         """Store `result` for the row `key` names (file, row, digest, settings)."""
-        entry = key | {"reply": result.model_dump(mode="json")}
-        line = json.dumps(entry, ensure_ascii=True)  # ASCII: a lone surrogate in a reply stays storable
-        self._handle.write(line + "\n")
-        self._handle.flush()
+        self._writer.write(key | {"reply": result.model_dump(mode="json")})
 
     def recorded(self, key: dict[str, Any]) -> None:
         """The row's reply now has its record in results.jsonl: the journal needs it no more."""
@@ -67,7 +63,7 @@ class ReplyJournal:
 
     def close(self) -> None:
         """Close the file, then rewrite it with the replies still waiting for a record (or remove it)."""
-        self._handle.close()
+        self._writer.close()
         left = [entry for entry in read_journal(self.path) if _identity(entry) not in self._recorded]
         if not left:
             self.path.unlink(missing_ok=True)
@@ -78,20 +74,17 @@ class ReplyJournal:
 
 def read_journal(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The well-formed entries, in file order (a torn or corrupt line is skipped)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    entries = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                entry = json.loads(line)
-                ChatResult.model_validate(entry["reply"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if isinstance(entry.get("file"), str) and isinstance(entry.get("row"), int):
-                entries.append(entry)
-    return entries
+    return [entry for entry in json_lines(path) if _well_formed(entry)]
+
+
+def _well_formed(entry: Any) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or not isinstance(entry.get("row"), int):
+        return False
+    try:
+        ChatResult.model_validate(entry.get("reply"))
+    except ValidationError:
+        return False
+    return True
 
 
 def _identity(entry: dict[str, Any]) -> tuple[Any, ...]:

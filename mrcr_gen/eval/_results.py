@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,18 @@ STATUS_SKIPPED = "skipped"
 
 
 class ResultsWriter:
-    """Append-only writer: each record is one line, flushed and fsynced before `write` returns.
+    """Append-only writer: each record is one line, flushed and fsynced before `write` returns
+    (flushed only with `sync=False`: for a file that has to outlive the process, not the machine).
 
     A run killed mid-write leaves at most one torn last line; it is ignored on reading and
     the next writer starts on a fresh line.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, sync: bool = True):
         self.path = Path(path)
+        self._sync = sync
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not ends_with_newline(self.path)
+        needs_newline = self.path.exists() and self.path.stat().st_size > 0 and not _ends_with_newline(self.path)
         self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         if needs_newline:
             self._handle.write("\n")
@@ -36,7 +39,8 @@ class ResultsWriter:
 
     def _flush(self) -> None:
         self._handle.flush()
-        os.fsync(self._handle.fileno())
+        if self._sync:
+            os.fsync(self._handle.fileno())
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False)
@@ -59,7 +63,7 @@ class ResultsWriter:
         self.close()
 
 
-def ends_with_newline(path: Path) -> bool:
+def _ends_with_newline(path: Path) -> bool:
     with open(path, "rb") as handle:
         handle.seek(-1, os.SEEK_END)
         return handle.read(1) == b"\n"
@@ -68,10 +72,15 @@ def ends_with_newline(path: Path) -> bool:
 def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Every well-formed record, in file order (a torn or corrupt line, or a record of another
     shape, is skipped)."""
+    return [record for record in json_lines(path) if _well_formed(record)]
+
+
+def json_lines(path: str | os.PathLike) -> Iterator[Any]:
+    """The JSON value of each line of a file `ResultsWriter` appended to, in file order; blank,
+    torn and corrupt lines are skipped, and a missing file has none."""
     path = Path(path)
     if not path.exists():
-        return []
-    records = []
+        return
     # A write torn inside a multi-byte character must not make the whole file unreadable.
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
@@ -79,12 +88,9 @@ def read_results(path: str | os.PathLike) -> list[dict[str, Any]]:
             if not line:
                 continue
             try:
-                record = json.loads(line)
+                yield json.loads(line)
             except ValueError:
                 continue
-            if _well_formed(record):
-                records.append(record)
-    return records
 
 
 def _well_formed(record: Any) -> bool:

@@ -276,19 +276,24 @@ async def _run_locked(
             if on_record is not None:
                 on_record(record)
 
-        async def send(item: EvalItem, sha: str) -> None:
-            result = await request(item, sha)
+        def row_record(item: EvalItem) -> tuple[EvalRecipe, dict]:
+            """The row's recipe and the fields of its record before the reply: one function for a
+            reply graded after its request and one graded from the journal, which must match."""
+            recipe = recipe_named(item.recipe, recipes)
+            return recipe, base | base_record(item, recipe, shas[item.source], tokenizer=config.tokenizer_spec)
+
+        async def send(item: EvalItem) -> None:
+            result = await request(item)
             if result is not None:  # else recorded as an error
                 # Waits (keeping the slot) only while the replies waiting for their grade fill the backlog.
                 await backlog.reserve(item)
                 start_grading(item, *result)
 
-        async def request(item: EvalItem, sha: str) -> tuple[EvalRecipe, dict, ChatResult] | None:
+        async def request(item: EvalItem) -> tuple[EvalRecipe, dict, ChatResult] | None:
             """The row's reply (its recipe, its record's row fields, the reply), journaled; None
             when the row got an error record instead."""
             nonlocal in_flight
-            recipe = recipe_named(item.recipe, recipes)
-            record = base | base_record(item, recipe, sha, tokenizer=config.tokenizer_spec)
+            recipe, record = row_record(item)
             in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, in_flight)
             try:
@@ -368,11 +373,11 @@ async def _run_locked(
             if not task.cancelled() and task.exception() is not None:
                 crashed.append(task.exception())  # type: ignore[arg-type]
 
-        async def run_job(items: list[EvalItem], sha: str) -> None:
+        async def run_job(items: list[EvalItem]) -> None:
             for item in items:  # one transcript group: in order, so the server's prefix cache hits
                 if stopping():
                     return
-                await send(item, sha)
+                await send(item)
 
         planner = Planner(config, recipes, files, shas, records, base, over_window, journal.pending())
         steps = Prefetch(iter(planner))  # reads ahead from now on, in its own thread
@@ -400,16 +405,14 @@ async def _run_locked(
                     semaphore.release()
                     item, entry = payload
                     await backlog.reserve(item)
-                    recipe = recipe_named(item.recipe, recipes)
-                    record = base | base_record(item, recipe, shas[item.source], tokenizer=config.tokenizer_spec)
-                    start_grading(item, recipe, record, reply_of(entry))
+                    start_grading(item, *row_record(item), reply_of(entry))
                     continue
                 if kind != JOB:
                     semaphore.release()
                     stats.count(kind, payload)
                     emit(payload)
                     continue
-                task = asyncio.create_task(run_job(payload, shas[payload[0].source]))
+                task = asyncio.create_task(run_job(payload))
                 tasks.add(task)
                 task.add_done_callback(job_done)
             # Requests in flight are awaited and recorded, also after a fatal answer or a crashed task:

@@ -168,7 +168,7 @@ def test_the_journal_forgets_replies_whose_record_is_written(tmp_path):
     journal = ReplyJournal(tmp_path, [])
     journal.write(key, reply)
     journal.write(other, reply)
-    journal._handle.close()  # killed: close() never ran
+    journal._writer.close()  # killed: close() never ran
     recorded = key | {"status": "ok", "response": "XYZ tapirs", "bin": "b", "n_needles": 2}
     reopened = ReplyJournal(tmp_path, [recorded])
     assert list(reopened.pending()) == [("/d.parquet", 1)]
