@@ -25,7 +25,7 @@ from ...eval._report import _mean, mean_of
 from ...eval._results import STATUS_SKIPPED
 from ._checks import transcript_id
 from ._generate import V2_BUCKETS, v2_bucket_for
-from ._grade import grade_v2, grade_v2_lenient
+from ._grade import grade_v2, grade_v2_fast, grade_v2_lenient
 from ._rows import coerce_record, iter_records
 from ._text import HASH_PATTERN, parse_query, split_transcript
 
@@ -166,7 +166,7 @@ def row_floors(queries: str, answer: str, *, writing_samples: int = DEFAULT_WRIT
         writings = random.Random(answer[:12]).sample(writings, writing_samples)
 
     def mean(texts: list[str]) -> float | None:
-        return sum(grade_v2(query.hash + t, answer) for t in texts) / len(texts) if texts else None
+        return sum(grade_v2_fast(query.hash + t, answer) for t in texts) / len(texts) if texts else None
 
     return {"floor_random_needle": mean(needles), "floor_random_writing": mean(writings)}
 

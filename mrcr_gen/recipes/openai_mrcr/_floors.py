@@ -10,6 +10,9 @@ For a row with random string `rs`, answer `a` and needle writings `w_1..w_n`:
 
 A model scoring near the random-needle floor found the right ask but not the right
 occurrence; near the random-writing floor it is not retrieving at all.
+
+The guesses are graded by `grade_fast`: `grade`'s number, from `mrcr_gen._matcher` instead of
+pure-Python difflib, which made the floors 90% of a short row's grading.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from ._grade import grade
+from ._grade import grade_fast
 from ._models import QUERY_PATTERN
 
 DEFAULT_WRITING_SAMPLES = 16
@@ -60,16 +63,13 @@ def row_floors(
 ) -> Floors:
     """The two reference floors of one row."""
     needles = needle_indices(messages)
-    needle_floor = (
-        sum(grade(random_string + messages[i + 1]["content"], answer, random_string) for i in needles) / len(needles)
-        if needles
-        else None
-    )
+    needle_scores = [grade_fast(random_string + messages[i + 1]["content"], answer, random_string) for i in needles]
+    needle_floor = sum(needle_scores) / len(needles) if needles else None
     writings = writing_indices(messages)
     if len(writings) > writing_samples:
         writings = random.Random(f"{seed}:{random_string}").sample(writings, writing_samples)
     writing_floor = (
-        sum(grade(random_string + messages[i]["content"], answer, random_string) for i in writings) / len(writings)
+        sum(grade_fast(random_string + messages[i]["content"], answer, random_string) for i in writings) / len(writings)
         if writings
         else None
     )

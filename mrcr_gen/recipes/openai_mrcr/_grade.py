@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from difflib import SequenceMatcher
 
+from ..._matcher import ratio as fast_ratio
+
 
 def grade(response: str, answer: str, random_string_to_prepend: str) -> float:
     """The official openai/mrcr score, bit-exact with the seed's `grade()`.
@@ -17,6 +19,15 @@ def grade(response: str, answer: str, random_string_to_prepend: str) -> float:
     response = response.removeprefix(random_string_to_prepend)
     answer = answer.removeprefix(random_string_to_prepend)
     return float(SequenceMatcher(None, response, answer).ratio())
+
+
+def grade_fast(response: str, answer: str, random_string_to_prepend: str) -> float:
+    """`grade`, the same number (tests compare them), computed several times faster by
+    `mrcr_gen._matcher`: for the reference floors' 20-odd grades per row. The official score
+    itself stays on difflib."""
+    if not response.startswith(random_string_to_prepend):
+        return 0.0
+    return fast_ratio(response.removeprefix(random_string_to_prepend), answer.removeprefix(random_string_to_prepend))
 
 
 def grade_lenient(response: str, answer: str, random_string_to_prepend: str) -> float:
