@@ -252,7 +252,9 @@ class RayEngine:
     def _discard_unreceived(self, refs: list[Any]) -> None:
         """Remove the files of the tasks that ended but whose results were not taken."""
         ray = self._ray
-        ended, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+        if not refs or not ray.is_initialized():  # shut down first: its results are gone with it
+            return
+        ended, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in ended:
             with contextlib.suppress(ray.exceptions.RayError):
                 discard(ray.get(ref)[1])
