@@ -7,24 +7,56 @@ import glob
 import hashlib
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Called, in order, right before a finished file is moved into place; one that raises stops the
-#: move (the temporary file is removed). A Ray worker adds one: its driver must still be alive.
-_before_publish: list[Callable[[], None]] = []
+#: (temporary, target) of each file finished while `publishing_deferred` is in effect, else None.
+_deferred: list[tuple[str, str]] | None = None
 
 
-def add_publish_guard(guard: Callable[[], None]) -> None:
-    """Run `guard()` before every later `atomic_path` move in this process (once per guard)."""
-    if guard not in _before_publish:
-        _before_publish.append(guard)
+@contextlib.contextmanager
+def publishing_deferred() -> Iterator[list[tuple[str, str]]]:
+    """Within: `atomic_path` leaves each finished file at its temporary path (written and synced)
+    and notes (temporary, target) in the list yielded, instead of moving it into place. For a
+    worker process: the process that runs the engine moves the files with `publish` when it takes
+    the unit's result, so once that process is gone (even killed with SIGKILL) no file of its
+    workers can appear, whenever they notice it. A worker's own check of its caller followed by
+    the move would not do: the caller can die between the two. If the block fails, the files
+    noted are removed."""
+    global _deferred
+    previous, _deferred = _deferred, []
+    moves = _deferred
+    try:
+        yield moves
+    except BaseException:
+        discard(moves)
+        raise
+    finally:
+        _deferred = previous
+
+
+def publish(moves: Sequence[tuple[str, str]]) -> None:
+    """Move files finished under `publishing_deferred` into place, in the order they were finished
+    (a sidecar written last still lands last). If one cannot be moved, it and the rest are removed."""
+    for done, (tmp, target) in enumerate(moves):
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            discard(moves[done:])
+            raise
+
+
+def discard(moves: Sequence[tuple[str, str]]) -> None:
+    """Remove files finished under `publishing_deferred` that will not be put in place."""
+    for tmp, _ in moves:
+        Path(tmp).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `target`; move it over `target` only if the block succeeds."""
+    """Yield a temporary path beside `target`; move it over `target` only if the block succeeds
+    (under `publishing_deferred`, leave it for the caller of the engine to move)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.partial")
@@ -35,9 +67,10 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as written:
             os.fsync(written.fileno())  # the data is on disk before the name points at it
-        for guard in _before_publish:
-            guard()
-        os.replace(tmp, target)
+        if _deferred is not None:
+            _deferred.append((str(tmp), str(target)))  # the engine's caller moves it (`publish`)
+        else:
+            os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

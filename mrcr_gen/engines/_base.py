@@ -31,12 +31,6 @@ def reporting_to(reporter: Callable[[int], None] | None) -> Iterator[None]:
         _reporter = previous
 
 
-class CallerGone(BaseException):
-    """Raised in a worker, where a finished file would be moved into place, once the process that
-    runs the engine is gone: the move is not made, the temporary file is removed, and the worker
-    ends (a BaseException, so no unit handles it as an error of its own)."""
-
-
 @dataclass(frozen=True)
 class TaskFailed:
     """A unit whose worker died (killed, out of memory, node lost) even after the engine's retries.

@@ -16,8 +16,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from .._files import add_publish_guard
-from ._base import CallerGone, TaskFailed, available_cores, reporting_to
+from .._files import discard, publish, publishing_deferred
+from ._base import TaskFailed, available_cores, reporting_to
 
 #: How often the calling process reads what its workers report, at most (seconds).
 PROGRESS_EVERY = 0.1
@@ -70,21 +70,17 @@ def _die_with_caller(caller_alive: Any) -> None:
     `caller_alive` is the read end of a pipe whose write end only the calling process holds: the
     kernel closes it when that process dies, however it dies, and the read returns. A worker's
     parent is the fork server, not the caller, so on Linux the worker is also killed if the fork
-    server dies (which, in turn, ends once the caller and the workers have)."""
+    server dies (which, in turn, ends once the caller and the workers have).
+
+    Neither can end a worker at the very moment its caller dies: a worker never moves a finished
+    file into place itself (see `_run_unit`), so what it does before it notices writes nothing."""
 
     def watch() -> None:
         with contextlib.suppress(EOFError, OSError):
             caller_alive.recv_bytes()
         os._exit(1)  # no cleanup: what a unit was writing stays a temporary file (`remove_partials`)
 
-    def refuse_publish_once_gone() -> None:
-        # The watch thread may not run for a while on a loaded machine: checked again right
-        # before each file is moved into place. The caller never writes, so a readable pipe is closed.
-        if caller_alive.poll():
-            raise CallerGone
-
     threading.Thread(target=watch, name="mrcr-gen caller watch", daemon=True).start()
-    add_publish_guard(refuse_publish_once_gone)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             import ctypes
@@ -95,16 +91,14 @@ def _die_with_caller(caller_alive: Any) -> None:
 def _run_unit(fn: Callable[..., Any], call: int, index: int, unit: tuple, progress: bool) -> Any:
     """`fn(*unit)` as unit `index` of the `map` call `call`: reports that it started, and in which
     process (so a unit whose worker dies is known to have been running, and a stopped call can end
-    its units at once), then its progress if `progress`.
+    its units at once), then its progress if `progress`. Returns the result and the files the unit
+    finished, left for the caller to move into place (`mrcr_gen._files.publishing_deferred`).
     SimpleQueue.put writes to the pipe before it returns, so every report of a unit is readable by
     the caller before the unit's result reaches it."""
     _reports.put((call, index, None, os.getpid()))
     report = (lambda steps: _reports.put((call, index, steps, None))) if progress else None
-    with reporting_to(report):
-        try:
-            return fn(*unit)
-        except CallerGone:
-            os._exit(1)  # the unfinished file is removed by then
+    with reporting_to(report), publishing_deferred() as moves:
+        return fn(*unit), moves
 
 
 @dataclass
@@ -210,12 +204,15 @@ class LocalEngine:
                     yield TaskFailed(head.index, head.failed)
                 else:
                     assert head.future is not None
-                    yield head.future.result()
+                    result, moves = head.future.result()
+                    publish(moves)  # here, by this process: a dead caller puts no file in place
+                    yield result
         finally:
             # Interrupted, a unit's own error, or the caller stopped reading: what still runs is
             # not wanted, and may take minutes.
             if any(unit.running() for unit in call.pending.values()):
                 self._stop_workers()
+            call.discard_unreceived()
 
     def _stop_pool(self) -> None:
         if self._pool is not None:
@@ -295,6 +292,14 @@ class _PoolCall:
                 continue
             running = [unit.future for unit in self.pending.values() if unit.future is not None and unit.running()]
             wait(running, timeout=PROGRESS_EVERY, return_when=FIRST_COMPLETED)
+
+    def discard_unreceived(self) -> None:
+        """Remove the files of the units that ended but whose results were not taken: no file
+        appears that the caller did not receive."""
+        for unit in self.pending.values():
+            future = unit.future
+            if future is not None and future.done() and not future.cancelled() and future.exception() is None:
+                discard(future.result()[1])
 
     def _submit(self, unit: _Unit) -> None:
         unit.started, unit.ran = False, 0

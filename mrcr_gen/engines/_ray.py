@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
-from .._files import add_publish_guard
-from ._base import CallerGone, TaskFailed, available_cores
+from .._files import discard, publish, publishing_deferred
+from ._base import TaskFailed, available_cores
 
 #: Ray's own default for tasks, spelled out: a task whose worker or node died is run again this often.
 MAX_RETRIES = 3
@@ -126,24 +126,20 @@ def process_identity(pid: int) -> tuple[int, str] | None:
         return None
 
 
-#: Whether the worker this module runs in is orphaned (set by the first unit it runs).
-_orphaned: Callable[[], bool] | None = None
-
-
-def _refuse_orphaned_publish() -> None:
-    if _orphaned is not None and _orphaned():
-        raise CallerGone
+#: Whether this worker watches its raylet and driver already (set by the first unit it runs).
+_watched = False
 
 
 def _run_unit(driver: tuple[int, str] | None, fn: Callable[..., Any], *args: Any) -> Any:
     """A unit as a Ray task: `fn(*args)`, in a worker process that ends as soon as its raylet, or
     the driver of the local instance (`driver`, from `process_identity`), is gone. Ray kills a
     local instance's raylet with the process that started it (even killed with SIGKILL), but
-    that can take seconds on a loaded machine and a worker would finish the unit it runs first,
-    and write its file. A thread ends the worker soon after; a check made right before each
-    file is moved into place makes sure no file appears once the driver is gone."""
-    global _orphaned
-    if _orphaned is None:  # a worker runs the tasks of one driver, under one raylet
+    that can take seconds on a loaded machine and a worker would finish the unit it runs first.
+    Returns the result and the files the unit finished, which the driver moves into place when
+    it takes the result (`mrcr_gen._files.publishing_deferred`): once the driver is gone, no file
+    of a task appears, however late its worker ends."""
+    global _watched
+    if not _watched:  # a worker runs the tasks of one driver, under one raylet
         raylet = os.getppid()
 
         def orphaned() -> bool:  # the parent changes when it dies
@@ -154,13 +150,10 @@ def _run_unit(driver: tuple[int, str] | None, fn: Callable[..., Any], *args: Any
                 time.sleep(PARENT_POLL)
             os._exit(1)
 
-        _orphaned = orphaned
-        add_publish_guard(_refuse_orphaned_publish)
+        _watched = True
         threading.Thread(target=watch, name="mrcr-gen raylet watch", daemon=True).start()
-    try:
-        return fn(*args)
-    except CallerGone:
-        os._exit(1)  # the unfinished file is removed by then
+    with publishing_deferred() as moves:
+        return fn(*args), moves
 
 
 class RayEngine:
@@ -238,7 +231,7 @@ class RayEngine:
                     return
                 index, ref = pending.popleft()
                 try:
-                    yield ray.get(ref)
+                    result, moves = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:
                     # The unit's own exception (bad input, say): the caller handles it as locally.
                     cause = getattr(exc, "cause", None)
@@ -248,9 +241,23 @@ class RayEngine:
                 except ray.exceptions.RayError as exc:  # worker or node died after every retry
                     first = str(exc).strip().splitlines()
                     yield TaskFailed(index, f"{type(exc).__name__}: {first[0] if first else ''}".rstrip(": "))
+                    continue
+                publish(moves)  # here, by the driver: a dead driver puts no file in place
+                yield result
         finally:
             for _, ref in pending:
                 ray.cancel(ref)
+            self._discard_unreceived([ref for _, ref in pending])
+
+    def _discard_unreceived(self, refs: list[Any]) -> None:
+        """Remove the files of the tasks that ended but whose results were not taken."""
+        ray = self._ray
+        if not refs or not ray.is_initialized():  # shut down first: its results are gone with it
+            return
+        ended, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ended:
+            with contextlib.suppress(ray.exceptions.RayError):
+                discard(ray.get(ref)[1])
 
     def close(self) -> None:
         if self._started:

@@ -1,10 +1,12 @@
 """Every process a command starts dies with it: `mrcr-gen` with a pool of workers stopped by
 SIGTERM (as Ctrl-C stops it) or killed with SIGKILL leaves no fork server, resource tracker or
-worker behind, and no file is put in place after the signal. The same for the engine used in a
-library (a LocalEngine whose process is killed) and for `mrcr-validate`'s pool."""
+worker behind, and no file is put in place once it has ended, however late its workers notice.
+The same for the engine used in a library (a LocalEngine whose process is killed) and for
+`mrcr-validate`'s pool."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -103,3 +105,52 @@ def test_a_killed_validation_leaves_no_worker(tmp_path: Path) -> None:
     command = cli("mrcr-validate", str(data), "--workers", "2")
     stopped = stop_while_running(command, tmp_path / "none", signal.SIGKILL, units_running(2))
     assert len(stopped.descendants) >= 4 and stopped.left == []
+
+
+SLOW_WORKER_CALLER = """
+import sys
+from mrcr_gen.engines import LocalEngine
+from tests.engines.units import finish_a_file_slow_to_see_the_caller_die
+
+with LocalEngine(2) as engine:
+    for _ in engine.map(finish_a_file_slow_to_see_the_caller_die, [(sys.argv[1], sys.argv[2])]):
+        pass
+"""
+
+
+def test_a_file_finished_by_a_worker_is_never_put_in_place_once_its_caller_is_killed(tmp_path: Path) -> None:
+    # The race a loaded machine can run into, made certain: the worker has its file written (and
+    # has made every check it makes of its caller) when the caller is killed, and it notices
+    # nothing of that death until after the caller is reaped. The file must not appear then.
+    out, flags = tmp_path / "out", tmp_path / "flags"
+    out.mkdir()
+    flags.mkdir()
+    target = out / "4needle_1.parquet"
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WORKER_CALLER, str(target), str(flags)],
+        env=command_env(),
+        cwd=Path(__file__).parents[2],
+    )
+    caller = psutil.Process(process.pid)
+    descendants: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while not ((flags / "finished").exists() or (flags / "at-rename").exists()):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        descendants = caller.children(recursive=True)
+        process.kill()
+        process.wait()
+        (flags / "go").touch()  # the worker goes on only now
+        deadline = time.monotonic() + EXIT_DEADLINE
+        while not (flags / "returned").exists():
+            assert time.monotonic() < deadline, "the worker never went on"
+            time.sleep(0.01)
+        assert [p.name for p in out.iterdir() if not p.name.endswith(".partial")] == []
+    finally:
+        for leftover in [caller, *descendants]:
+            if _alive(leftover):
+                with contextlib.suppress(psutil.Error):
+                    leftover.kill()
+        if process.poll() is None:
+            process.wait()

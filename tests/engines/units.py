@@ -120,3 +120,52 @@ def sleep_then_touch(seconds: float, path: str) -> None:
 
     time.sleep(seconds)
     Path(path).touch()
+
+
+def _wait_for(flag: Path) -> None:
+    import time
+
+    while not flag.exists():
+        time.sleep(0.01)
+
+
+def finish_a_file_slow_to_see_the_caller_die(target: str, flags: str) -> str:
+    """Writes `target` (atomically), in a worker that behaves as on a loaded machine that has not
+    run its watch yet when the caller is killed: the thread that would end it blocks instead, and
+    the kernel no longer kills it with the fork server. The test steers it with files in `flags`:
+    it touches `finished` once the file is written (or `at-rename`, right before any rename it
+    makes itself, i.e. after every check it makes), then waits for `go`."""
+    import ctypes
+    import threading
+
+    flags_dir = Path(flags)
+    os._exit = lambda code: threading.Event().wait()  # type: ignore[assignment]  # the watch never ends it
+    ctypes.CDLL(None).prctl(1, 0)  # PR_SET_PDEATHSIG: none
+    rename = os.replace
+
+    def paused_rename(source, destination) -> None:
+        (flags_dir / "at-rename").touch()
+        _wait_for(flags_dir / "go")
+        rename(source, destination)
+
+    os.replace = paused_rename  # type: ignore[assignment]
+    try:
+        from mrcr_gen._files import write_text_atomic
+
+        write_text_atomic(target, "written")
+        (flags_dir / "finished").touch()
+        _wait_for(flags_dir / "go")
+        return "done"
+    finally:
+        os.replace = rename
+        (flags_dir / "returned").touch()
+
+
+def write_then(path: str, then: str) -> str:
+    """Writes `path` (atomically), then returns its text, or raises with `then` == "fail"."""
+    from mrcr_gen._files import write_text_atomic
+
+    write_text_atomic(path, "written")
+    if then == "fail":
+        raise ValueError("failed after writing")
+    return Path(path).name if Path(path).exists() else "not in place"

@@ -1,5 +1,5 @@
 """A command run as a real process tree, stopped by a signal: which of its descendants are left,
-and which output files were put in place after the signal."""
+and which output files were put in place after the command had ended."""
 
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ START_DEADLINE = 240.0
 EXIT_DEADLINE = 15.0
 #: For the command itself to stop (a local Ray instance takes a while to shut down).
 STOP_DEADLINE = 60.0
-#: A file put in place later than this after the signal was written by a process that outlived it.
-SETTLE = 0.05
 
 
 @dataclass
@@ -30,7 +28,7 @@ class Stopped:
     returncode: int
     stderr: str
     left: list[str] = field(default_factory=list)  # descendants still running after EXIT_DEADLINE
-    written_after: list[str] = field(default_factory=list)  # output files put in place after the signal
+    written_after: list[str] = field(default_factory=list)  # output files put in place after the command ended
     descendants: list[str] = field(default_factory=list)  # every descendant seen before the signal
 
 
@@ -99,8 +97,12 @@ def stop_while_running(
             descendants[child.pid] = child
         described = {pid: _describe(child) for pid, child in descendants.items()}  # while they run
         process.send_signal(sig)
-        signalled = time.time()
         process.wait(timeout=STOP_DEADLINE)
+        # Once reaped, the command makes no more system calls: a file put in place later can only
+        # be a descendant's that outlived it. (Not the moment of the signal: the command may finish
+        # a rename it was making then, or be killed only when next scheduled, on a loaded machine.)
+        # File times come from a clock a tick behind this one: none before this moment looks later.
+        ended = time.time()
         deadline = time.monotonic() + EXIT_DEADLINE
         while any(_alive(p) for p in descendants.values()) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -110,7 +112,7 @@ def stop_while_running(
             time.sleep(0.5)
             left = [described[pid] for pid, p in descendants.items() if _alive(p)]
         written_after = sorted(
-            str(path.relative_to(out)) for path, ctime in complete_files(out).items() if ctime > signalled + SETTLE
+            str(path.relative_to(out)) for path, ctime in complete_files(out).items() if ctime > ended
         )
         return Stopped(process.returncode, errors.read_text(), left, written_after, list(described.values()))
     finally:

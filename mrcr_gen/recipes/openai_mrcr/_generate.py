@@ -171,9 +171,11 @@ def generate_dataset(
                 join.finish()
         else:
             join_units = [(join.path, join.parts, join.count) for join in pending_joins]
-            for (path, _, _), outcome in zip(join_units, runner.map(join_parts, join_units), strict=True):
+            for (path, parts, _), outcome in zip(join_units, runner.map(join_parts, join_units), strict=True):
                 if isinstance(outcome, TaskFailed):
                     failures.append((str(path), outcome.message))
+                else:  # the file is in place now
+                    shutil.rmtree(parts, ignore_errors=True)
     finally:
         if outcomes is not None:
             outcomes.close()  # when interrupted: the engine stops the units still running
@@ -355,8 +357,9 @@ def write_chunk(
 
 
 def join_parts(path: Path, parts: Path, count: int) -> None:
-    """Work unit: the file `path` from its finished parts, in order; then the parts go."""
-    Join(path, parts, count).finish()
+    """Work unit: the file `path` from its finished parts, in order. The parts stay: the engine's
+    caller moves the file into place when it takes the result, and removes them after."""
+    Join(path, parts, count).write()
 
 
 class Join:
@@ -382,6 +385,11 @@ class Join:
 
     def finish(self) -> None:
         """Put the file and its sidecar in place once every part is added; then the parts go."""
+        self.write()
+        shutil.rmtree(self.parts, ignore_errors=True)
+
+    def write(self) -> None:
+        """Write the file and its sidecar once every part is added (see `finish`)."""
         self.advance()
         if self._added < self.count:
             raise FileNotFoundError(f"part {self._added} of {self.path} is missing from {self.parts}")
@@ -389,7 +397,6 @@ class Join:
         writer, self._writer = self._writer, None
         writer.close()
         write_text_atomic(sidecar_path(self.path), "".join(self._records))
-        shutil.rmtree(self.parts, ignore_errors=True)
 
     def abort(self) -> None:
         """Drop the file being written, if any (its parts stay for a rerun)."""
