@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from mrcr_gen import generate_sample
 from mrcr_gen._matcher import matching_blocks, ratio
-from mrcr_gen.recipes.mrcr_v2._grade import grade_v2, grade_v2_fast
+from mrcr_gen.recipes.mrcr_v2._grade import _score, grade_v2, grade_v2_fast, grade_v2_lenient
 from mrcr_gen.recipes.openai_mrcr import _floors
-from mrcr_gen.recipes.openai_mrcr._grade import grade, grade_fast
+from mrcr_gen.recipes.openai_mrcr._grade import grade, grade_fast, grade_lenient
 
 
 def difflib_blocks(a: str, b: str) -> list[tuple[int, int, int]]:
@@ -105,6 +105,13 @@ def test_blocks_equal_difflib_on_generated_writings():
 def test_grade_fast_equals_the_official_grade(rs, body, answer, prefixed):
     response = rs + body if prefixed else body
     assert grade_fast(response, rs + answer, rs) == grade(response, rs + answer, rs)
+    # the lenient grade's ratio comes from the matcher too: the same number as difflib's
+    position = response.rfind(rs)
+    expected = 0.0
+    if position >= 0:
+        candidate = response[position + len(rs) :].strip()
+        expected = SequenceMatcher(None, candidate, (rs + answer).strip().removeprefix(rs).strip()).ratio()
+    assert grade_lenient(response, rs + answer, rs) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -117,6 +124,7 @@ def test_grade_fast_equals_the_official_grade(rs, body, answer, prefixed):
 def test_grade_v2_fast_equals_grade_v2(secret, reply, reference, echo):
     response = (secret + reply) if echo else reply
     assert grade_v2_fast(response, secret + reference) == grade_v2(response, secret + reference)
+    assert grade_v2_lenient(response, secret + reference) == _score(response, secret + reference, strict=False)
 
 
 def test_openai_floors_equal_the_floors_graded_by_difflib(monkeypatch):

@@ -54,4 +54,4 @@ def grade_v2_fast(response: str, answer: str) -> float:
 
 def grade_v2_lenient(response: str, answer: str) -> float:
     """LENIENT, diagnostic: the hash may appear anywhere in the reply (its last occurrence counts)."""
-    return _score(response, answer, strict=False)
+    return _score(response, answer, strict=False, ratio=fast_ratio)

@@ -43,4 +43,4 @@ def grade_lenient(response: str, answer: str, random_string_to_prepend: str) -> 
         return 0.0
     candidate = response[position + len(random_string_to_prepend) :].strip()
     expected = answer.strip().removeprefix(random_string_to_prepend).strip()
-    return float(SequenceMatcher(None, candidate, expected).ratio())
+    return fast_ratio(candidate, expected)  # SequenceMatcher(None, candidate, expected).ratio()
