@@ -53,6 +53,7 @@ def _grammar() -> tuple[float, tuple[_Template, ...], dict[str, tuple[_Template,
         "ANGLE": _compile(data["angle_lines"]),
         "QUESTION": _compile(data["riddle_questions"]),
         "ANSWER": _compile(data["riddle_answers"]),
+        "SUB": _compile(data["subordinators"]),
     }
     return float(data["style_share"]), _compile(data["frames"]), rules
 
