@@ -33,6 +33,9 @@ def _target_chars(rng: random.Random, median: int, p10: int, p90: int) -> int:
     return int(min(max(tokens, p10 / 2), p90 * 1.5) * CHARS_PER_TOKEN)
 
 
+#: (title marks, (heading open, heading close)) of a blog post: Markdown headings of two levels, bold, or plain lines.
+_BLOG_MARKUP = (("# ", ("## ", "")), ("# ", ("### ", "")), ("", ("**", "**")), ("## ", ("### ", "")), ("", ("", "")))
+
 _SLOT = re.compile(r"\{(\w+)\}")
 # A template as (format string, its slots in order).
 _Template = tuple[str, tuple[str, ...]]
@@ -161,15 +164,23 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         head = [c.title(), f"{name} came to {key.topic} {c.angle}. {c.sentence()}"]
         return c.fill(head, c.paragraph, chars, [reg.exclaim])
     if key.format == "blog post":
-        head = [f"# {c.title()}", f"{c.angle_line()} {c.sentence()}"]
-        return c.fill(
-            head,
-            lambda: f"## {rng.choice(c.slots['a']).title()} {rng.choice(c.slots['ns'])}\n\n{c.paragraph(2, 5)}",
-            chars,
-            [reg.exclaim],
-        )
+        # One markup for the title and headings per post, as writers differ in it: two posts share their
+        # heading lines (a blank line, the marks, a capital) less often, and those lines are much of what a
+        # post is matched on in another post.
+        title_marks, (open_mark, close_mark) = rng.choice(_BLOG_MARKUP)
+        head = [f"{title_marks}{c.title()}", f"{c.angle_line()} {c.sentence()}"]
+
+        def section() -> str:
+            heading = f"{rng.choice(c.slots['a']).title()} {rng.choice(c.slots['ns'])}"
+            return f"{open_mark}{heading}{close_mark}\n\n{c.paragraph(2, 5)}"
+
+        return c.fill(head, section, chars, [reg.exclaim])
     if key.format == "tweet":
-        tags = [rng.choice(reg.hashtags), "#" + "".join(w.title() for w in key.topic.split())]
+        # One to three hashtags, the topic's in camel case or in lower case, as posts differ in them.
+        words = key.topic.split()
+        topic_tag = "#" + "".join(w.title() for w in words) if rng.random() < 0.6 else "#" + "".join(words)
+        tags = [topic_tag, *rng.sample(reg.hashtags, rng.choice((0, 1, 1, 2)))]
+        rng.shuffle(tags)
         # Bare clauses, not the prose frames: a post is terse, and short texts share little with the rest.
         # Most clauses run on after a comma or a dash rather than open a sentence of their own: sentence
         # starts and stops are what a short text is matched on (SequenceMatcher junks no character in
