@@ -166,7 +166,8 @@ def test_v2_posts_are_never_under_200_characters_and_keep_the_spec_median():
 
     catalog = load_v2_catalog()
     writer = V2OfflineWriter(seed=2)
-    posts = [writer.compose(V2Key("tweet", t, s), v) for t in catalog.filler_topics for s in catalog.styles for v in range(4)]
+    keys = [V2Key("tweet", t, s) for t in catalog.filler_topics for s in catalog.styles]
+    posts = [writer.compose(key, v) for key in keys for v in range(4)]
     assert min(map(len, posts)) >= 200
     assert abs(statistics.median(count_tokens_batch(posts)) / 55 - 1) <= 0.10
 
