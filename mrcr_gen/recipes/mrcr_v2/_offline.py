@@ -193,8 +193,8 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         # The clause that ends nearest the drawn length is the last (not the first past it, which made
         # posts a few tokens longer than the spec), but never under 200 characters: SequenceMatcher junks
         # no character of a shorter reply, so any post that short scores 0.1-0.25 against the answer, five
-        # to ten times a longer one, and is most of the floor of a row that asks for a short writing.
-        # The spec's p10 (35 tokens) would put a tenth of posts there; it is 44 tokens here.
+        # to ten times a longer one (the tenth of posts that short gave a tenth of the random-writing
+        # floor). The spec's p10, 35 tokens, is about 165 characters; the p10 here is 46 tokens.
         while True:
             clause = c.render(clauses[int(rng.random() * len(clauses))])
             if not body:
