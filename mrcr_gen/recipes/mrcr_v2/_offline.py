@@ -25,6 +25,8 @@ CHARS_PER_TOKEN = 4.6
 # Few-shot writings are kept short so the block fits the smallest bucket with room to spare.
 FEWSHOT_TOKENS = (70, 45, 100)
 _Z90 = 1.2815515655446004
+# difflib.SequenceMatcher's autojunk applies to texts of at least this many characters.
+_AUTOJUNK_CHARS = 200
 
 
 def _target_chars(rng: random.Random, median: int, p10: int, p90: int) -> int:
@@ -32,6 +34,9 @@ def _target_chars(rng: random.Random, median: int, p10: int, p90: int) -> int:
     tokens = median * math.exp(rng.gauss(0.0, sigma))
     return int(min(max(tokens, p10 / 2), p90 * 1.5) * CHARS_PER_TOKEN)
 
+
+#: (title marks, (heading open, heading close)) of a blog post: Markdown headings of two levels, bold, or plain lines.
+_BLOG_MARKUP = (("# ", ("## ", "")), ("# ", ("### ", "")), ("", ("**", "**")), ("## ", ("### ", "")), ("", ("", "")))
 
 _SLOT = re.compile(r"\{(\w+)\}")
 # A template as (format string, its slots in order).
@@ -53,6 +58,7 @@ def _grammar() -> tuple[float, tuple[_Template, ...], dict[str, tuple[_Template,
         "ANGLE": _compile(data["angle_lines"]),
         "QUESTION": _compile(data["riddle_questions"]),
         "ANSWER": _compile(data["riddle_answers"]),
+        "SUB": _compile(data["subordinators"]),
     }
     return float(data["style_share"]), _compile(data["frames"]), rules
 
@@ -133,11 +139,19 @@ class _Composer:
     def angle_line(self) -> str:
         return self.render(self.rng.choice(_grammar()[2]["ANGLE"]))
 
-    def fill(self, head: list[str], make, chars: int, tail: Sequence[str] = (), sep: str = "\n\n") -> str:
+    def fill(
+        self, head: list[str], make, chars: int, tail: Sequence[str] = (), sep: str = "\n\n", nearest: bool = False
+    ) -> str:
+        """The head, then parts from `make` (at least one) up to the first that ends past `chars`, or with
+        `nearest` up to the one that ends nearest it, then the tail."""
         parts = list(head)
         size = sum(map(len, parts)) + sum(map(len, tail))
-        while size < chars or len(parts) == len(head):
+        while True:
+            if len(parts) > len(head) and size >= chars:
+                break
             part = make()
+            if nearest and len(parts) > len(head) and size + (len(part) + len(sep)) / 2 >= chars:
+                break
             parts.append(part)
             size += len(part) + len(sep)
         return sep.join([*parts, *tail])
@@ -155,20 +169,30 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
     name = c.pick("name")
     if key.format == "email":
         head = [f"Subject: {c.title()}", reg.greeting, c.angle_line()]
-        return c.fill(head, lambda: c.paragraph(2, 4), chars, [f"{reg.signoff}\n{name}"])
+        # Paragraphs up to the one ending nearest the drawn length (the first past it made emails 10% longer
+        # than the spec); the short formats keep the first past it, as shorter ones raise the v2 floor.
+        return c.fill(head, lambda: c.paragraph(2, 4), chars, [f"{reg.signoff}\n{name}"], nearest=True)
     if key.format == "short story":
         head = [c.title(), f"{name} came to {key.topic} {c.angle}. {c.sentence()}"]
         return c.fill(head, c.paragraph, chars, [reg.exclaim])
     if key.format == "blog post":
-        head = [f"# {c.title()}", f"{c.angle_line()} {c.sentence()}"]
-        return c.fill(
-            head,
-            lambda: f"## {rng.choice(c.slots['a']).title()} {rng.choice(c.slots['ns'])}\n\n{c.paragraph(2, 5)}",
-            chars,
-            [reg.exclaim],
-        )
+        # One markup for the title and headings per post, as writers differ in it: two posts share their
+        # heading lines (a blank line, the marks, a capital) less often, and those lines are much of what a
+        # post is matched on in another post.
+        title_marks, (open_mark, close_mark) = rng.choice(_BLOG_MARKUP)
+        head = [f"{title_marks}{c.title()}", f"{c.angle_line()} {c.sentence()}"]
+
+        def section() -> str:
+            heading = f"{rng.choice(c.slots['a']).title()} {rng.choice(c.slots['ns'])}"
+            return f"{open_mark}{heading}{close_mark}\n\n{c.paragraph(2, 5)}"
+
+        return c.fill(head, section, chars, [reg.exclaim])
     if key.format == "tweet":
-        tags = [rng.choice(reg.hashtags), "#" + "".join(w.title() for w in key.topic.split())]
+        # One to three hashtags, the topic's in camel case or in lower case, as posts differ in them.
+        words = key.topic.split()
+        topic_tag = "#" + "".join(w.title() for w in words) if rng.random() < 0.6 else "#" + "".join(words)
+        tags = [topic_tag, *rng.sample(reg.hashtags, rng.choice((0, 1, 1, 2)))]
+        rng.shuffle(tags)
         # Bare clauses, not the prose frames: a post is terse, and short texts share little with the rest.
         # Most clauses run on after a comma or a dash rather than open a sentence of their own: sentence
         # starts and stops are what a short text is matched on (SequenceMatcher junks no character in
@@ -176,14 +200,23 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         clauses = _grammar()[2]["C"]
         tail = " " + " ".join(tags)
         body = ""
-        while len(body) + len(tail) < chars:
+        # The clause that ends nearest the drawn length is the last (not the first past it, which made
+        # posts a few tokens longer than the spec), but never under 200 characters: SequenceMatcher junks
+        # no character of a shorter reply, so any post that short scores 0.1-0.25 against the answer, five
+        # to ten times a longer one (the tenth of posts that short gave a tenth of the random-writing
+        # floor). The spec's p10, 35 tokens, is about 165 characters; the p10 here is 46 tokens.
+        while True:
             clause = c.render(clauses[int(rng.random() * len(clauses))])
             if not body:
-                body = clause[0].upper() + clause[1:]
+                piece = clause[0].upper() + clause[1:]
             elif rng.random() < 0.4:
-                body += rng.choice(".!") + " " + clause[0].upper() + clause[1:]
+                piece = rng.choice(".!") + " " + clause[0].upper() + clause[1:]
             else:
-                body += rng.choice((", ", ", and ", " - ", "; ")) + clause
+                piece = rng.choice((", ", ", and ", " - ", "; ")) + clause
+            size = len(body) + len(tail)
+            if body and size >= _AUTOJUNK_CHARS and size + len(piece) / 2 >= chars:
+                break
+            body += piece
         return body + rng.choice(".!") + tail
     if key.format == "poem":
 
@@ -199,7 +232,8 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         return c.fill([c.title()], stanza, chars, [reg.exclaim])
     if key.format == "essay":
         head = [c.title(), f"{c.angle_line()} {c.paragraph()}"]
-        return c.fill(head, lambda: c.paragraph(4, 7), chars, [f"In conclusion, {c.sentence(opener=False)}"])
+        conclusion = [f"In conclusion, {c.sentence(opener=False)}"]
+        return c.fill(head, lambda: c.paragraph(4, 7), chars, conclusion, nearest=True)
     if key.format == "riddle":
         clues: list[str] = []
 
