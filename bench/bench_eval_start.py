@@ -262,6 +262,9 @@ def main() -> None:
     env = dict(os.environ)
     code = str((args.code or ROOT).resolve())
     env["PYTHONPATH"] = os.pathsep.join([code, str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    # The commands run as `python -c` from ROOT, whose mrcr_gen would come first on sys.path and
+    # shadow --code's: without the current folder on the path, PYTHONPATH decides.
+    env["PYTHONSAFEPATH"] = "1"
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for job in args.jobs:
