@@ -22,6 +22,9 @@ itself still calls difflib.
 
 from __future__ import annotations
 
+import bisect
+import functools
+
 import numpy as np
 
 # Below this many segments a window is searched in plain Python: numpy's per-call cost is
@@ -33,25 +36,42 @@ def _codes(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
+_LAST = np.iinfo(np.int64).max
+
+
+@functools.lru_cache(maxsize=8)
+def _index_of(b: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """b's positions sorted by character (`order`), its distinct characters, where each starts in
+    `order`, and how many of each can start a match (0 for a popular one). Cached: the floors
+    compare a row's one answer with 20-odd writings."""
+    b_codes = _codes(b)
+    order = np.argsort(b_codes, kind="stable")  # stable: each character's positions ascend, as in b2j
+    distinct, first, counts = np.unique(b_codes[order], return_index=True, return_counts=True)
+    if len(b_codes) >= 200:  # SequenceMatcher's autojunk: b's popular characters never start a match
+        counts[counts > len(b_codes) // 100 + 1] = 0
+    if not len(distinct):  # b is empty: one character that matches nothing
+        distinct, first, counts = np.zeros(1, np.uint32), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    for shared in (order, distinct, first, counts):
+        shared.flags.writeable = False  # cached, so shared between calls
+    return order, distinct, first, counts
+
+
 class _Segments:
     """Maximal runs of equal non-popular characters along the diagonals of (a, b), ordered by
     their start in a, then in b: `start_i`, `start_j`, `end_i` (exclusive) and `diagonal`
     (`start_j - start_i`), and the longest run's length."""
 
-    def __init__(self, a_codes: np.ndarray, b_codes: np.ndarray):
-        order = np.argsort(b_codes, kind="stable")  # stable: each character's positions ascend, as in b2j
-        sorted_codes = b_codes[order]
-        distinct, first, counts = np.unique(sorted_codes, return_index=True, return_counts=True)
-        if len(b_codes) >= 200:  # SequenceMatcher's autojunk: b's popular characters never start a match
-            counts[counts > len(b_codes) // 100 + 1] = 0
-        if not len(distinct):  # b is empty
-            distinct, first, counts = np.zeros(1, np.uint32), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    def __init__(self, a: str, b: str):
+        a_codes = _codes(a)
+        order, distinct, first, counts = _index_of(b)
         where = np.minimum(np.searchsorted(distinct, a_codes), len(distinct) - 1)
         hits = np.where(distinct[where] == a_codes, counts[where], 0)
+        self.span = len(b) + 1  # more than any position in b
         total = int(hits.sum())
         if total == 0:
             self.start_i = self.start_j = self.end_i = self.diagonal = np.zeros(0, dtype=np.int64)
             self.longest = 0
+            self.starts = []
             return
         cell_i = np.repeat(np.arange(len(a_codes), dtype=np.int64), hits)
         offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(hits) - hits, hits)
@@ -65,18 +85,19 @@ class _Segments:
         start_index = np.flatnonzero(starts)
         lengths = np.diff(np.append(start_index, total))
         start_i, diagonal = cell_i[start_index], diagonal[start_index]
-        by_start = np.argsort(start_i * (len(b_codes) + len(a_codes) + 1) + diagonal)  # (i, j) order
+        by_start = np.argsort(start_i * (self.span + len(a_codes)) + diagonal)  # (i, j) order
         self.start_i, self.diagonal = start_i[by_start], diagonal[by_start]
         self.start_j = self.start_i + self.diagonal
         self.end_i = self.start_i + lengths[by_start]
         self.longest = int(lengths.max())
+        self.starts = self.start_i.tolist()
 
     def longest_in(self, alo: int, ahi: int, blo: int, bhi: int) -> tuple[int, int, int]:
         """The longest part of a run inside the window, earliest in a, then in b: what
         `find_longest_match` finds before it extends the match ((alo, blo, 0) if none)."""
         # Runs that reach into [alo, ahi) in a start in [alo - longest + 1, ahi): one slice.
-        lo = int(np.searchsorted(self.start_i, alo - self.longest + 1))
-        hi = int(np.searchsorted(self.start_i, ahi))
+        lo = bisect.bisect_left(self.starts, alo - self.longest + 1)
+        hi = bisect.bisect_left(self.starts, ahi, lo)
         if hi - lo < _PYTHON_BELOW:
             best_i, best_j, best_size = alo, blo, 0
             runs = (self.start_i[lo:hi].tolist(), self.end_i[lo:hi].tolist(), self.diagonal[lo:hi].tolist())
@@ -89,13 +110,12 @@ class _Segments:
         diagonal = self.diagonal[lo:hi]
         start = np.maximum(np.maximum(self.start_i[lo:hi], alo), blo - diagonal)
         size = np.minimum(np.minimum(self.end_i[lo:hi], ahi), bhi - diagonal) - start
-        pick = int(size.argmax())
-        best_size = int(size[pick])
+        best_size = int(size.max())
         if best_size <= 0:
             return alo, blo, 0
-        if int((size == best_size).sum()) > 1:  # ties: the earliest start in a, then in b
-            tied = np.flatnonzero(size == best_size)
-            pick = int(tied[np.lexsort((start[tied] + diagonal[tied], start[tied]))[0]])
+        # Of the longest, the earliest start in a, then in b (ties are the rule: most runs are 1 long).
+        starts_ij = np.where(size == best_size, start * self.span + start + diagonal, _LAST)
+        pick = int(starts_ij.argmin())
         best_i = int(start[pick])
         return best_i, best_i + int(diagonal[pick]), best_size
 
@@ -118,7 +138,7 @@ def matching_blocks(a: str, b: str) -> list[tuple[int, int, int]]:
     """`SequenceMatcher(None, a, b).get_matching_blocks()` as plain tuples, the final dummy included."""
     if a == b:  # difflib finds the whole text at once (the floors' own needle is such a pair)
         return [(0, 0, len(a)), (len(a), len(b), 0)] if a else [(0, 0, 0)]
-    segments = _Segments(_codes(a), _codes(b))
+    segments = _Segments(a, b)
     queue = [(0, len(a), 0, len(b))]
     blocks = []
     while queue:
