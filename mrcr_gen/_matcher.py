@@ -12,9 +12,9 @@ precomputed table. With SequenceMatcher's defaults (no junk function, autojunk o
 longest match of a window is the longest run of equal, non-popular characters on one diagonal
 (`j - i` constant) inside the window, the one that starts earliest in `a`, then in `b`, then
 extended on both sides by equal characters of any kind. So the runs of every diagonal are found
-once with numpy ("segments"), and each window's longest match is the segment whose part inside the
-window is the longest. A child window lies inside its parent, so it only looks at the segments
-its parent saw.
+once with numpy ("segments", ordered by where they start), and each window's longest match is the
+segment whose part inside the window is the longest, among the few that start near the window's
+rows (one slice, found by bisection).
 
 Tests compare every block list with difflib's on random and generated texts; the official grade
 itself still calls difflib.

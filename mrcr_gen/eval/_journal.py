@@ -1,7 +1,7 @@
 """RUN_DIR/replies.jsonl: each reply as it arrives, before it is graded.
 
 A reply's slot is given to the next request as soon as the reply is in, and its grading (the
-reference floors above all: about 20 ms for a row of the 8k bin)
+reference floors above all: about 10 ms for a row of the 8k bin)
 goes on beside the requests. A run killed meanwhile must not lose the replies it has paid for:
 each is appended here first (flushed, so it survives the process; a torn last line is ignored),
 and the next run of the command grades it without sending the row again (`ReplyJournal.pending`).

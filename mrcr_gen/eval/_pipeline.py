@@ -3,7 +3,7 @@
 gives its slot to the next request at once, and waits for its grade in the `Backlog`.
 
 Reading a row (parquet, JSON, tokens) and grading a reply (the grade, the failure analysis, the
-reference floors: about 20 `SequenceMatcher` ratios, some 20 ms for a row of the 8k bin) are CPU
+reference floors: about 20 `SequenceMatcher` ratios, some 10 ms for a row of the 8k bin) are CPU
 work. On the event loop, or in threads of its process that hold the GIL, they stall every request
 in flight; the grading runs in worker processes instead, on every core.
 """
