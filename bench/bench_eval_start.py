@@ -214,10 +214,11 @@ def short_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
         for concurrency in args.concurrency:
             run = timed(server, eval_command(server, paths, work / f"short-{concurrency}", concurrency, None), env)
             report[concurrency] = run
-            limit = concurrency / args.delay
+            # --delay 0: no server limit, the runner's own ceiling
+            limit = f"{concurrency / args.delay:.0f}" if args.delay > 0 else "none"
             print(
                 f"  --concurrency {concurrency:3}: {run['wall']:6.2f} s, {run['per_second']:6.2f} rows/s "
-                f"(answered {run['answered_per_second']:6.2f}/s, server limit {limit:.0f}), "
+                f"(answered {run['answered_per_second']:6.2f}/s, server limit {limit}), "
                 f"in flight {run['mean_in_flight']:5.1f} on average, {run['max_in_flight']} at most"
             )
     return report
