@@ -58,8 +58,8 @@ def _index_of(b: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 class _Segments:
     """Maximal runs of equal non-popular characters along the diagonals of (a, b), ordered by
-    their start in a, then in b: `start_i`, `start_j`, `end_i` (exclusive) and `diagonal`
-    (`start_j - start_i`), and the longest run's length."""
+    their start in a, then in b: `start_i` (also as the list `starts`, for bisection), `end_i`
+    (exclusive) and `diagonal` (the start in b minus the start in a), and the longest run's length."""
 
     def __init__(self, a: str, b: str):
         a_codes = _codes(a)
@@ -69,7 +69,7 @@ class _Segments:
         self.span = len(b) + 1  # more than any position in b
         total = int(hits.sum())
         if total == 0:
-            self.start_i = self.start_j = self.end_i = self.diagonal = np.zeros(0, dtype=np.int64)
+            self.start_i = self.end_i = self.diagonal = np.zeros(0, dtype=np.int64)
             self.longest = 0
             self.starts = []
             return
@@ -87,7 +87,6 @@ class _Segments:
         start_i, diagonal = cell_i[start_index], diagonal[start_index]
         by_start = np.argsort(start_i * (self.span + len(a_codes)) + diagonal)  # (i, j) order
         self.start_i, self.diagonal = start_i[by_start], diagonal[by_start]
-        self.start_j = self.start_i + self.diagonal
         self.end_i = self.start_i + lengths[by_start]
         self.longest = int(lengths.max())
         self.starts = self.start_i.tolist()
