@@ -62,15 +62,14 @@ def row_floors(
     seed: int = 0,
 ) -> Floors:
     """The two reference floors of one row."""
-    needles = needle_indices(messages)
-    needle_scores = [grade_fast(random_string + messages[i + 1]["content"], answer, random_string) for i in needles]
-    needle_floor = sum(needle_scores) / len(needles) if needles else None
+
+    def mean_guess(indices: Sequence[int]) -> float | None:
+        """The mean score of answering the random string plus the message at each index."""
+        scores = [grade_fast(random_string + messages[i]["content"], answer, random_string) for i in indices]
+        return sum(scores) / len(scores) if scores else None
+
     writings = writing_indices(messages)
     if len(writings) > writing_samples:
         writings = random.Random(f"{seed}:{random_string}").sample(writings, writing_samples)
-    writing_floor = (
-        sum(grade_fast(random_string + messages[i]["content"], answer, random_string) for i in writings) / len(writings)
-        if writings
-        else None
-    )
-    return Floors(random_needle=needle_floor, random_writing=writing_floor)
+    needle_writings = [i + 1 for i in needle_indices(messages)]
+    return Floors(random_needle=mean_guess(needle_writings), random_writing=mean_guess(writings))

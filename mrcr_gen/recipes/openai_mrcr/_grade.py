@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from difflib import SequenceMatcher
 
 from ..._matcher import ratio as fast_ratio
+
+
+def _difflib_ratio(a: str, b: str) -> float:
+    return SequenceMatcher(None, a, b).ratio()
+
+
+def _score(response: str, answer: str, random_string: str, ratio: Callable[[str, str], float]) -> float:
+    if not response.startswith(random_string):
+        return 0.0
+    return float(ratio(response.removeprefix(random_string), answer.removeprefix(random_string)))
 
 
 def grade(response: str, answer: str, random_string_to_prepend: str) -> float:
@@ -14,20 +25,14 @@ def grade(response: str, answer: str, random_string_to_prepend: str) -> float:
     `SequenceMatcher(None, response_without_prefix, answer_without_prefix).ratio()`, with the
     response first and SequenceMatcher's defaults (autojunk on), exactly as the seed does.
     """
-    if not response.startswith(random_string_to_prepend):
-        return 0.0
-    response = response.removeprefix(random_string_to_prepend)
-    answer = answer.removeprefix(random_string_to_prepend)
-    return float(SequenceMatcher(None, response, answer).ratio())
+    return _score(response, answer, random_string_to_prepend, _difflib_ratio)
 
 
 def grade_fast(response: str, answer: str, random_string_to_prepend: str) -> float:
     """`grade`, the same number (tests compare them), computed several times faster by
     `mrcr_gen._matcher`: for the reference floors' 20-odd grades per row. The official score
     itself stays on difflib."""
-    if not response.startswith(random_string_to_prepend):
-        return 0.0
-    return fast_ratio(response.removeprefix(random_string_to_prepend), answer.removeprefix(random_string_to_prepend))
+    return _score(response, answer, random_string_to_prepend, fast_ratio)
 
 
 def grade_lenient(response: str, answer: str, random_string_to_prepend: str) -> float:
