@@ -7,11 +7,12 @@ retries run out is an error: it counts as 0 in `mean_score`, marks the run incom
 rerun sends it again. 401/403/404 or an unknown model stop the run: requests in flight are
 awaited and recorded, nothing more is sent (`EvalFatal`).
 
-Each finished row is appended to RUN_DIR/results.jsonl (flushed and fsynced) with the digest
-of its content, the settings fingerprint and the sha256 of its data file. A rerun sends only
-rows without a result for the same digest, and reports what a fresh run of the same command
-would (`Planner`); different settings are refused (`EvalError`). run.json records the rows the
-command selected: its summary describes those only. One run at a time holds RUN_DIR/run.lock.
+Each finished row is appended to RUN_DIR/results.jsonl (flushed at once, fsynced by a thread
+behind the event loop) with the digest of its content, the settings fingerprint and the sha256
+of its data file. A rerun sends only rows without a result for the same digest, and reports what a
+fresh run of the same command would (`Planner`); different settings are refused (`EvalError`).
+run.json records the rows the command selected: its summary describes those only. One run at a
+time holds RUN_DIR/run.lock.
 
 A reply gives its slot to the next request at once and is graded beside the requests (`_pipeline`);
 until its record is written it is kept in RUN_DIR/replies.jsonl (`_journal`), which the next run
@@ -429,12 +430,16 @@ async def _run_locked(
                     task.cancel()
                 await asyncio.gather(*running, return_exceptions=True)
             grader.close()
-            journal.close()
-            await steps.close()
-            close = getattr(client, "close", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
+            try:
+                # Every record on disk first (the last fsync): the journal then lets go of their replies.
+                writer.close()
+            finally:
+                journal.close()
+                await steps.close()
+                close = getattr(client, "close", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await close()
     stats.resumed = planner.resumed
     # The rows this command selected (all of them once finished): what its summary describes.
     finished = finished and not crashed and not fatal
