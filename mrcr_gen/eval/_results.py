@@ -85,7 +85,6 @@ class _Syncer:
         self._wanted = threading.Event()
         self._closing = False
         self._error: OSError | None = None
-        self.syncs = 0  # fsyncs done: fewer than requests when writes come faster than fsyncs
         self._thread = threading.Thread(target=self._run, name="results fsync", daemon=True)
         self._thread.start()
 
@@ -104,7 +103,6 @@ class _Syncer:
             except OSError as exc:
                 self._error = exc
                 return
-            self.syncs += 1
             if closing:
                 return
 
