@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._files import discard, publish, publishing_deferred
-from ._base import TaskFailed, available_cores, reporting_to
+from ._base import TaskFailed, available_cores, reporting_to, warn_if_unguarded_main
 
 #: How often the calling process reads what its workers report, at most (seconds).
 PROGRESS_EVERY = 0.1
@@ -140,6 +140,8 @@ class LocalEngine:
         self, workers: int | None = None, *, preload: tuple[str, ...] = (), max_retries: int = MAX_RETRIES
     ) -> None:
         self.workers = max(1, workers if workers is not None else available_cores())
+        if self.workers > 1 and warn_if_unguarded_main("units run in this process, one at a time"):
+            self.workers = 1
         self.max_retries = max_retries
         self._pool: ProcessPoolExecutor | None = None
         self._reports: Any = None

@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from ..engines._base import available_cores
+from ..engines._base import available_cores, warn_if_unguarded_main
 from ..engines._local import _die_with_caller, ensure_fork_server
 from ._items import EvalRecipe
 
@@ -184,7 +184,7 @@ class GradePool:
     for what another process cannot be sent (a test's own recipe or grader)."""
 
     def __init__(self) -> None:
-        self.processes = available_cores() > 1
+        self.processes = available_cores() > 1 and not warn_if_unguarded_main("grading runs in one thread")
         self.thread_seconds = 0.0
         # A thread of its own, not the loop's default executor: hundreds of grades may wait, and
         # queued there they would delay what else runs in it (a long request's encoding, ...).
