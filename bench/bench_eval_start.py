@@ -18,7 +18,9 @@ process; it notes when the first request arrived and how long every request stay
     requests spent in the server over the span from the first arrival to the last answer), and rows
     per second, by the wall clock of the command and by the requests' own span (first arrival to last
     answer; the command goes on after it until its grades are written). Target: at --concurrency 64,
-    >= 48 in flight; rows/s grow with C until the server is the limit (C / delay rows/s).
+    >= 48 in flight; rows/s grow with C until the server is the limit (C / delay rows/s). Each run also
+    prints the CPU time of mrcr-eval's own process and of the server, and how busy the machine's cores
+    were over the run (/proc/stat): with the cores about all busy, the machine is the limit.
   - pool job: the pool builder's client path (`build_pool_openai`, short asks) at --concurrency 64
     against the same 1 s server: in flight on average and writings per second.
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -129,18 +132,51 @@ class Server:
         self.proc.kill()
         self.proc.wait()
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the server process has used so far (Linux's /proc; 0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of this process's children that have ended, and of the descendants they waited for
+    (not mrcr-eval's grading processes: their fork server's children, never waited for by mrcr-eval)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, all) clock ticks of every core so far, from Linux's /proc/stat ((0, 0) elsewhere)."""
+    try:
+        ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks[:8]) - idle, sum(ticks[:8])
+
 
 def timed(server: Server, command: list[str], env: dict) -> dict:
     """Run `command` against a freshly reset server: wall time, when its first request arrived
     (from the command's start), requests in flight on average and requests per second."""
     server.call("POST", "/reset")
+    server_cpu, command_cpu, (busy, ticks) = server.cpu_seconds(), children_cpu_seconds(), machine_jiffies()
     started = time.time()
     proc = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
     wall = time.time() - started
+    busy_after, ticks_after = machine_jiffies()
+    cpu = {
+        "command_cpu": children_cpu_seconds() - command_cpu,
+        "server_cpu": server.cpu_seconds() - server_cpu,
+        # every core's busy share over the run (the graders, and anything else running, included)
+        "machine_busy": (busy_after - busy) / max(ticks_after - ticks, 1),
+    }
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{command[:4]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     stats = server.call("GET", "/stats")
-    result = {"wall": wall, "requests": stats["completed_requests"]}
+    result = {"wall": wall, "requests": stats["completed_requests"]} | cpu
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result |= json.loads(line[7:])
@@ -220,6 +256,12 @@ def short_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
                 f"  --concurrency {concurrency:3}: {run['wall']:6.2f} s, {run['per_second']:6.2f} rows/s "
                 f"(answered {run['answered_per_second']:6.2f}/s, server limit {limit}), "
                 f"in flight {run['mean_in_flight']:5.1f} on average, {run['max_in_flight']} at most"
+            )
+            # With the cores about all busy, the machine is the limit, whichever part is leaner.
+            per_row = 1000 * run["command_cpu"] / args.short_rows
+            print(
+                f"{'':20}CPU: mrcr-eval's process {run['command_cpu']:5.1f} s ({per_row:.0f} ms a row), "
+                f"server {run['server_cpu']:4.1f} s; the cores {run['machine_busy']:.0%} busy over the run"
             )
     return report
 
