@@ -14,11 +14,14 @@ process; it notes when the first request arrived and how long every request stay
     chat.completions.create, the grade) on the same rows and server, in two interleaved rounds.
     Targets: total <= 0.5x the loop's; first request no later than the loop's.
   - short job: `mrcr-eval --concurrency C` on the short rows against the server answering each
-    request after --delay seconds (1 s): requests in flight on average (server-side: the seconds
-    requests spent in the server over the span from the first arrival to the last answer), and rows
-    per second, by the wall clock of the command and by the requests' own span (first arrival to last
-    answer; the command goes on after it until its grades are written). Target: at --concurrency 64,
-    >= 48 in flight; rows/s grow with C until the server is the limit (C / delay rows/s). Each run also
+    request after --delay seconds (1 s; --jitter varies it): requests in flight on average
+    (server-side: the seconds requests spent in the server over the span from the first arrival to
+    the last answer), and rows per second, by the wall clock of the command and by the requests' own
+    span (first arrival to last answer; the command goes on after it until its grades are written).
+    Target: at --concurrency 64, >= 48 in flight; rows/s grow with C until the server is the limit
+    (whole waves of C requests, each --delay long: rows / (ceil(rows / C) * delay) a second). The
+    client's turnaround is the time from an answer to the arrival of the request that took its slot,
+    from the server's timeline: what the runner costs per request, the server's time apart. Each run also
     prints the CPU time of mrcr-eval's own process and of the server, and how busy the machine's cores
     were over the run (/proc/stat): with the cores about all busy, the machine is the limit.
   - pool job: the pool builder's client path (`build_pool_openai`, short asks) at --concurrency 64
@@ -110,8 +113,9 @@ class Server:
     """tests/support/chat_server.py in its own process, answering after `delay` seconds (`echo`: the
     last user message, a writing for the pool builder)."""
 
-    def __init__(self, delay: float, policy: str = "oracle"):
+    def __init__(self, delay: float, policy: str = "oracle", jitter: float = 0.0):
         command = [sys.executable, "-m", "tests.support.chat_server", "--port", "0", "--delay", str(delay)]
+        command += ["--jitter", str(jitter)]
         command += ["--policy", policy]
         self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
@@ -193,6 +197,21 @@ def timed(server: Server, command: list[str], env: dict) -> dict:
     return result
 
 
+def turnaround(server: Server, concurrency: int) -> list[float]:
+    """Seconds from each answer to the arrival of the request that took its slot (the k-th answer's
+    slot goes to request k + C): the client's own time per request, read off the server's timeline."""
+    timeline = server.call("GET", "/timeline")
+    answered = sorted(entry[4] for entry in timeline)
+    arrived = sorted(entry[2] for entry in timeline)  # began to be read
+    return [arrived[k + concurrency] - answered[k] for k in range(len(arrived) - concurrency)]
+
+
+def server_limit(rows: int, concurrency: int, delay: float) -> float:
+    """Answers per second of a client that costs nothing: whole waves of C requests, each `delay`
+    long (600 rows at C 64 are 10 waves, so 60 a second, not 64)."""
+    return rows / (-(-rows // concurrency) * delay)
+
+
 def eval_command(server: Server, paths: list[Path], out: Path, concurrency: int, window: int | None) -> list[str]:
     shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, "-c", "from mrcr_gen.cli import eval_main; eval_main()", *map(str, paths)]
@@ -245,17 +264,24 @@ def long_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
 def short_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
     paths = build(args.dir, "short", (8192, 16384), args.short_rows)
     report = {}
-    print(f"\nshort job: {args.short_rows} rows of the 8k and 16k bins, server answering after {args.delay} s")
-    with Server(args.delay) as server:
+    jitter = f" +- up to {args.jitter} s" if args.jitter else ""
+    print(f"\nshort job: {args.short_rows} rows of the 8k and 16k bins, server answering after {args.delay} s{jitter}")
+    with Server(args.delay, jitter=args.jitter) as server:
         for concurrency in args.concurrency:
             run = timed(server, eval_command(server, paths, work / f"short-{concurrency}", concurrency, None), env)
+            gaps = sorted(turnaround(server, concurrency)) or [0.0]
+            run |= {"turnaround_mean": statistics.mean(gaps), "turnaround_p90": gaps[int(0.9 * len(gaps))]}
             report[concurrency] = run
             # --delay 0: no server limit, the runner's own ceiling
-            limit = f"{concurrency / args.delay:.0f}" if args.delay > 0 else "none"
+            limit = f"{server_limit(args.short_rows, concurrency, args.delay):.1f}" if args.delay > 0 else "none"
             print(
                 f"  --concurrency {concurrency:3}: {run['wall']:6.2f} s, {run['per_second']:6.2f} rows/s "
                 f"(answered {run['answered_per_second']:6.2f}/s, server limit {limit}), "
                 f"in flight {run['mean_in_flight']:5.1f} on average, {run['max_in_flight']} at most"
+            )
+            print(
+                f"{'':20}client turnaround (an answer to the next request's arrival): "
+                f"{1000 * run['turnaround_mean']:.1f} ms on average, {1000 * run['turnaround_p90']:.1f} ms p90"
             )
             # With the cores about all busy, the machine is the limit, whichever part is leaner.
             per_row = 1000 * run["command_cpu"] / args.short_rows
@@ -296,6 +322,7 @@ def main() -> None:
     parser.add_argument("--pool-asks", type=int, default=640)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16, 64])
     parser.add_argument("--delay", type=float, default=1.0, help="seconds the server takes per request (short job)")
+    parser.add_argument("--jitter", type=float, default=0.0, help="each request takes --delay +- up to this (short job)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", nargs="+", default=["long", "short", "pool"], choices=["long", "short", "pool"])
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mrcr-bench-eval-start")

@@ -38,10 +38,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 import dataclasses
@@ -248,6 +250,7 @@ class ChatServer:
         faults: FaultSchedule = None,
         *,
         delay: float = 0.0,
+        jitter: float = 0.0,
         port: int = 0,
         host: str = "127.0.0.1",
         tokenize: Callable[[dict], list[int]] = word_tokens,
@@ -262,6 +265,9 @@ class ChatServer:
         self.cached_share = cached_share  # of each prompt's tokens, reported as served from a prompt cache
         self.faults = faults
         self.delay = delay
+        # Each request waits `delay` +- up to `jitter` seconds, drawn from a seeded generator: answers
+        # of a server whose latency varies, not all due at once (the default, jitter 0, is a wave).
+        self.jitter = jitter
         self._lock = threading.Lock()
         self.reset()
         handler = type("Handler", (_Handler,), {"chat": self})
@@ -293,6 +299,16 @@ class ChatServer:
             self.first_request_at: float | None = None
             self.last_answered_at: float | None = None
             self.busy_seconds = 0.0
+            # For benchmarks: per chat request, (client port, CRC-32 of its body, when its body began
+            # to be read, when it was parsed, when its answer was written), time.time(): a
+            # connection's gap between an answer and its next request is the client's own time.
+            self.timeline: list[tuple[int, int, float, float, float]] = []
+            self._delays = random.Random(0)
+
+    def next_wait(self) -> float:
+        """Seconds the next request waits: `delay`, +- up to `jitter` (never below 0)."""
+        with self._lock:
+            return max(self.delay + self.jitter * (2 * self._delays.random() - 1), 0.0)
 
     def stats(self) -> dict:
         with self._lock:
@@ -359,6 +375,10 @@ class _QuietServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     chat: ChatServer
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as uvicorn and other real servers set it: the answer's headers and body are two
+    # writes, and with Nagle's algorithm the body waited for the client's delayed ACK (about 40 ms
+    # on Linux), a pause of this server's own in every client's measured turnaround.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -384,6 +404,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"object": "list", "data": [{"id": "test-model", "object": "model", "owned_by": "test"}]})
         elif self.path == "/stats":
             self._send_json(200, chat.stats())
+        elif self.path == "/timeline":
+            with chat._lock:
+                self._send_json(200, list(chat.timeline))
         elif self.path == "/requests":
             with chat._lock:
                 self._send_json(200, list(chat.requests))
@@ -398,6 +421,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         chat = self.chat
+        reading = time.time()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         if self.path == "/reset":
@@ -452,11 +476,12 @@ class _Handler(BaseHTTPRequestHandler):
                 chat.completed_requests += 1
                 chat.busy_seconds += answered - arrived
                 chat.last_answered_at = answered
+                chat.timeline.append((self.client_address[1], zlib.crc32(raw), reading, arrived, answered))
 
     def _answer(self, chat: ChatServer, number: int, body: dict, messages: list) -> None:
         fault = _fault_for(chat.faults, number, body)
-        if chat.delay:
-            time.sleep(chat.delay)
+        if chat.delay or chat.jitter:
+            time.sleep(chat.next_wait())
         status, payload, headers = chat_reply(chat, number, body, messages, fault)
         if isinstance(payload, bytes):
             self._send(status, payload, headers)
@@ -704,11 +729,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--policy", default="oracle", choices=sorted(POLICIES))
     parser.add_argument("--delay", type=float, default=0.0, help="seconds every request waits")
+    parser.add_argument("--jitter", type=float, default=0.0, help="each request waits --delay +- up to this")
     parser.add_argument("--faults", default=None, help="e.g. 1:429,2:500,3:slow@2,4:malformed,5:401")
     parser.add_argument("--batch-hold", action="store_true", help="batches stay in progress until POST /batches/release")
     args = parser.parse_args(argv)
     server = ChatServer(
-        args.policy, _parse_faults(args.faults), delay=args.delay, port=args.port,
+        args.policy, _parse_faults(args.faults), delay=args.delay, jitter=args.jitter, port=args.port,
         batches=BatchBehaviour(hold=args.batch_hold),
     )
     print(f"PORT {server.port}", flush=True)
