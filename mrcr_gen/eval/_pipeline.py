@@ -30,9 +30,11 @@ from ._items import EvalRecipe
 
 T = TypeVar("T")
 
-#: Steps the planner makes ahead of the sender: one, so that reading the next row overlaps sending
-#: this one, and no more rows are held in memory than before (at 1M tokens, about 10 MB each).
-PREFETCH_STEPS = 1
+#: Characters of prompt text the planner may hold read ahead of the sender (past one step): about
+#: two rows of the 1M bin (some 10 MB of memory each), or hundreds of the 8k bin. The steps ahead are
+#: also bounded by the concurrency: a whole wave of answers can be followed by requests at once,
+#: without each waiting for the planner's thread to read its row (and for the GIL to get there).
+PREFETCH_CHARS = 8_000_000
 #: Seconds of grading in a thread, in one run, after which it starts worker processes: their
 #: start costs a second or two of CPU each, more than grading a few dozen short rows.
 PROCESSES_AFTER_S = 3.0
@@ -71,34 +73,56 @@ class Backlog:
         self._changed.set()
 
 
-class Prefetch:
-    """Steps of `plan` made by a thread of its own, at most `depth` ahead of `next`.
+def step_chars(step: tuple[str, Any] | None) -> int:
+    """Characters of prompt text a planner step holds (a job's rows, a reply's row to grade)."""
+    if step is None:
+        return 0
+    payload = step[1]
+    items = payload if isinstance(payload, list) else payload[:1] if isinstance(payload, tuple) else ()
+    return sum(Backlog.size(item) for item in items if hasattr(item, "messages"))
 
-    The thread stops before its next step after `stop()`; an exception of the plan is raised by `next`.
+
+class Prefetch:
+    """Steps of `plan` made by a thread of its own, at most `depth` ahead of `next`, and no more
+    once those ahead hold `budget` characters of prompt text (`PREFETCH_CHARS`; one step always).
+
+    The thread stops before its next step after `close()`; an exception of the plan is raised by `next`.
     """
 
-    def __init__(self, plan: Iterator[tuple[str, Any]], depth: int = PREFETCH_STEPS):
+    def __init__(self, plan: Iterator[tuple[str, Any]], depth: int = 1, budget: int = PREFETCH_CHARS):
         self._plan = plan
+        self._depth = max(depth, 1)
+        self._budget = budget
         self._loop = asyncio.get_running_loop()
-        self._ready: asyncio.Queue[tuple[str, Any] | BaseException | None] = asyncio.Queue()
-        self._room = threading.Semaphore(depth)
-        self._stopped = threading.Event()
+        self._ready: asyncio.Queue[tuple[tuple[str, Any] | BaseException | None, int]] = asyncio.Queue()
+        self._changed = threading.Condition()
+        self._ahead = 0  # steps made and not yet taken, and their characters
+        self._ahead_chars = 0
+        self._stopped = False
         self._thread = threading.Thread(target=self._produce, name="mrcr-eval planner", daemon=True)
         self._thread.start()
 
-    def _put(self, value: tuple[str, Any] | BaseException | None) -> None:
-        self._loop.call_soon_threadsafe(self._ready.put_nowait, value)
+    def _put(self, value: tuple[str, Any] | BaseException | None, chars: int = 0) -> None:
+        self._loop.call_soon_threadsafe(self._ready.put_nowait, (value, chars))
+
+    def _room(self) -> bool:
+        """Wait until a step may be made; False once stopped."""
+        with self._changed:
+            while not self._stopped and (
+                self._ahead >= self._depth or (self._ahead and self._ahead_chars >= self._budget)
+            ):
+                self._changed.wait()
+            return not self._stopped
 
     def _produce(self) -> None:
         try:
-            while True:
-                while not self._room.acquire(timeout=0.1):
-                    if self._stopped.is_set():
-                        return
-                if self._stopped.is_set():
-                    return
+            while self._room():
                 step = next(self._plan, None)
-                self._put(step)
+                chars = step_chars(step)
+                with self._changed:
+                    self._ahead += 1
+                    self._ahead_chars += chars
+                self._put(step, chars)
                 if step is None:
                     return
         except BaseException as exc:  # raised by `next`, in the event loop's task
@@ -107,15 +131,20 @@ class Prefetch:
 
     async def next(self) -> tuple[str, Any] | None:
         """The next step, or None after the last."""
-        step = await self._ready.get()
+        step, chars = await self._ready.get()
         if isinstance(step, BaseException):
             raise step
-        self._room.release()
+        with self._changed:
+            self._ahead -= 1
+            self._ahead_chars -= chars
+            self._changed.notify()
         return step
 
     async def close(self) -> None:
         """Stop the thread and wait for it (it may be inside a row's reading)."""
-        self._stopped.set()
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
         await asyncio.to_thread(self._thread.join)
 
 
@@ -143,9 +172,12 @@ class _Workers:
     """This process's grading processes: started once (about a second each, importing the package)
     and kept for every later run of the process, as tests and notebooks make many."""
 
-    def __init__(self, workers: int, recipe: EvalRecipe):
+    def __init__(self, workers: int, recipe: EvalRecipe, grader: Callable[..., Any]):
         context = _grader_context()
         if context.get_start_method() == "forkserver":
+            # Imported once by the fork server (when this starts it), not by every worker: each
+            # worker's own import of the package is most of a second of CPU, taken from the requests.
+            context.set_forkserver_preload([grader.__module__, type(recipe).__module__])
             ensure_fork_server()  # the one fork server of this process, whoever starts it first
         # Only this process holds the write end: the workers end when it does, however it ends.
         self._caller_alive = context.Pipe(duplex=False)
@@ -159,13 +191,17 @@ class _Workers:
 
 
 _workers: _Workers | None = None
+_workers_lock = threading.Lock()
 
 
-def _process_workers(recipe: EvalRecipe) -> _Workers:
+def _process_workers(recipe: EvalRecipe, grader: Callable[..., Any]) -> _Workers:
+    """This process's grading processes, started if they are not. It blocks (starting the fork
+    server, which imports the package, and asking it for the workers): call it in a thread."""
     global _workers
-    if _workers is None:
-        _workers = _Workers(available_cores(), recipe)
-    return _workers
+    with _workers_lock:
+        if _workers is None:
+            _workers = _Workers(available_cores(), recipe, grader)
+        return _workers
 
 
 def _forget_workers() -> None:
@@ -173,8 +209,14 @@ def _forget_workers() -> None:
     _workers = None
 
 
+def _forget_workers_in_child() -> None:
+    global _workers_lock
+    _workers_lock = threading.Lock()  # another thread of the parent may have held it at the fork
+    _forget_workers()
+
+
 # A forked child has none of its parent's processes: it starts its own when it needs them.
-os.register_at_fork(after_in_child=_forget_workers)
+os.register_at_fork(after_in_child=_forget_workers_in_child)
 
 
 class GradePool:
@@ -194,6 +236,7 @@ class GradePool:
         self._dispatched = asyncio.Semaphore(available_cores())
         self._waiting = 0
         self._long_run = False
+        self._starting: asyncio.Future[_Workers] | None = None  # the worker processes, being started in a thread
         self._sendable: dict[int, tuple[Any, bool]] = {}  # id -> (the object, kept alive; sendable)
 
     def _can_send(self, *objects: Any) -> bool:
@@ -212,6 +255,26 @@ class GradePool:
             return call()
         finally:
             self.thread_seconds += time.perf_counter() - started
+
+    def expect(self, replies: int, grader: Callable[..., Any], recipe: EvalRecipe) -> None:
+        """`replies` requests are in flight, to be graded by `grader`, and no more will be sent
+        before one is answered: when that many (`PROCESSES_AFTER_WAITING`) will wait for their grade,
+        start the worker processes now, while the requests are in the server, neither while the
+        sender still has requests to make (their start would slow it) nor when the replies are back
+        and waiting behind their start."""
+        if self._long_run or replies < PROCESSES_AFTER_WAITING:
+            return
+        self._long_run = True
+        if self.processes and self._can_send(grader, recipe):
+            self._start_workers(recipe, grader)
+
+    def _start_workers(self, recipe: EvalRecipe, grader: Callable[..., Any]) -> asyncio.Future[_Workers]:
+        """The worker processes, started in a thread, once: the start blocks for most of a second."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(asyncio.to_thread(_process_workers, recipe, grader))
+            # Observed here too: a start that failed is graded in the thread, maybe by no grade at all.
+            self._starting.add_done_callback(lambda started: started.cancelled() or started.exception())
+        return self._starting
 
     async def grade(self, grader: Callable[..., T], item: Any, recipe: EvalRecipe, *more: Any) -> T:
         """`grader(item, recipe, *more)` (`scored_record`), computed off the event loop."""
@@ -232,9 +295,9 @@ class GradePool:
             self._long_run or self.thread_seconds >= PROCESSES_AFTER_S or self._waiting >= PROCESSES_AFTER_WAITING
         )
         if self.processes and self._long_run and self._can_send(grader, recipe):
-            workers = _process_workers(recipe)
-            if not workers.ready():
-                with contextlib.suppress(Exception):  # one that cannot start: graded in the thread
+            with contextlib.suppress(Exception):  # workers that cannot start: graded in the thread
+                workers = await asyncio.shield(self._start_workers(recipe, grader))
+                if not workers.ready():
                     await asyncio.gather(*(asyncio.wrap_future(started) for started in workers.warming))
         loop = asyncio.get_running_loop()
         if workers is None or not workers.ready():
@@ -242,8 +305,10 @@ class GradePool:
         try:
             return await loop.run_in_executor(workers.executor, call)
         except BrokenProcessPool:  # a worker was killed (out of memory?): new workers; this grade in a thread
-            if _workers is workers:
-                _forget_workers()
+            with _workers_lock:
+                if _workers is workers:
+                    _forget_workers()
+            self._starting = None  # the next grade starts new ones
             return await loop.run_in_executor(self._thread, self._timed, call)
 
     def close(self) -> None:

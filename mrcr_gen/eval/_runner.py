@@ -297,6 +297,8 @@ async def _run_locked(
             recipe, record = row_record(item)
             in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, in_flight)
+            if in_flight == config.concurrency:  # every slot taken: the sender waits for the server
+                grader.expect(in_flight, scored_record, recipe)
             try:
                 messages = sent_messages(item, recipe, config.control)
                 result = await chat_completion(
@@ -381,7 +383,7 @@ async def _run_locked(
                 await send(item)
 
         planner = Planner(config, recipes, files, shas, records, base, over_window, journal.pending())
-        steps = Prefetch(iter(planner))  # reads ahead from now on, in its own thread
+        steps = Prefetch(iter(planner), depth=config.concurrency)  # reads ahead from now on, in its own thread
         finished = False
 
         def job_done(task: asyncio.Task) -> None:

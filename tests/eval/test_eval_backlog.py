@@ -215,6 +215,54 @@ def test_a_deep_backlog_is_graded_in_worker_processes_and_a_short_one_in_a_threa
     assert many.count(os.getpid()) <= _pipeline.available_cores() < len(many)
 
 
+def test_as_many_requests_in_flight_as_would_fill_the_backlog_start_the_worker_processes_before_their_replies():
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: grading stays in a thread")
+
+    async def graded_after(in_flight: int) -> int:
+        pool = _pipeline.GradePool()
+        try:
+            for count in range(1, in_flight + 1):  # as the runner calls it, once per request sent
+                pool.expect(count, grading_process, RECIPE)
+            return await pool.grade(grading_process, 0, RECIPE)
+        finally:
+            pool.close()
+
+    # Fewer: a short run, graded in this process's thread; as many: in a worker, started beforehand.
+    assert asyncio.run(graded_after(_pipeline.PROCESSES_AFTER_WAITING - 1)) == os.getpid()
+    assert asyncio.run(graded_after(_pipeline.PROCESSES_AFTER_WAITING)) != os.getpid()
+
+
+def test_the_worker_processes_start_in_a_thread_not_on_the_event_loop(monkeypatch):
+    # Their start blocks for most of a second (the fork server imports the package): on the loop it
+    # would stop every request in flight meanwhile.
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: grading stays in a thread")
+    started_in = []
+
+    def process_workers(recipe, grader):
+        started_in.append(threading.current_thread())
+        raise OSError("no processes here")  # so the grade falls back to the thread
+
+    monkeypatch.setattr(_pipeline, "_process_workers", process_workers)
+
+    async def run() -> tuple[threading.Thread, int]:
+        pool = _pipeline.GradePool()
+        try:
+            pool.expect(_pipeline.PROCESSES_AFTER_WAITING, grading_process, RECIPE)
+            return threading.current_thread(), await pool.grade(grading_process, 0, RECIPE)
+        finally:
+            pool.close()
+
+    loop_thread, graded_by = asyncio.run(run())
+    assert len(started_in) == 1 and started_in[0] is not loop_thread
+    assert graded_by == os.getpid()  # workers that cannot start: graded in this process's thread
+
+
 HANGING_GRADES = """
 import sys, threading
 from mrcr_gen.eval import _runner

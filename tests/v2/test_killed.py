@@ -38,7 +38,7 @@ def test_a_rerun_removes_what_a_killed_run_left(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_9_mid_file_then_a_rerun_leaves_no_partial_file(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    job = cli("mrcr-gen", "--recipe", "mrcr-v2", "-n", "2", "-b", "131072", "-s", "16", "-o", str(out))
+    job = cli("mrcr-gen", "--recipe", "mrcr-v2", "-n", "2", "-b", "131072", "-s", "48", "-o", str(out))
 
     def mid_file(_) -> bool:  # the CSV's temporary file has its first row (the header is written at once)
         return out.is_dir() and any(p.stat().st_size > 1000 for p in out.rglob("*.partial"))
