@@ -273,7 +273,11 @@ def short_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
             run |= {"turnaround_mean": statistics.mean(gaps), "turnaround_p90": gaps[int(0.9 * len(gaps))]}
             report[concurrency] = run
             # --delay 0: no server limit, the runner's own ceiling
-            limit = f"{server_limit(args.short_rows, concurrency, args.delay):.1f}" if args.delay > 0 else "none"
+            # --jitter: no whole waves, the requests' mean pace
+            limit = (
+                "none" if args.delay <= 0 else f"{concurrency / args.delay:.1f}" if args.jitter
+                else f"{server_limit(args.short_rows, concurrency, args.delay):.1f}"
+            )
             print(
                 f"  --concurrency {concurrency:3}: {run['wall']:6.2f} s, {run['per_second']:6.2f} rows/s "
                 f"(answered {run['answered_per_second']:6.2f}/s, server limit {limit}), "
