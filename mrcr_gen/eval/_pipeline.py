@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from ..engines._base import available_cores, warn_if_unguarded_main
 from ..engines._local import _die_with_caller, ensure_fork_server
 from ._items import EvalRecipe
+from ._planner import GRADE, JOB
 
 T = TypeVar("T")
 
@@ -77,9 +78,12 @@ def step_chars(step: tuple[str, Any] | None) -> int:
     """Characters of prompt text a planner step holds (a job's rows, a reply's row to grade)."""
     if step is None:
         return 0
-    payload = step[1]
-    items = payload if isinstance(payload, list) else payload[:1] if isinstance(payload, tuple) else ()
-    return sum(Backlog.size(item) for item in items if hasattr(item, "messages"))
+    kind, payload = step
+    if kind == JOB:  # the items of one transcript group
+        return sum(Backlog.size(item) for item in payload)
+    if kind == GRADE:  # (the item, its journaled reply)
+        return Backlog.size(payload[0])
+    return 0  # a record to write
 
 
 class Prefetch:
