@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ._ownership import UnclaimedFile
 from ._tokens import DEFAULT_TOKENIZER
 from .eval import _batch, _batchfile, _compare, _items, _report, _responses, _run_view, _runner
 from .eval._config import EvalConfig
@@ -19,7 +20,7 @@ from .eval._fit import TooLong
 from .eval._items import EvalItem
 from .eval._runner import RunStats
 from .eval._view import ViewReport
-from .pool._harvest import HarvestReport
+from .pool._harvest import HarvestedPair, HarvestReport
 from .recipes import RECIPES, recipe_claiming
 
 
@@ -121,8 +122,14 @@ def harvest(
     {topic} in {style} style`). PoolError, with nothing written, for a file that is not an MRCR
     file (naming what is wrong: missing columns, ...) or when the pool would be empty; an input
     with no rows is otherwise listed in the report's `empty_files`."""
+    from .pool import PoolError
     from .pool._harvest import harvest_files
 
-    return harvest_files(
-        paths, out, lambda path: recipe_claiming(path).harvest_rows(path), on_row=on_row, tokenizer=tokenizer
-    )
+    def rows_of(path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]]:
+        try:
+            recipe = recipe_claiming(path)
+        except UnclaimedFile as exc:
+            raise PoolError(str(exc)) from None
+        return recipe.harvest_rows(path)
+
+    return harvest_files(paths, out, rows_of, on_row=on_row, tokenizer=tokenizer)

@@ -1,8 +1,11 @@
-"""The one interface every benchmark form implements (`Recipe`), recipe-neutral.
+"""The one interface every benchmark form implements (`Recipe`), recipe-neutral, in parts.
 
-The layers below name no recipe: they take what they need of one as an argument (`EvalRecipe` for
-evaluation, `RowChecks` for the streaming validator). The recipes live in `mrcr_gen/recipes/`, and
-`mrcr_gen.recipes.RECIPES` is the one registry the commands and the public API dispatch through.
+Each part is declared beside the core that uses it, with a mixin of the defaults most recipes
+share: files and ownership (`RecipeFiles`, here), evaluation (`mrcr_gen.eval.EvalRecipe`). A recipe
+subclasses `BaseRecipe` and declares only what is its own. The layers below name no recipe: they
+take what they need of one as an argument. The recipes live in `mrcr_gen/recipes/` or in packages of
+their own, and `mrcr_gen.recipes.RECIPES` is the one registry the commands and the public API
+dispatch through.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from ._ownership import FileSignature
 from ._request import Generated, GenerateRequest, ProgressBar, ValidateRequest
 from .eval._items import EvalRecipe
 from .validate import RepairResult
@@ -21,40 +25,56 @@ if TYPE_CHECKING:
     from .pool._harvest import HarvestedPair
 
 
-class Recipe(EvalRecipe, Protocol):
-    """A benchmark form as every command sees it: which files are its own (`finds_csv`,
-    `claims_file`, `recognises`), generation (`generate`), validation (`validate`,
-    `repair_refusal`), the writings a pool harvests from its files (`harvest_rows`), evaluation
-    (`read_items`, `grade`, `grade_lenient`, `item_extras`, `bin_label`), `mrcr-grade`
-    (`grade_responses`, `grade_report`), its report's extras (`report_extras`, `report_tables`)
-    and the data shapes it exports (`schemas`)."""
+class RecipeFiles(Protocol):
+    """Which files are the recipe's and what it keeps of them: its name, version and the column
+    signatures of files made elsewhere (files `mrcr-gen` writes name their recipe themselves, see
+    `mrcr_gen._ownership`), its data shapes and the writings a pool harvests from its files."""
 
+    name: str  # `--recipe`, the `recipe` field of results and of generated files
     title: str  # for people: "openai/mrcr", "MRCR v2"
+    version: str  # the recipe's own version, recorded in the files it generates
+    signatures: tuple[FileSignature, ...]
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         """The Pydantic models of its data, by the stem of their file in `schemas/`."""
-        ...
-
-    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        """Write the dataset `request` asks for (`mrcr-gen`); RequestError when it cannot."""
-        ...
-
-    def finds_csv(self, path: str | os.PathLike) -> bool:
-        """Whether a CSV file found in a folder is one of this recipe's."""
-        ...
-
-    def claims_file(self, path: str | os.PathLike) -> bool:
-        """Whether a file (named, or found in a folder) is one of this recipe's."""
-        ...
-
-    def repair_refusal(self, mode: str) -> str | None:
-        """Why `mode` ("clean" or "fix") does not apply to its files, or None when it does."""
         ...
 
     def harvest_rows(self, path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]]:
         """`mrcr-gen pool harvest`: per row of one of its files, the (ask, writing) pairs it holds,
         each ask as a pool's `write a {format} about {entity}` (None for a pair that is not one);
         a one-line PoolError naming the file when it is not one of its files."""
+        ...
+
+
+class FilesDefaults:
+    """The files part's defaults: version "1", no files made elsewhere, no schemas, nothing to harvest."""
+
+    version: str = "1"
+    signatures: tuple[FileSignature, ...] = ()
+    name: str
+    title: str
+
+    def schemas(self) -> dict[str, type[BaseModel]]:
+        return {}
+
+    def harvest_rows(self, path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]]:
+        from .pool import PoolError
+
+        raise PoolError(f"{path}: {self.title} files hold no writings a pool can harvest")
+
+
+class Recipe(RecipeFiles, EvalRecipe, Protocol):
+    """A benchmark form as every command sees it: its files (`RecipeFiles`), generation
+    (`generate`), validation (`validate`, `repair_refusal`), evaluation (`EvalRecipe`: reading,
+    grading, the answer form, floors and report extras) and `mrcr-grade` (`grade_responses`,
+    `grade_report`)."""
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        """Write the dataset `request` asks for (`mrcr-gen`); RequestError when it cannot."""
+        ...
+
+    def repair_refusal(self, mode: str) -> str | None:
+        """Why `mode` ("clean" or "fix") does not apply to its files, or None when it does."""
         ...
 
     def grade_responses(
@@ -72,3 +92,7 @@ class Recipe(EvalRecipe, Protocol):
         """Check its files (`mrcr-validate`) and, with mode clean or fix, write the rows kept to
         `request.out`; `inputs` may name what is not a file (its report then says so)."""
         ...
+
+
+class BaseRecipe(FilesDefaults):
+    """What recipes usually share; a recipe subclasses it and declares what is its own."""

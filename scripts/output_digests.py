@@ -70,6 +70,7 @@ Normalisation (the only changes made before hashing; everything else is hashed b
   it equals ``sha256(json.dumps(settings, sort_keys=True))`` of the recorded settings, then replaces
   it with the same hash of the settings with the port normalised. If the check fails it is left as
   it is (so the difference shows);
+* ``run.lock`` of an eval run: its ``pid``, ``host`` and ``started`` values become ``"<pid>"``, ...;
 * ``latency_s`` values (per row in ``results.jsonl``; mean/median/max in ``summary.json``) become
   ``"<LATENCY>"``: wall-clock time;
 * the concurrent eval run (``runs/oai_conc``, ``--concurrency 4``) appends rows as they finish, so
@@ -210,6 +211,7 @@ if _LOG:
 '''
 MPL_FONT_CACHE = re.compile(r"^Matplotlib is building the font cache.*\n?", re.MULTILINE)
 PROGRESS_TIME = re.compile(r"(?<![\d:])(?:\d+:\d{2}:\d{2}|-:--:--)(?![\d:])")
+RUN_LOCK_FIELDS = re.compile(r'("(pid|host|started)":\s*)("[^"]*"|\d+)')
 LATENCY_NUMBER = re.compile(r'("latency_s":\s*)(-?\d[\d.eE+-]*)')
 LATENCY_OBJECT = re.compile(r'("latency_s":\s*\{)([^{}]*)(\})')
 JSON_NUMBER_VALUE = re.compile(r"(:\s*)(-?\d[\d.eE+-]*)")
@@ -290,6 +292,8 @@ class Normaliser:
         text = LATENCY_OBJECT.sub(lambda m: m[1] + JSON_NUMBER_VALUE.sub(r'\1"<LATENCY>"', m[2]) + m[3], text)
         if name == "runs/oai_conc/results.jsonl":
             text = "".join(sorted(text.splitlines(keepends=True)))
+        if name.endswith("/run.lock"):  # the process that held the run and when: differs every run
+            text = RUN_LOCK_FIELDS.sub(r'\1"<\2>"', text)
         return text
 
     def learn_fingerprint(self, run_json: Path) -> None:

@@ -8,9 +8,12 @@ Layers, lowest first (see docs/architecture.md). A module may import its own lay
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
+
+from mrcr_gen.recipes import RECIPES as REGISTRY
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mrcr_gen"
 MAX_LINES = 600
@@ -25,7 +28,18 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (5, ("mrcr_gen._api",)),
     (6, ("mrcr_gen.cli", "mrcr_gen.inspect", "mrcr_gen")),
 ]
-RECIPES = ("mrcr_gen.recipes.openai_mrcr", "mrcr_gen.recipes.mrcr_v2")
+
+
+def recipe_package(recipe: object) -> tuple[str, Path]:
+    """(name, folder) of the package that holds a registered recipe (built-in or a plugin's own)."""
+    module = importlib.import_module(type(recipe).__module__)
+    package = importlib.import_module(module.__package__ or module.__name__)
+    return package.__name__, Path(package.__file__ or "").parent
+
+
+#: Every registered recipe's package: mrcr-gen's own and those installed through the entry point.
+RECIPE_PACKAGES = dict(recipe_package(recipe) for recipe in REGISTRY)
+RECIPES = tuple(RECIPE_PACKAGES)
 
 
 def layer_of(module: str) -> int:
@@ -42,9 +56,9 @@ def modules(root: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
     return found
 
 
-def import_graph(found: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
-    """module -> the package's modules it imports, anywhere in its body."""
-    graph: dict[str, set[str]] = {name: set() for name in found}
+def imported_names(found: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
+    """module -> every name it imports, anywhere in its body, fully qualified (`package.module.name`)."""
+    names: dict[str, set[str]] = {name: set() for name in found}
     for name, (path, is_package) in found.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             targets: list[str] = []
@@ -57,11 +71,19 @@ def import_graph(found: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
                     here = here[: len(here) - node.level + 1]
                     base = ".".join(here + ([node.module] if node.module else []))
                 targets = [f"{base}.{alias.name}" for alias in node.names]
-            for target in targets:
-                while target not in found and "." in target:
-                    target = target.rsplit(".", 1)[0]
-                if target in found and target != name:
-                    graph[name].add(target)
+            names[name].update(targets)
+    return names
+
+
+def import_graph(found: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
+    """module -> the package's modules it imports, anywhere in its body."""
+    graph: dict[str, set[str]] = {name: set() for name in found}
+    for name, targets in imported_names(found).items():
+        for target in targets:
+            while target not in found and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in found and target != name:
+                graph[name].add(target)
     return graph
 
 
@@ -130,17 +152,47 @@ def test_no_upward_imports() -> None:
     assert upward == []
 
 
+def test_the_recipe_list_comes_from_the_registry() -> None:
+    assert {"mrcr_gen.recipes.openai_mrcr", "mrcr_gen.recipes.mrcr_v2"} <= set(RECIPES)
+    assert len(RECIPES) == len(REGISTRY)
+
+
+def crossings(package: str, folder: Path, others: list[str]) -> list[tuple[str, str]]:
+    """(module, name) of every import from `package` (in `folder`) into one of `others`."""
+    return [
+        (module, target)
+        for module, targets in imported_names(modules(folder)).items()
+        for target in targets
+        if any(target == other or target.startswith(other + ".") for other in others)
+    ]
+
+
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipes_never_import_each_other(recipe: str) -> None:
-    others = [r for r in RECIPES if r != recipe]
-    crossing = [
-        (module, target)
-        for module, targets in GRAPH.items()
-        if module.startswith(recipe)
-        for target in targets
-        if any(target.startswith(other) for other in others)
+    """Wherever a recipe's package lives (mrcr-gen's own or a plugin's), it imports no other recipe."""
+    assert crossings(recipe, RECIPE_PACKAGES[recipe], [r for r in RECIPES if r != recipe]) == []
+
+
+def test_the_crossing_check_sees_a_plugin_importing_a_built_in(tmp_path: Path) -> None:
+    plugin = tmp_path / "mrcr_other"
+    plugin.mkdir()
+    (plugin / "__init__.py").write_text("")
+    (plugin / "_recipe.py").write_text("def f():\n    from mrcr_gen.recipes.openai_mrcr._grade import grade\n")
+    assert crossings("mrcr_other", plugin, list(RECIPES)) == [
+        ("mrcr_other._recipe", "mrcr_gen.recipes.openai_mrcr._grade.grade")
     ]
-    assert crossing == []
+
+
+def test_command_modules_import_no_recipe_private_name() -> None:
+    """Commands reach recipes through the registry and their public declarations only."""
+    private = [
+        (module, target)
+        for module, targets in imported_names(modules()).items()
+        if module.startswith("mrcr_gen.cli")
+        for target in targets
+        if target.startswith("mrcr_gen.recipes.") and "._" in target.removeprefix("mrcr_gen.recipes.")
+    ]
+    assert private == []
 
 
 def test_neutral_layers_never_name_a_recipe() -> None:

@@ -23,6 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._ownership import UnclaimedFile
 from .._paths import find_parquet_files
 from .._request import RequestError, checked_tokenizer, open_engine
 
@@ -55,13 +56,19 @@ class CommandError(RequestError):
 
 
 def data_inputs(paths: list[str], with_csv: bool = False) -> list[Path]:
-    """The parquet files named by files, directories and globs; a CommandError if any names none.
-    `with_csv`: directories also give the CSV files a recipe finds there (MRCR v2's)."""
-    from ..recipes import found_csv
+    """The parquet files named by files, directories and globs; a CommandError if any names none,
+    or names a file that cannot be read or that no recipe (or more than one) claims: refused before
+    any work. `with_csv`: directories also give the CSV files a recipe finds there (MRCR v2's)."""
+    from ..recipes import found_csv, recipe_claiming
 
     files, problems = find_parquet_files(paths, found_csv if with_csv else None)
     if problems:
         raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
+    try:
+        for file in files:
+            recipe_claiming(file)
+    except UnclaimedFile as exc:
+        raise CommandError(str(exc)) from None
     return files
 
 
@@ -120,10 +127,10 @@ def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> 
     with terminating_as_interrupt() as termination:
         try:
             code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-        except RequestError as exc:  # CommandError, or a recipe's refusal
+        except (RequestError, UnclaimedFile) as exc:  # CommandError, a recipe's refusal, a file no recipe owns
             if not termination.received:
                 print(f"{prog_name}: error: {exc}", file=sys.stderr)
-                sys.exit(exc.exit_code)
+                sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
             code = EXIT_TERMINATED
         except (typer.Abort, KeyboardInterrupt):
             code = EXIT_INTERRUPTED

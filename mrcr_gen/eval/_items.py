@@ -2,19 +2,19 @@
 
 A recipe (`EvalRecipe`) contributes a reader that turns a data file into `EvalItem`s, a grader
 for the replies and its report's extras; the runner knows nothing else about it. Which recipe
-reads a file is told by its columns (`EvalRecipe.recognises`).
+owns a file is told by the file (see `mrcr_gen._ownership`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from .._bins import ABOVE_BINS, BELOW_BINS, BIN_UPPER_EDGES, BINS, bin_for_tokens
-from .._paths import file_columns
+from .._ownership import FileSignature, UnclaimedFile, file_facts, owner, unreadable
 from ._analysis import Transcript
 
 
@@ -78,10 +78,7 @@ class EvalRecipe(Protocol):
     `mrcr_gen.Recipe`); the recipes in `mrcr_gen.recipes.RECIPES` provide it."""
 
     name: str  # the `recipe` of items and result records
-
-    def recognises(self, columns: Sequence[str]) -> bool:
-        """Whether a file with these columns is one of this recipe's."""
-        ...
+    signatures: tuple[FileSignature, ...]  # which files made elsewhere it reads (see `mrcr_gen._ownership`)
 
     def read_items(
         self, path: str | os.PathLike, *, tokenizer_spec: str, skip: Callable[[int, str], bool] | None
@@ -128,12 +125,19 @@ class EvalRecipe(Protocol):
         ...
 
 
-def recipe_for_columns(names: Sequence[str], path: str | os.PathLike, recipes: Sequence[EvalRecipe]) -> EvalRecipe:
-    """The recipe that recognises the file's columns; FileError when none does."""
-    for recipe in recipes:
-        if recipe.recognises(names):
-            return recipe
-    raise FileError(f"{path}: not an MRCR file: no 'prompt' column (columns: {', '.join(names) or 'none'})")
+R = TypeVar("R", bound=EvalRecipe)
+
+
+def recipe_for_file(path: str | os.PathLike, recipes: Sequence[R]) -> R:
+    """The recipe (of `recipes`) that owns the file (see `mrcr_gen._ownership`); FileError, one
+    line, for a file that cannot be read or that no recipe, or more than one, claims."""
+    facts = file_facts(path)
+    if facts is None:
+        raise FileError(unreadable(path))
+    try:
+        return owner(path, facts, recipes)
+    except UnclaimedFile as exc:
+        raise FileError(str(exc)) from None
 
 
 def recipe_named(name: str, recipes: Sequence[EvalRecipe]) -> EvalRecipe:
@@ -150,24 +154,6 @@ def read_items(
     tokenizer_spec: str = "o200k_base",
     skip: Callable[[int, str], bool] | None = None,
 ) -> Iterator[EvalItem]:
-    """The items of one data file, read by the recipe (of `recipes`) that recognises its columns;
-    FileError for an unreadable file."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if str(path).lower().endswith(".csv"):  # MRCR v2's upstream layout
-        names = file_columns(path)
-        if names is None:
-            raise FileError(f"{path}: cannot read as CSV")
-        yield from recipe_for_columns(names, path, recipes).read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
-        return
-    try:
-        names = pq.read_schema(path).names
-    except (OSError, pa.ArrowException) as exc:
-        raise FileError(f"{path}: cannot read as parquet: {_first_line(exc)}") from None
-    yield from recipe_for_columns(names, path, recipes).read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    """The items of one data file, read by the recipe (of `recipes`) that owns it; FileError for an
+    unreadable file or one no recipe claims."""
+    yield from recipe_for_file(path, recipes).read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)

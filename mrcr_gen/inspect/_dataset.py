@@ -32,6 +32,7 @@ from .._paths import find_parquet_files
 from ..eval._failures import analyse_item
 from ..eval._items import EvalItem, FileError
 from ..recipes import RECIPES, found_csv, recipe_named
+from ._import import inspect_task_name
 
 STATUS_OK, STATUS_SKIPPED, STATUS_ERROR = "ok", "skipped", "error"
 
@@ -256,8 +257,8 @@ def mrcr_dataset(
             break
         for item in _items(path, tokenizer):
             if item.recipe != own.name:
-                other = "mrcr_gen/mrcr" if item.recipe == "openai-mrcr" else "mrcr_gen/mrcr_v2"
-                raise DataError(f"{path} is an {item.recipe} file: run it with the task {other}")
+                other = inspect_task_name(recipe_named(item.recipe))
+                raise DataError(f"{path} is an {item.recipe} file: run it with the task mrcr_gen/{other}")
             if limit is not None and len(rows) >= limit:
                 break
             if item.error is None and (

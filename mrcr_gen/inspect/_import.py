@@ -25,7 +25,14 @@ from ..eval._run_view import records_view
 from ..eval._view import ViewReport
 from ..recipes import RECIPES
 
-TASKS = ("mrcr_gen/mrcr", "mrcr_gen/mrcr_v2")
+
+def inspect_task_name(recipe: Any) -> str:
+    """A recipe's Inspect task (`mrcr_gen/<this>`): what it declares, else its name with underscores."""
+    return getattr(recipe, "inspect_task", None) or recipe.name.replace("-", "_")
+
+
+#: The registered tasks, one per recipe: `mrcr_gen/mrcr`, `mrcr_gen/mrcr_v2`, and a plugin's.
+TASKS = tuple(f"mrcr_gen/{inspect_task_name(recipe)}" for recipe in RECIPES)
 TASK_KEY = "mrcr_gen_recipe"  # eval metadata of a log of these tasks: the recipe the task reads
 SCORER = "mrcr_scorer"
 RECORD_KEY = "mrcr_record"  # sample metadata of an exported run: the original results record

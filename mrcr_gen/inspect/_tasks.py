@@ -1,5 +1,6 @@
-"""The Inspect tasks `mrcr_gen/mrcr` (openai/mrcr) and `mrcr_gen/mrcr_v2` (MRCR v2), their solver,
-scorer and metrics: MRCR scored as `mrcr-eval` scores it.
+"""The Inspect tasks, one per registered recipe (`mrcr_gen/mrcr` for openai/mrcr, `mrcr_gen/mrcr_v2`
+for MRCR v2, `mrcr_gen/<name>` for a plugin's), their solver, scorer and metrics: MRCR scored as
+`mrcr-eval` scores it.
 
 * Solver: plain generation on the row's messages (MRCR v2: its one user message), no system
   prompt, nothing added to the request: sampling parameters are the user's (`--temperature`, ...).
@@ -30,9 +31,9 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from ..eval._auc import auc_fields
 from ..eval._failures import analyse_item
 from ..eval._items import EvalItem
-from ..recipes import recipe_named
+from ..recipes import RECIPES, recipe_named
 from ._dataset import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, mrcr_dataset
-from ._import import TASK_KEY
+from ._import import TASK_KEY, inspect_task_name
 
 
 def _status(score: SampleScore) -> str:
@@ -230,37 +231,36 @@ def _task(recipe: str, data: Any, needles: Any, bins: Any, limit: Any, max_conte
     )
 
 
-@task
-def mrcr(
-    data: str | list[str] | None = None,
-    needles: int | list[int] | str | None = None,
-    bins: int | list[int] | str | None = None,
-    limit: int | None = None,
-    max_context_window: int | None = None,
-    tokenizer: str = "o200k_base",
-) -> Task:
-    """openai/mrcr (and files `mrcr-gen` writes) scored with the official `grade`.
+def _recipe_task(recipe: Any) -> Any:
+    """The Inspect task of one registered recipe, named by `inspect_task_name`."""
+
+    def recipe_task(
+        data: str | list[str] | None = None,
+        needles: int | list[int] | str | None = None,
+        bins: int | list[int] | str | None = None,
+        limit: int | None = None,
+        max_context_window: int | None = None,
+        tokenizer: str = "o200k_base",
+    ) -> Task:
+        return _task(recipe.name, data, needles, bins, limit, max_context_window, tokenizer)
+
+    recipe_task.__name__ = recipe_task.__qualname__ = inspect_task_name(recipe)
+    recipe_task.__doc__ = f"""{recipe.title} (files of recipe `{recipe.name}`) scored with its official grade.
 
     Args:
-        data: parquet files, folders, globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.
-        needles: only rows with these needle counts (2, 4, 8; a list or "2,8").
-        bins: only rows of the bins with these upper edges (e.g. 131072).
+        data: data files, folders, globs or hf://datasets/ORG/NAME[@REV]/PATH-or-GLOB.
+        needles: only rows with these needle counts (a list or "2,8").
+        bins: only rows of the bins with these upper edges (e.g. 131072; {", ".join(map(str, recipe.bin_uppers()))}).
         limit: at most this many rows (after the filters).
         max_context_window: rows whose prompt has more tokens are not sent and count 0 in their bin.
         tokenizer: counts the prompts (o200k_base, another tiktoken encoding, hf:PATH, hf:ORG/NAME).
     """
-    return _task("openai-mrcr", data, needles, bins, limit, max_context_window, tokenizer)
+    return task(recipe_task)
 
 
-@task
-def mrcr_v2(
-    data: str | list[str] | None = None,
-    needles: int | list[int] | str | None = None,
-    bins: int | list[int] | str | None = None,
-    limit: int | None = None,
-    max_context_window: int | None = None,
-    tokenizer: str = "o200k_base",
-) -> Task:
-    """MRCR v2 (CSV or parquet, upstream's or `mrcr-gen --recipe mrcr-v2`'s) scored with `grade_v2`;
-    each row is one user message. Arguments as for `mrcr` (bins: MRCR v2's bucket edges)."""
-    return _task("mrcr-v2", data, needles, bins, limit, max_context_window, tokenizer)
+#: One task per registered recipe (built-in or a plugin's), `mrcr_gen/<name>` in Inspect's registry:
+#: `mrcr_gen/mrcr` (openai/mrcr), `mrcr_gen/mrcr_v2` (MRCR v2), ...
+TASKS: dict[str, Any] = {inspect_task_name(recipe): _recipe_task(recipe) for recipe in RECIPES}
+globals().update(TASKS)
+mrcr = TASKS["mrcr"]
+mrcr_v2 = TASKS["mrcr_v2"]

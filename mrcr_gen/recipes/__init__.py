@@ -1,19 +1,58 @@
 """Benchmark forms ("recipes"), each a package over the recipe-neutral core; they never import each
-other. `RECIPES` is the one registry: every command and the public API dispatch through it, and a
-third form is added by writing its package and naming its `RECIPE` here."""
+other. `RECIPES` is the one registry every command and the public API dispatch through: the
+recipes installed under the entry-point group `mrcr_gen.recipes` (mrcr-gen registers its own two
+there), so a recipe can live in a package of its own."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 
+from .._ownership import UnclaimedFile, found_by_signature, owner_of, unreadable
 from .._paths import find_parquet_files
 from .._recipe import Recipe
-from .mrcr_v2._recipe import RECIPE as MRCR_V2
-from .openai_mrcr._recipe import RECIPE as OPENAI_MRCR
 
-#: Every recipe, in the order files are offered to them (`Recipe.recognises`, `Recipe.claims_file`).
-RECIPES: tuple[Recipe, ...] = (OPENAI_MRCR, MRCR_V2)
+ENTRY_POINT_GROUP = "mrcr_gen.recipes"
+#: mrcr-gen's own recipes, first in the registry; also loaded from here when mrcr-gen runs from a
+#: source tree that was never installed (no entry-point metadata).
+BUILT_IN = {
+    "openai-mrcr": "mrcr_gen.recipes.openai_mrcr._recipe:RECIPE",
+    "mrcr-v2": "mrcr_gen.recipes.mrcr_v2._recipe:RECIPE",
+}
+
+
+def _warn(message: str) -> None:
+    print(f"mrcr-gen: warning: {message}", file=sys.stderr)
+
+
+def load_recipes() -> tuple[Recipe, ...]:
+    """The installed recipes: built-ins first, then plugins by entry-point name. A plugin that fails
+    to load, or reuses a recipe's name, is left out with a one-line warning (the others still work)."""
+    from importlib.metadata import EntryPoint, entry_points
+
+    declared = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    for key, value in BUILT_IN.items():
+        declared.setdefault(key, EntryPoint(key, value, ENTRY_POINT_GROUP))
+    order = [*BUILT_IN, *sorted(set(declared) - set(BUILT_IN))]
+    found: dict[str, Recipe] = {}
+    for key in order:
+        entry = declared[key]
+        try:
+            recipe = entry.load()
+        except Exception as exc:  # a broken plugin must not break every command
+            _warn(f"recipe plugin {key!r} ({entry.value}) failed to load: {type(exc).__name__}: {exc}")
+            continue
+        name: object = getattr(recipe, "name", None)
+        if not isinstance(name, str) or name in found:
+            _warn(f"recipe plugin {key!r} ({entry.value}) left out: its name {name!r} is missing or taken")
+            continue
+        found[name] = recipe
+    return tuple(found.values())
+
+
+#: Every installed recipe, built-ins first.
+RECIPES: tuple[Recipe, ...] = load_recipes()
 
 
 def recipe_named(name: str) -> Recipe:
@@ -21,39 +60,46 @@ def recipe_named(name: str) -> Recipe:
     for recipe in RECIPES:
         if recipe.name == name:
             return recipe
-    raise ValueError(f"unknown recipe {name!r}; choose {' or '.join(r.name for r in RECIPES)}")
+    raise ValueError(f"unknown recipe {name!r}; choose {', '.join(r.name for r in RECIPES)}")
 
 
 def recipe_claiming(path: str | os.PathLike) -> Recipe:
-    """The recipe that claims the file (`Recipe.claims_file`), else the first one (whose checks then
-    say what is wrong with it)."""
-    return next((recipe for recipe in RECIPES if recipe.claims_file(path)), RECIPES[0])
+    """The recipe that owns the file (see `mrcr_gen._ownership`); UnclaimedFile, one line, when it
+    cannot be read or no recipe, or more than one, claims it."""
+    recipe = owner_of(path, RECIPES)
+    if recipe is None:
+        raise UnclaimedFile(unreadable(path))
+    return recipe
 
 
 def found_csv(path: str | os.PathLike) -> bool:
-    """Whether a CSV file found in a folder is a recipe's (`Recipe.finds_csv`): other CSVs are left alone."""
-    return any(recipe.finds_csv(path) for recipe in RECIPES)
+    """Whether a CSV file found in a folder is a recipe's (by its signature): other CSVs are left alone."""
+    return found_by_signature(path, RECIPES)
 
 
 def group_inputs(paths: Sequence[str | os.PathLike]) -> list[tuple[Recipe, list[str]]]:
     """The inputs by recipe, in registry order, recipes without inputs left out: files, directories
-    (every *.parquet below, and every CSV a recipe finds there), globs and hf:// paths. A file no
-    recipe claims, and an input that names nothing, go to the first recipe (its report says why)."""
+    (every *.parquet below, and every CSV a recipe claims there), globs and hf:// paths.
+    UnclaimedFile for a readable file no recipe (or more than one) claims. An input that names
+    nothing, and a file that cannot be read, go to the first recipe, whose report says why."""
     files, problems = find_parquet_files(paths, found_csv)
     groups: dict[str, list[str]] = {recipe.name: [] for recipe in RECIPES}
+    unreadable: list[str] = []
     for file in files:
-        groups[recipe_claiming(file).name].append(str(file))
-    groups[RECIPES[0].name] += [text for text, _ in problems]
+        recipe = owner_of(file, RECIPES)
+        (groups[recipe.name] if recipe is not None else unreadable).append(str(file))
+    groups[RECIPES[0].name] += unreadable + [text for text, _ in problems]
     return [(recipe, groups[recipe.name]) for recipe in RECIPES if groups[recipe.name]]
 
 
 __all__ = [
-    "MRCR_V2",
-    "OPENAI_MRCR",
+    "ENTRY_POINT_GROUP",
     "RECIPES",
     "Recipe",
+    "UnclaimedFile",
     "found_csv",
     "group_inputs",
+    "load_recipes",
     "recipe_claiming",
     "recipe_named",
 ]

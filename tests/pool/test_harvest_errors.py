@@ -149,9 +149,10 @@ def test_rows_without_a_single_parsable_pair_are_refused(tmp_path, capsys):
 
 def test_missing_columns_are_named(tmp_path, capsys):
     path = tmp_path / "partial.parquet"
-    pq.write_table(pa.table({"prompt": ["[]"], "answer": ["x"], "date_added": ["01-01-2025"]}), path)
+    columns = {"prompt": ["[]"], "answer": ["x"], "random_string_to_prepend": ["x"], "date_added": ["01-01-2025"]}
+    pq.write_table(pa.table(columns), path)
     message = (
-        f"{path} is not an openai/mrcr parquet file: missing column(s) random_string_to_prepend, n_needles, "
+        f"{path} is not an openai/mrcr parquet file: missing column(s) n_needles, "
         "desired_msg_index, total_messages, n_chars"
     )
     for harvest in (mrcr_gen.harvest, harvest_openai):
@@ -164,7 +165,7 @@ def test_missing_columns_are_named(tmp_path, capsys):
 def test_missing_columns_are_named_before_rows_are_counted(tmp_path, capsys):
     path = tmp_path / "other.parquet"
     pq.write_table(pa.table({"text": pa.array([], pa.string())}), path)
-    message = f"{path} is not an openai/mrcr parquet file: missing column(s) {', '.join(MRCR_SCHEMA.names)}"
+    message = f"{path}: not a file of any known recipe: columns text"  # no recipe claims it (issue 32)
     assert_refused(capsys, tmp_path / "pool.parquet", message, path)
 
 
@@ -183,7 +184,7 @@ def test_a_later_bad_file_leaves_no_pool(openai_file, tmp_path, capsys):
     bogus = tmp_path / "bogus.parquet"
     bogus.write_text("not parquet")
     code, _, stderr = run_harvest(capsys, openai_file, bogus, "--out", tmp_path / "pool.parquet")
-    assert code == 2 and stderr.startswith(f"mrcr-gen: error: {bogus} is not an MRCR parquet file: ")
+    assert code == 2 and stderr.startswith(f"mrcr-gen: error: {bogus}: cannot read as parquet: ")
     assert len(stderr.splitlines()) == 1 and not (tmp_path / "pool.parquet").exists()
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from ..._ownership import FileSignature
+from ..._recipe import BaseRecipe
 from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
@@ -23,15 +25,14 @@ if TYPE_CHECKING:
 NAME = "mrcr-v2"
 
 
-class MrcrV2:
+class MrcrV2(BaseRecipe):
     """Google DeepMind's MRCR v2 (google-deepmind/eval_hub `mrcr_v2`): one flat transcript per row,
     a hash to prepend, CSV (the upstream layout) or parquet with a `queries` column."""
 
     name = NAME
     title = "MRCR v2"
-
-    def recognises(self, columns: Sequence[str]) -> bool:
-        return "queries" in columns
+    #: Upstream's CSV (google-deepmind/eval_hub) and the same columns in parquet.
+    signatures: tuple[FileSignature, ...] = (FileSignature(frozenset({"queries", "answer"}), (".csv", ".parquet")),)
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         from ._rows import V2Row
@@ -46,16 +47,6 @@ class MrcrV2:
         return generate(request, progress)
 
     # --- validation --------------------------------------------------------------------------
-
-    def finds_csv(self, path: str | os.PathLike) -> bool:
-        from ._rows import is_v2_csv
-
-        return is_v2_csv(path)  # a header with `queries` and `answer`
-
-    def claims_file(self, path: str | os.PathLike) -> bool:
-        from ._rows import is_v2_file
-
-        return is_v2_file(path)  # a CSV named on its own is taken as v2, so a broken one gets v2's findings
 
     def repair_refusal(self, mode: str) -> str | None:
         return "--fix does not apply to MRCR v2 files (column 'queries'); use --clean" if mode == "fix" else None

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..._paths import file_columns
+from ..._ownership import FileSignature
+from ..._recipe import BaseRecipe
 from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
 from ...eval._items import EvalItem, bin_label_of_upper
 
@@ -23,15 +24,14 @@ if TYPE_CHECKING:
 NAME = "openai-mrcr"
 
 
-class OpenaiMrcr:
+class OpenaiMrcr(BaseRecipe):
     """2, 4 or 8 identical asks in a long chat, asked for by ordinal (the `openai/mrcr` dataset)."""
 
     name = NAME
     title = "openai/mrcr"
-
-    def recognises(self, columns: Sequence[str]) -> bool:
-        # A file that also has MRCR v2's `queries` is v2's (as it always was).
-        return "prompt" in columns and "queries" not in columns
+    #: The official openai/mrcr parquet: its prompt column and its random string identify it.
+    signatures: tuple[FileSignature, ...] = (FileSignature(frozenset({"prompt", "random_string_to_prepend"})),)
+    inspect_task = "mrcr"  # Inspect's `mrcr_gen/mrcr`, the first task there was
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         from ..._models import Ask, FormatSpec, Message, Writing
@@ -57,15 +57,6 @@ class OpenaiMrcr:
         return generate(request, progress)
 
     # --- validation --------------------------------------------------------------------------
-
-    def finds_csv(self, path: str | os.PathLike) -> bool:
-        return False  # its files are parquet
-
-    def claims_file(self, path: str | os.PathLike) -> bool:
-        if str(path).lower().endswith(".csv"):
-            return False  # its files are parquet
-        columns = file_columns(path)
-        return columns is not None and self.recognises(columns)
 
     def repair_refusal(self, mode: str) -> str | None:
         return None  # it cleans and fixes
