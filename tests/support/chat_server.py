@@ -59,6 +59,12 @@ _QUERY = re.compile(
     r"Do not include any other text in your response\.$",
     re.DOTALL,
 )
+# The final query of the plugin recipe `mrcr-json` (tests/recipe_plugin): the reply is a JSON object.
+_JSON_QUERY = re.compile(
+    r"^Return the (?P<k>[0-9]+)(?:st|nd|rd|th) \(1 indexed\) (?P<what>.+?) "
+    r'as a JSON object \{"prefix": "(?P<rs>[^"]*)"',
+    re.DOTALL,
+)
 
 
 # --------------------------------------------------------------------------- policies
@@ -83,10 +89,23 @@ def _v2(messages: list):
     return None
 
 
+def _json_answer(messages: list) -> str | None:
+    """The right JSON object when the last message is a mrcr-json query (IndexError without its conversation)."""
+    match = _JSON_QUERY.match(messages[-1]["content"])
+    if match is None:
+        return None
+    ask = "write a " + match["what"]
+    needles = [i for i, m in enumerate(messages[:-1]) if m["role"] == "user" and m["content"] == ask]
+    return json.dumps({"prefix": match["rs"], "text": messages[needles[int(match["k"]) - 1] + 1]["content"]})
+
+
 def oracle(messages: list, request_json: dict) -> str:
     solved = _v2(messages)
     if solved is not None:
         return solved.expected_answer
+    answer = _json_answer(messages)
+    if answer is not None:
+        return answer
     rs, k, _, needles = parse_query(messages)
     return rs + messages[needles[k - 1] + 1]["content"]
 

@@ -1,0 +1,55 @@
+"""mrcr-json: openai/mrcr's task, answered with a JSON object {"prefix": ..., "text": ...}; a recipe
+of its own package, registered under the entry-point group `mrcr_gen.recipes`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mrcr_gen._recipe import BaseRecipe
+from mrcr_gen.eval._items import EvalItem
+
+from . import _answers
+
+
+class MrcrJson(BaseRecipe):
+    """2, 4 or 8 identical asks in a long chat; the model returns the one asked for, by ordinal, in JSON."""
+
+    name, title, version = _answers.NAME, "MRCR answered in JSON", "1"
+    answer_form = _answers.JsonAnswer()
+
+    def plan_generation(self, request: Any) -> Any:
+        from ._generate import plan
+
+        return plan(request)
+
+    def checking(self) -> Any:
+        from mrcr_gen.validate import CheckSpec, ParquetRows
+
+        from ._checks import CHECKS, Checks, fix_record
+        from ._rows import SCHEMA
+
+        return CheckSpec(ParquetRows(SCHEMA, frozenset({"n_needles"})), Checks, CHECKS, fix_record=fix_record)
+
+    def read_items(self, path: Any, *, tokenizer_spec: str = "o200k_base", skip: Any = None) -> Any:
+        return _answers.read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
+
+    def grade(self, response: str, item: EvalItem) -> float:
+        return _answers.grade(response, item.answer, item.prefix)
+
+    def grade_responses(self, data: Any, responses: Any, *, allow_missing: bool = False) -> dict[str, Any]:
+        from mrcr_gen._errors import RequestError
+        from mrcr_gen.eval._responses import ResponsesError, grade_responses
+
+        try:
+            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing)
+        except (ResponsesError, OSError, ValueError) as exc:
+            raise RequestError(str(exc).splitlines()[0]) from None
+
+    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        return [f"mean score {result['mean']} over {result['n_rows']} rows"], []
+
+    def transcript(self, item: EvalItem) -> Any:
+        return _answers.transcript(item)
+
+
+RECIPE = MrcrJson()
