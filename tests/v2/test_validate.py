@@ -113,7 +113,7 @@ def test_clean_keeps_the_good_rows_and_exit_codes(v2_csv, tmp_path, capsys):
         kept = [coerce_record(r) for r in iter_records(out)]
         assert len(kept) == 5
         assert checks(out) == {}
-        assert "bad.csv: row 1: dropped (ground_truth)" in capsys.readouterr().err
+        assert "bad.csv:1: dropped (ground_truth)" in capsys.readouterr().err  # as for openai/mrcr files
     with pytest.raises(SystemExit) as exit_info:
         validate_main([str(bad), "--fix", str(tmp_path / "fixed.csv"), "--quiet"])
     assert exit_info.value.code == 2

@@ -12,18 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
+from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
 from ...eval._items import UNKNOWN_BIN, EvalItem
+from ...validate import CheckingDefaults
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
     from ...pool._harvest import HarvestedPair
-    from ...validate import RepairResult
+    from ...validate import CheckSpec
 
 NAME = "mrcr-v2"
 
 
-class MrcrV2:
+class MrcrV2(CheckingDefaults):
     """Google DeepMind's MRCR v2 (google-deepmind/eval_hub `mrcr_v2`): one flat transcript per row,
     a hash to prepend, CSV (the upstream layout) or parquet with a `queries` column."""
 
@@ -60,23 +61,10 @@ class MrcrV2:
     def repair_refusal(self, mode: str) -> str | None:
         return "--fix does not apply to MRCR v2 files (column 'queries'); use --clean" if mode == "fix" else None
 
-    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
-        from ...validate import default_workers
-        from ._checks import validate_v2_paths
+    def checking(self) -> CheckSpec:
+        from ._validate import SPEC
 
-        try:
-            return validate_v2_paths(
-                inputs,
-                tokens=request.tokens,
-                threads=request.workers or default_workers(),
-                strict=request.strict,
-                progress=request.progress,
-                clean=request.out if request.mode == "clean" else None,
-                tokenizer=request.tokenizer,
-                on_change=request.on_change,
-            )
-        except (ValueError, OSError) as exc:
-            raise RequestError(str(exc)) from None
+        return SPEC
 
     # --- mrcr-gen pool harvest ---------------------------------------------------------------
 

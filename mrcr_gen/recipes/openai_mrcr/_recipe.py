@@ -12,18 +12,19 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ..._paths import file_columns
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
+from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
 from ...eval._items import EvalItem, bin_label_of_upper
+from ...validate import CheckingDefaults
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
     from ...pool._harvest import HarvestedPair
-    from ...validate import RepairResult
+    from ...validate import CheckSpec
 
 NAME = "openai-mrcr"
 
 
-class OpenaiMrcr:
+class OpenaiMrcr(CheckingDefaults):
     """2, 4 or 8 identical asks in a long chat, asked for by ordinal (the `openai/mrcr` dataset)."""
 
     name = NAME
@@ -67,27 +68,10 @@ class OpenaiMrcr:
         columns = file_columns(path)
         return columns is not None and self.recognises(columns)
 
-    def repair_refusal(self, mode: str) -> str | None:
-        return None  # it cleans and fixes
+    def checking(self) -> CheckSpec:
+        from ._validate import SPEC
 
-    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
-        from ...validate import RepairResult
-        from ._validate import repair, validate_paths
-
-        options: dict[str, Any] = {
-            "tokens": request.tokens,
-            "workers": request.workers,
-            "engine": request.engine,
-            "progress": request.progress,
-            "strict": request.strict,
-            "tokenizer": request.tokenizer,
-        }
-        if request.mode == "check" or request.out is None:
-            return RepairResult(report=validate_paths(inputs, **options), output="")
-        try:
-            return repair(inputs, request.out, mode=request.mode, on_change=request.on_change, **options)
-        except (ValueError, OSError) as exc:
-            raise RequestError(str(exc)) from None
+        return SPEC  # it cleans and fixes (`CheckingDefaults.repair_refusal`)
 
     # --- mrcr-gen pool harvest ---------------------------------------------------------------
 
