@@ -98,7 +98,7 @@ class FileJob:
     path: Path
     scan: FileScan
     context: CheckContext
-    tokenizer_loads: bool
+    tokenizer_problem: str | None  # why its tokenizer does not load (None: it loads)
     here: bool = True
     #: Checked in this process even when a local pool runs (a row group too large to share).
     keep_here: bool = False
@@ -117,34 +117,30 @@ def _open_file(spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None,
         scan.metadata = None  # its checker sees the whole file
     recorded = dataset_tokenizer(path)
     scan.tokenizer = tokenizer or recorded or DEFAULT_TOKENIZER
-    loads = _tokenizer_loads(scan.tokenizer)
+    problem = _tokenizer_problem(scan.tokenizer)
     context = CheckContext(
         file=scan.file,
-        count_tokens=tokens and loads,
+        count_tokens=tokens and problem is None,
         tokenizer=scan.tokenizer,
         recorded_tokenizer=recorded,
         skip_columns=frozenset(scan.unusable_columns),
         threads=threads,
     )
-    return FileJob(path, scan, context, loads)
+    return FileJob(path, scan, context, problem)
 
 
-def _tokenizer_loads(spec: str) -> bool:
+def _tokenizer_problem(spec: str) -> str | None:
+    """Why the tokenizer `spec` does not load, or None when it does."""
     try:
         load_tokenizer(spec)
-    except TokenizerError:
-        return False
-    return True
-
-
-def _not_counted(file: str, spec: str) -> Finding:
-    """The file-level `token_bin` error of a tokenizer that does not load (its rows go uncounted)."""
-    try:
-        load_tokenizer(spec)
-        why = "it did not load"
     except TokenizerError as exc:
-        why = str(exc)
-    message = f"tokens not recounted: the dataset card's tokenizer cannot be loaded ({why}); pass --tokenizer"
+        return str(exc)
+    return None
+
+
+def _not_counted(file: str, problem: str) -> Finding:
+    """The file-level `token_bin` error of a tokenizer that does not load (its rows go uncounted)."""
+    message = f"tokens not recounted: the dataset card's tokenizer cannot be loaded ({problem}); pass --tokenizer"
     return Finding(file=file, row=None, check="token_bin", severity="error", message=message)
 
 
@@ -323,8 +319,8 @@ def _validate_one(
     builder.add_file(scan.file)
     for finding in scan.early_findings:
         builder.add_finding(finding)
-    if tokens and not job.tokenizer_loads:
-        builder.add_finding(_not_counted(scan.file, scan.tokenizer))
+    if tokens and job.tokenizer_problem is not None:
+        builder.add_finding(_not_counted(scan.file, job.tokenizer_problem))
     builder.add_source(scan.file, scan.tokenizer if context.count_tokens else None, hub_source(job.path))
     if spec.opening is not None and scan.readable and context.count_tokens:
         for finding in spec.opening(context):
