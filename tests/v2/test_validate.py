@@ -310,7 +310,8 @@ def test_v2_goes_through_the_core_pipeline_with_provenance_from_its_sidecar(v2_c
     rows = [coerce_record(r) for r in iter_records(data)]
     labels = ["(8192, 16384]"] * len(rows)
     labels[2] = "(4096, 8192]"  # row 2 says it was made for the bucket below
-    records = [{"bin": b, "n_tokens": r["context_len"], "tokenizer": "o200k_base"} for b, r in zip(labels, rows, strict=True)]
+    pairs = zip(labels, rows, strict=True)
+    records = [{"bin": b, "n_tokens": r["context_len"], "tokenizer": "o200k_base"} for b, r in pairs]
     lines = [json.dumps(record) for record in records]
     sidecar_path(data).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     assert sidecar_path(data) == tmp_path / "data.samples.jsonl"
