@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 
-def sidecar_path(parquet_path: Path) -> Path:
-    return parquet_path.with_name(parquet_path.name.removesuffix(".parquet") + ".samples.jsonl")
+def sidecar_path(data_path: Path) -> Path:
+    """`X.samples.jsonl` beside a data file `X.parquet` or `X.csv`."""
+    return data_path.with_name(data_path.name.removesuffix(".parquet").removesuffix(".csv") + ".samples.jsonl")
 
 
 CARD_TOKENIZER = re.compile(r'^  tokenizer: (".*")$', re.MULTILINE)

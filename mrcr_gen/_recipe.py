@@ -1,7 +1,8 @@
 """The one interface every benchmark form implements (`Recipe`), recipe-neutral, in parts.
 
 Each part is declared beside the core that uses it, with a mixin of the defaults most recipes
-share: files and ownership (`RecipeFiles`, here), evaluation (`mrcr_gen.eval.EvalRecipe`). A recipe
+share: files and ownership (`RecipeFiles`, here), checking (`mrcr_gen.validate.CheckingRecipe`),
+evaluation (`mrcr_gen.eval.EvalRecipe`). A recipe
 subclasses `BaseRecipe` and declares only what is its own. The layers below name no recipe: they
 take what they need of one as an argument. The recipes live in `mrcr_gen/recipes/` or in packages of
 their own, and `mrcr_gen.recipes.RECIPES` is the one registry the commands and the public API
@@ -11,15 +12,15 @@ dispatch through.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
 from ._ownership import FileSignature
-from ._request import Generated, GenerateRequest, ProgressBar, ValidateRequest
+from ._request import Generated, GenerateRequest, ProgressBar
 from .eval._items import EvalRecipe
-from .validate import RepairResult
+from .validate import CheckingDefaults, CheckingRecipe
 
 if TYPE_CHECKING:
     from .pool._harvest import HarvestedPair
@@ -63,18 +64,14 @@ class FilesDefaults:
         raise PoolError(f"{path}: {self.title} files hold no writings a pool can harvest")
 
 
-class Recipe(RecipeFiles, EvalRecipe, Protocol):
+class Recipe(RecipeFiles, CheckingRecipe, EvalRecipe, Protocol):
     """A benchmark form as every command sees it: its files (`RecipeFiles`), generation
-    (`generate`), validation (`validate`, `repair_refusal`), evaluation (`EvalRecipe`: reading,
-    grading, the answer form, floors and report extras) and `mrcr-grade` (`grade_responses`,
-    `grade_report`)."""
+    (`generate`), validation (`CheckingRecipe`: its checking declaration, clean and fix),
+    evaluation (`EvalRecipe`: reading, grading, the answer form, floors and report extras) and
+    `mrcr-grade` (`grade_responses`, `grade_report`)."""
 
     def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
         """Write the dataset `request` asks for (`mrcr-gen`); RequestError when it cannot."""
-        ...
-
-    def repair_refusal(self, mode: str) -> str | None:
-        """Why `mode` ("clean" or "fix") does not apply to its files, or None when it does."""
         ...
 
     def grade_responses(
@@ -88,11 +85,6 @@ class Recipe(RecipeFiles, EvalRecipe, Protocol):
         """What `mrcr-grade` prints of `result`: lines before the per-bin table, tables after it."""
         ...
 
-    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
-        """Check its files (`mrcr-validate`) and, with mode clean or fix, write the rows kept to
-        `request.out`; `inputs` may name what is not a file (its report then says so)."""
-        ...
 
-
-class BaseRecipe(FilesDefaults):
+class BaseRecipe(FilesDefaults, CheckingDefaults):
     """What recipes usually share; a recipe subclasses it and declares what is its own."""

@@ -67,6 +67,13 @@ def test_the_built_ins_are_registered_through_the_entry_point() -> None:
     assert declared["mrcr-v2"] == "mrcr_gen.recipes.mrcr_v2._recipe:RECIPE"
 
 
+class _HalfARecipe:
+    name = title = "half"  # no grader, no reader, ...: left out of the registry
+
+
+HALF_A_RECIPE = _HalfARecipe()
+
+
 def test_a_broken_or_duplicate_plugin_is_left_out_with_a_warning(monkeypatch, capsys) -> None:
     from importlib import metadata
 
@@ -76,6 +83,7 @@ def test_a_broken_or_duplicate_plugin_is_left_out_with_a_warning(monkeypatch, ca
         extra = [
             metadata.EntryPoint("broken", "mrcr_gen_no_such_module:RECIPE", group),
             metadata.EntryPoint("again", "mrcr_gen.recipes.mrcr_v2._recipe:RECIPE", group),
+            metadata.EntryPoint("half", "tests.test_recipes:HALF_A_RECIPE", group),
         ]
         return [*real(group=group), *extra]
 
@@ -85,6 +93,7 @@ def test_a_broken_or_duplicate_plugin_is_left_out_with_a_warning(monkeypatch, ca
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith("mrcr-gen: warning: recipe plugin 'broken'") for line in err)
     assert any("recipe plugin 'again'" in line and "'mrcr-v2' is missing or taken" in line for line in err)
+    assert "half" not in names and any("recipe plugin 'half'" in line and "it lacks " in line for line in err)
 
 
 def test_each_schema_stem_belongs_to_one_recipe() -> None:
@@ -183,3 +192,15 @@ def test_the_recipes_satisfy_the_protocol() -> None:
     for recipe in RECIPES:
         assert all(hasattr(recipe, member) for member in members), recipe.name
         assert isinstance(recipe.version, str) and recipe.signatures
+
+
+@pytest.mark.parametrize("name", ["openai-mrcr", "mrcr-v2"])
+def test_the_docs_tables_list_every_built_in_recipe(name: str) -> None:
+    """The Inspect page's task table has a row per registered built-in recipe, named as the registry names it."""
+    from mrcr_gen.inspect._import import inspect_task_name
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    tasks = [line.split("|")[1].strip() for line in (docs / "inspect.md").read_text().splitlines()
+             if line.startswith("| `mrcr_gen/")]
+    assert f"`mrcr_gen/{inspect_task_name(recipe_named(name))}`" in tasks
+    assert len(tasks) == len({"openai-mrcr", "mrcr-v2"})

@@ -23,8 +23,7 @@ from rich.table import Table
 from .._parquet import use_lean_memory_pool
 from .._request import ValidateRequest
 from ..recipes import group_inputs
-from ..validate import RepairResult, ValidationReport, merge_reports
-from ..validate._findings import CHECKS, Finding
+from ..validate import RepairRefused, RepairResult, ValidationReport, merge_reports
 from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
 PROG = "mrcr-validate"
@@ -232,7 +231,10 @@ def validate(
             progress=advance,
             on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
         )
-        results = [recipe.validate(inputs, request) for recipe, inputs in groups]
+        try:
+            results = [recipe.validate(inputs, request) for recipe, inputs in groups]
+        except RepairRefused as exc:
+            raise CommandError(str(exc)) from None
         report = results[0].report if results else ValidationReport()
         for more in results[1:]:
             report = merge_reports(report, more.report)
@@ -263,4 +265,4 @@ def validate_main(argv: list[str] | None = None) -> None:
     run_app(app, PROG, argv)
 
 
-__all__ = ["CHECKS", "Finding", "app", "validate_main"]
+__all__ = ["app", "validate_main"]

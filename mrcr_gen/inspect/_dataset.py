@@ -237,7 +237,7 @@ def mrcr_dataset(
     max_context_window: int | None = None,
     tokenizer: str = "o200k_base",
 ) -> MrcrDataset:
-    """The rows of `data` of recipe `recipe` (`openai-mrcr` or `mrcr-v2`) that `mrcr-eval` would
+    """The rows of `data` of recipe `recipe` (a registered recipe's name) that `mrcr-eval` would
     take with the same filters; DataError for bad arguments or files of another recipe."""
     own = recipe_named(recipe)
     wanted_needles = set(as_list(needles, int))

@@ -40,9 +40,9 @@ from .._files import atomic_path
 from ..eval._items import FileError
 from ..eval._report import _is_current, read_run_dir, summarize_records
 from ..eval._results import RESULTS_NAME, latest_records
-from ..recipes import RECIPES
+from ..recipes import RECIPES, recipe_named
 from ._dataset import chat_messages
-from ._import import RECORD_KEY, RUN_KEY, SCORER
+from ._import import RECORD_KEY, RUN_KEY, SCORER, inspect_task_name
 
 
 class ExportError(ValueError):
@@ -179,7 +179,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
     files = sorted({r["file"] for r in records})
     spec = EvalSpec(
         created=created,
-        task="mrcr_gen/mrcr_v2" if recipes == ["mrcr-v2"] else "mrcr_gen/mrcr",
+        task=_task_of(recipes),
         task_args={"data": files, "max_context_window": run.get("max_context_window")},
         dataset=EvalDataset(
             name=", ".join(recipes), location=str(run_dir), samples=len(samples), sample_ids=[s.id for s in samples]
@@ -201,3 +201,9 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
     with atomic_path(out) as tmp:
         write_eval_log(log, str(tmp), format="eval" if out.suffix == ".eval" else "json")
     return out
+
+
+def _task_of(recipes: list[str]) -> str:
+    """The Inspect task of a run's recipe; a run over several recipes' files takes the first registered one's."""
+    known = [recipe_named(name) for name in recipes if name in {r.name for r in RECIPES}]
+    return f"mrcr_gen/{inspect_task_name(known[0] if len(known) == 1 else RECIPES[0])}"

@@ -47,8 +47,22 @@ def load_recipes() -> tuple[Recipe, ...]:
         if not isinstance(name, str) or name in found:
             _warn(f"recipe plugin {key!r} ({entry.value}) left out: its name {name!r} is missing or taken")
             continue
+        missing = missing_members(recipe)
+        if missing:
+            _warn(
+                f"recipe plugin {key!r} ({entry.value}) left out: it lacks {', '.join(missing)} (subclass BaseRecipe)"
+            )
+            continue
         found[name] = recipe
     return tuple(found.values())
+
+
+def missing_members(recipe: object) -> list[str]:
+    """The members of the `Recipe` protocol that `recipe` lacks."""
+    members = {name for name in dir(Recipe) if not name.startswith("_")}
+    for part in Recipe.__mro__:
+        members.update(name for name in getattr(part, "__annotations__", {}) if not name.startswith("_"))
+    return sorted(name for name in members if not hasattr(recipe, name))
 
 
 #: Every installed recipe, built-ins first.

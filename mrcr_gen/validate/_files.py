@@ -1,32 +1,31 @@
-"""File-level validation: expand inputs, check the parquet schema, stream record batches and
-check rows in parallel, in row order, with bounded memory."""
+"""The validation pipeline: expand inputs, open each file through the recipe's reader, stream its
+rows to the recipe's checker (in parallel row ranges when the recipe allows it), in row order,
+with bounded memory."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._parquet import batch_rows, decoded_bytes, use_lean_memory_pool
+from .._parquet import decoded_bytes, use_lean_memory_pool
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
-from ._findings import Finding, ReportBuilder, RowResult, Severity, ValidationReport
+from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, one_line
+from ._parquet_rows import file_error
 from ._provenance import SidecarBins, dataset_tokenizer
-from ._spec import RowChecks
+from ._spec import Batch, CheckContext, CheckSpec, FileScan
 
-#: Target decoded size of one record batch. Rows hold up to ~4 MB of prompt each, so this is
-#: a few rows: memory stays flat however large the file is.
-BATCH_BYTES = 8 << 20
 #: Inputs smaller than this (decoded, all files) are checked in-process: a pool would cost more than it saves.
 POOL_MIN_BYTES = 4 << 20
 
-ProgressCallback = Callable[[str, int, int], None]  # (file, rows done in this call, total rows of file)
+ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done in this call, total rows of file)
 
 
 def default_workers() -> int:
@@ -34,152 +33,13 @@ def default_workers() -> int:
     return available_cores()
 
 
-# --- inputs ------------------------------------------------------------------------------------
-
-
-def expand_paths(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[Finding]]:
-    """Files, directories (every `*.parquet` below) and globs -> files, plus `file` findings for
-    inputs that name nothing readable."""
-    files, problems = find_parquet_files(paths)
-    return files, [_file_error(text, message) for text, message in problems]
-
-
-def _file_error(file: str, message: str) -> Finding:
-    return Finding(file=file, row=None, check="file", severity="error", message=message)
-
-
-# --- schema ------------------------------------------------------------------------------------
-
-
-def check_schema(schema: pa.Schema, file: str, rows: RowChecks) -> tuple[list[Finding], set[str]]:
-    """File-level `schema` findings against the recipe's `rows.schema`, and the columns rows cannot
-    use (missing or wrongly typed)."""
-    findings: list[Finding] = []
-    unusable: set[str] = set()
-    names = set(schema.names)
-    for expected in rows.schema:
-        if expected.name not in names:
-            findings.append(
-                Finding(
-                    file=file,
-                    row=None,
-                    check="schema",
-                    severity="error",
-                    message=f"column {expected.name!r} is missing",
-                )
-            )
-            unusable.add(expected.name)
-            continue
-        actual = schema.field(expected.name).type
-        if actual == expected.type:
-            continue
-        if expected.name in rows.int_columns:
-            acceptable = pa.types.is_integer(actual)
-        else:
-            acceptable = pa.types.is_string(actual) or pa.types.is_large_string(actual)
-        severity: Severity = "warning" if acceptable else "error"
-        if not acceptable:
-            unusable.add(expected.name)
-        findings.append(
-            Finding(
-                file=file,
-                row=None,
-                check="schema",
-                severity=severity,
-                message=f"column {expected.name!r} has type {actual}, expected {expected.type}",
-            )
-        )
-    for name in schema.names:
-        if name not in rows.schema.names:
-            findings.append(
-                Finding(file=file, row=None, check="schema", severity="warning", message=f"extra column {name!r}")
-            )
-    return findings, unusable
-
-
-# --- streaming ---------------------------------------------------------------------------------
-
-
-@dataclass
-class FileScan:
-    """The state of one file being validated (filled in while iterating `batches`)."""
-
-    file: str
-    schema: pa.Schema | None = None
-    num_rows: int = 0
-    file_findings: list[Finding] = field(default_factory=list)
-    unusable_columns: set[str] = field(default_factory=set)
-    metadata: pq.FileMetaData | None = None
-    units: list[tuple[int, int]] = field(default_factory=list)  # (first row, rows) checked together
-    tokenizer: str = DEFAULT_TOKENIZER  # what recounts the file's tokens
-
-    @property
-    def schema_ok(self) -> bool:
-        return not any(f.check == "schema" and f.is_error for f in self.file_findings)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def read_range(
-    path: str | os.PathLike, first: int = 0, count: int | None = None, *, columns: list[str] | None = None
-) -> Iterator[pa.RecordBatch]:
-    """Rows `first` .. `first + count` of a parquet file in small record batches (about
-    BATCH_BYTES decoded each), reading only the row groups that hold them: memory stays flat
-    however large the file or its row groups are."""
-    with pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20) as parquet:
-        meta = parquet.metadata
-        end = meta.num_rows if count is None else min(meta.num_rows, first + count)
-        groups, position, row = [], None, 0
-        for g in range(meta.num_row_groups):
-            n = meta.row_group(g).num_rows
-            if row + n > first and row < end and n:
-                position = row if position is None else position
-                groups.append(g)
-            row += n
-        if position is None:
-            return
-        batches = parquet.iter_batches(
-            batch_size=batch_rows(parquet.metadata, BATCH_BYTES), row_groups=groups, columns=columns, use_threads=False
-        )
-        for batch in batches:
-            lo, hi = max(first - position, 0), min(end - position, batch.num_rows)
-            if hi > lo:
-                yield batch if (lo, hi) == (0, batch.num_rows) else batch.slice(lo, hi - lo)
-            position += batch.num_rows
-            if position >= end:
-                return
-
-
-def check_rows(
-    rows: RowChecks,
-    path: str,
-    file: str,
-    first: int,
-    count: int,
-    tokens: bool,
-    skip: frozenset[str],
-    columns: list[str] | None,
-    tokenizer: str = DEFAULT_TOKENIZER,
-) -> tuple[list[RowResult], str | None]:
-    """Unit of work: check rows `first` .. `first + count` of `path`, read by the worker itself.
-    Returns their results and, if reading failed half-way, why (the results then stop there)."""
-    use_lean_memory_pool()
-    results: list[RowResult] = []
-    try:
-        for batch in read_range(path, first, count, columns=columns):
-            row = first + len(results)
-            results += [
-                rows.check_row(
-                    record, file=file, row=row + i, count_tokens=tokens, skip_columns=skip, tokenizer=tokenizer
-                )
-                for i, record in enumerate(batch.to_pylist())
-            ]
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
-        return results, _one_line(exc)
-    return results, None
+def expand_paths(
+    paths: Iterable[str | os.PathLike], csv_filter: Callable[[Path], bool] | None = None
+) -> tuple[list[Path], list[Finding]]:
+    """Files, directories (every `*.parquet` below, and the CSV files `csv_filter` accepts) and globs
+    -> files, plus `file` findings for inputs that name nothing readable."""
+    files, problems = find_parquet_files(paths, csv_filter)
+    return files, [file_error(text, message) for text, message in problems]
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -205,12 +65,12 @@ def choose_workers(decoded_bytes: int, tokens: bool = True, cores: int | None = 
     return max(1, min(cores, decoded_bytes // BYTES_PER_WORKER))
 
 
-def plan_units(meta: pq.FileMetaData, workers: int) -> list[tuple[int, int]]:
+def plan_units(meta: pq.FileMetaData, workers: int) -> list[tuple[int, int | None]]:
     """(first row, row count) units covering the file in order: whole row groups gathered up to a
     target size (a row group is never split: its pages would be decompressed by two workers)."""
     total = decoded_bytes(meta)
     target = min(UNIT_BYTES, max(MIN_UNIT_BYTES, total // max(1, workers * UNITS_PER_WORKER)))
-    units: list[tuple[int, int]] = []
+    units: list[tuple[int, int | None]] = []
     first, rows, size = 0, 0, 0
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
@@ -228,182 +88,119 @@ def _largest_group(meta: pq.FileMetaData) -> int:
     return max((meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)), default=0)
 
 
-def _plan_file(path: Path, rows: RowChecks) -> FileScan:
-    """Open a file's footer: schema findings and row count, no data read."""
-    scan = FileScan(file=str(path))
-    try:
-        if path.stat().st_size == 0:
-            scan.file_findings.append(_file_error(scan.file, "file is empty (0 bytes), not a parquet file"))
-            return scan
-        with pq.ParquetFile(path) as parquet:
-            scan.schema = parquet.schema_arrow
-            scan.num_rows = parquet.metadata.num_rows
-            scan.metadata = parquet.metadata
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on bad input
-        scan.file_findings.append(_file_error(scan.file, f"cannot read as parquet: {_one_line(exc)}"))
-        return scan
-    findings, scan.unusable_columns = check_schema(scan.schema, scan.file, rows)
-    scan.file_findings.extend(findings)
-    return scan
+# --- one file --------------------------------------------------------------------------------------
 
 
-# --- running ---------------------------------------------------------------------------------------
+@dataclass
+class FileJob:
+    """One input file: its scan, how its rows are checked, and whether that happens in this process."""
+
+    path: Path
+    scan: FileScan
+    context: CheckContext
+    tokenizer_problem: str | None  # why its tokenizer does not load (None: it loads)
+    here: bool = True
+    #: Checked in this process even when a local pool runs (a row group too large to share).
+    keep_here: bool = False
+
+    @property
+    def shareable(self) -> bool:
+        """Whether engine workers may check its row ranges."""
+        return self.scan.metadata is not None and self.scan.readable and not self.keep_here
 
 
-def iter_validate(
-    paths: Sequence[str | os.PathLike],
-    *,
-    rows: RowChecks,
-    tokens: bool = True,
-    workers: int | None = None,
-    engine: Engine | None = None,
-    progress: ProgressCallback | None = None,
-    on_file_start: Callable[[FileScan], None] | None = None,
-    builder: ReportBuilder | None = None,
-    with_batches: bool = True,
-    tokenizer: str | None = None,
-) -> Iterator[tuple[FileScan, pa.RecordBatch | None, list[RowResult]]]:
-    """Validate many inputs, yielding (file, batch, results) in row order; findings and summary
-    accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
-    `tokenizer`, else the one the file's dataset card names, else o200k_base.
-
-    Rows are checked in units (row groups, or ranges of a large row group) that each worker reads
-    itself, by `engine` (Ray, say), else by a local pool of `workers` processes (default: chosen
-    from the data's size and the cores), else in this process. With `with_batches` the rows come
-    along as record batches (all columns; `--clean/--fix` write them), read here.
-    """
-    builder = builder if builder is not None else ReportBuilder()
-    files, problems = expand_paths(paths)
-    for problem in problems:
-        builder.add_finding(problem)
-    scans = [(path, _plan_file(path, rows)) for path in files]
-    for path, scan in scans:
-        scan.tokenizer = tokenizer or dataset_tokenizer(path) or DEFAULT_TOKENIZER
-    here: set[str] = set()  # files checked in this process
-    local_workers = 1
-    if engine is None:
-        for _, scan in scans:
-            if scan.metadata is not None and _largest_group(scan.metadata) > HUGE_ROW_GROUP_BYTES:
-                here.add(scan.file)
-        shared = sum(decoded_bytes(s.metadata) for _, s in scans if s.metadata is not None and s.file not in here)
-        local_workers = choose_workers(shared, tokens) if workers is None else max(1, workers)
-        if not shared or shared < POOL_MIN_BYTES:
-            local_workers = 1
-    with ExitStack() as stack:
-        if engine is None and local_workers > 1:
-            # No preload: summed over the processes, a fork server holding the tokenizer (to share
-            # it copy-on-write) counts it once more, as RSS counts shared pages in every process.
-            engine = stack.enter_context(LocalEngine(local_workers))
-        units: list[tuple] = []
-        for path, scan in scans:
-            if scan.metadata is not None and scan.schema is not None and scan.num_rows:
-                if engine is None or scan.file in here:
-                    scan.units = [(0, scan.num_rows)]
-                    here.add(scan.file)
-                    continue
-                scan.units = plan_units(scan.metadata, engine.workers)
-                columns = [c for c in rows.schema.names if c in scan.schema.names]
-                skip = frozenset(scan.unusable_columns)
-                count = tokens and _tokenizer_loads(scan.tokenizer)
-                units += [
-                    (rows, str(path.absolute()), scan.file, first, n, count, skip, columns, scan.tokenizer)
-                    for first, n in scan.units
-                ]
-        outcomes = iter(engine.map(check_rows, units)) if engine is not None and units else iter(())
-        for path, scan in scans:
-            builder.add_file(scan.file)
-            if on_file_start:
-                on_file_start(scan)
-            spec = scan.tokenizer
-            count = tokens and _loads(spec, scan.file, builder)
-            builder.add_source(scan.file, spec if count else None, hub_source(path))
-            sidecar = SidecarBins(path, _num_rows(path)) if count else None
-            if scan.file in here:
-                stream = _check_here(rows, path, scan, count, progress)
-            else:
-                stream = _collect(path, scan, outcomes, progress, with_batches)
-            for batch, results in stream:
-                if sidecar is not None:
-                    results = [sidecar.check(result, scan.file, spec) for result in results]
-                for result in results:
-                    builder.add_row(result)
-                yield scan, batch, results
-            for finding in scan.file_findings:
-                builder.add_finding(finding)
+def _open_file(spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None, threads: int) -> FileJob:
+    """Open a file through the recipe's reader and choose what recounts its tokens: `tokenizer`,
+    else the one its dataset card (or sidecar) names, else o200k_base."""
+    scan = spec.reader.open(path, str(path))
+    if spec.whole_files:
+        scan.metadata = None  # its checker sees the whole file
+    recorded = dataset_tokenizer(path)
+    scan.tokenizer = tokenizer or recorded or DEFAULT_TOKENIZER
+    problem = _tokenizer_problem(scan.tokenizer)
+    context = CheckContext(
+        file=scan.file,
+        count_tokens=tokens and problem is None,
+        tokenizer=scan.tokenizer,
+        recorded_tokenizer=recorded,
+        skip_columns=frozenset(scan.unusable_columns),
+        threads=threads,
+    )
+    return FileJob(path, scan, context, problem)
 
 
-def _tokenizer_loads(spec: str) -> bool:
-    try:
-        load_tokenizer(spec)
-    except TokenizerError:
-        return False
-    return True
-
-
-def _loads(spec: str, file: str, builder: ReportBuilder) -> bool:
-    """Whether the tokenizer loads; if not, a file-level `token_bin` error says so (rows go uncounted)."""
+def _tokenizer_problem(spec: str) -> str | None:
+    """Why the tokenizer `spec` does not load, or None when it does."""
     try:
         load_tokenizer(spec)
     except TokenizerError as exc:
-        message = f"tokens not recounted: the dataset card's tokenizer cannot be loaded ({exc}); pass --tokenizer"
-        builder.add_finding(Finding(file=file, row=None, check="token_bin", severity="error", message=message))
-        return False
-    return True
+        return str(exc)
+    return None
 
 
-def _num_rows(path: Path) -> int:
+def _not_counted(file: str, problem: str) -> Finding:
+    """The file-level `token_bin` error of a tokenizer that does not load (its rows go uncounted)."""
+    message = f"tokens not recounted: the dataset card's tokenizer cannot be loaded ({problem}); pass --tokenizer"
+    return Finding(file=file, row=None, check="token_bin", severity="error", message=message)
+
+
+def check_rows(
+    spec: CheckSpec, path: str, context: CheckContext, first: int, count: int | None, columns: list[str] | None
+) -> tuple[list[RowResult], str | None, list[Finding]]:
+    """Unit of work: check rows `first` .. `first + count` of `path`, read by the worker itself, with
+    a checker of its own. Returns their results, why reading failed half-way (the results then stop
+    there) or None, and the checker's `finish` findings."""
+    use_lean_memory_pool()
+    checker = spec.checker(context)
+    results: list[RowResult] = []
     try:
-        with pq.ParquetFile(path) as parquet:
-            return parquet.metadata.num_rows
-    except Exception:
-        return -1
+        for batch in spec.reader.read(Path(path), first, count, columns):
+            row = first + len(results)
+            results += [checker.check(record, row + i) for i, record in enumerate(batch.to_pylist())]
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
+        return results, one_line(exc), list(checker.finish())
+    return results, None, list(checker.finish())
 
 
 def _check_here(
-    rows: RowChecks, path: Path, scan: FileScan, tokens: bool, progress: ProgressCallback | None
-) -> Iterator[tuple[pa.RecordBatch, list[RowResult]]]:
-    """Check a file in this process, batch by batch."""
+    spec: CheckSpec, job: FileJob, progress: ProgressCallback | None
+) -> Iterator[tuple[Batch, list[RowResult]]]:
+    """Check a file in this process, batch by batch, by one checker."""
+    scan = job.scan
     if not scan.units:
         return
-    skip = frozenset(scan.unusable_columns)
+    checker = spec.checker(job.context)
     row = 0
     try:
-        for batch in read_range(path):
-            results = [
-                rows.check_row(
-                    record,
-                    file=scan.file,
-                    row=row + i,
-                    count_tokens=tokens,
-                    skip_columns=skip,
-                    tokenizer=scan.tokenizer,
-                )
-                for i, record in enumerate(batch.to_pylist())
-            ]
+        for batch in spec.reader.read(job.path):
+            results = [checker.check(record, row + i) for i, record in enumerate(batch.to_pylist())]
             row += batch.num_rows
             if progress:
                 progress(scan.file, batch.num_rows, scan.num_rows)
             yield batch, results
     except Exception as exc:
-        scan.file_findings.append(_file_error(scan.file, f"reading stopped at row {row}: {_one_line(exc)}"))
+        scan.file_findings.append(file_error(scan.file, f"reading stopped at row {row}: {one_line(exc)}"))
+    scan.closing_findings.extend(checker.finish())
 
 
 def _collect(
-    path: Path, scan: FileScan, outcomes: Iterator, progress: ProgressCallback | None, with_batches: bool
-) -> Iterator[tuple[pa.RecordBatch | None, list[RowResult]]]:
+    spec: CheckSpec, job: FileJob, outcomes: Iterator, progress: ProgressCallback | None, with_batches: bool
+) -> Iterator[tuple[Batch | None, list[RowResult]]]:
     """This file's unit results in order; with batches read here to go with them."""
-    rows = read_range(path) if with_batches else None
-    leftover: list[pa.RecordBatch] = []
+    scan = job.scan
+    rows = spec.reader.read(job.path) if with_batches else None
+    leftover: list[Batch] = []
     stopped = False
     for first, _count in scan.units:
         outcome = next(outcomes)  # always consumed, so the next file starts at its own units
         if stopped:
             continue
         if isinstance(outcome, TaskFailed):  # a worker died (e.g. out of memory)
-            scan.file_findings.append(_file_error(scan.file, f"checking stopped at row {first}: {outcome.message}"))
+            scan.file_findings.append(file_error(scan.file, f"checking stopped at row {first}: {outcome.message}"))
             stopped = True
             continue
-        results, error = outcome
+        results, error, finished = outcome
+        scan.closing_findings.extend(finished)
         if progress and results:
             progress(scan.file, len(results), scan.num_rows)
         if rows is None:
@@ -414,74 +211,152 @@ def _collect(
                 yield batch, results[done : done + batch.num_rows]
                 done += batch.num_rows
         if error is not None:
-            scan.file_findings.append(_file_error(scan.file, f"reading stopped at row {first + len(results)}: {error}"))
+            scan.file_findings.append(file_error(scan.file, f"reading stopped at row {first + len(results)}: {error}"))
             stopped = True
 
 
-def _take(batches: Iterator[pa.RecordBatch], leftover: list[pa.RecordBatch], n: int) -> Iterator[pa.RecordBatch]:
+def _take(batches: Iterator[Batch], leftover: list[Batch], n: int) -> Iterator[Batch]:
     """The next `n` rows of `batches` as batches; what is read beyond them waits in `leftover`."""
     while n > 0:
         batch = leftover.pop() if leftover else next(batches, None)
         if batch is None:  # the file ended early here too; the worker said why
             return
         if batch.num_rows > n:
-            leftover.append(batch.slice(n))
-            batch = batch.slice(0, n)
+            leftover.append(batch.slice(n))  # type: ignore[attr-defined]  # a shared file is parquet
+            batch = batch.slice(0, n)  # type: ignore[attr-defined]
         n -= batch.num_rows
         yield batch
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+
+def _local_workers(jobs: list[FileJob], tokens: bool, workers: int | None) -> int:
+    """Processes for the files a pool may share: `workers`, else chosen from their size (a file with
+    a huge row group stays in this process)."""
+    for job in jobs:
+        job.keep_here = job.scan.metadata is not None and _largest_group(job.scan.metadata) > HUGE_ROW_GROUP_BYTES
+    shared = sum(decoded_bytes(job.scan.metadata) for job in jobs if job.shareable and job.scan.metadata is not None)
+    chosen = choose_workers(shared, tokens) if workers is None else max(1, workers)
+    return 1 if not shared or shared < POOL_MIN_BYTES else chosen
+
+
+def _plan(spec: CheckSpec, jobs: list[FileJob], engine: Engine | None) -> list[tuple]:
+    """Each file's units; the engine's units (one tuple of `check_rows` arguments each) of the
+    files it checks, in file order."""
+    units: list[tuple] = []
+    for job in jobs:
+        scan = job.scan
+        if not scan.readable or scan.num_rows == 0:
+            continue
+        job.here = engine is None or not job.shareable
+        if job.here:
+            scan.units = [(0, scan.num_rows)]
+            continue
+        assert engine is not None and scan.metadata is not None
+        scan.units = plan_units(scan.metadata, engine.workers)
+        context = replace(job.context, threads=1)
+        units += [(spec, str(job.path.absolute()), context, first, n, scan.columns) for first, n in scan.units]
+    return units
+
+
+def iter_validate(
+    paths: Sequence[str | os.PathLike],
+    *,
+    spec: CheckSpec,
+    tokens: bool = True,
+    workers: int | None = None,
+    engine: Engine | None = None,
+    progress: ProgressCallback | None = None,
+    on_file_start: Callable[[FileScan], None] | None = None,
+    builder: ReportBuilder | None = None,
+    with_batches: bool = True,
+    tokenizer: str | None = None,
+    csv_filter: Callable[[Path], bool] | None = None,
+) -> Iterator[tuple[FileScan, Batch | None, list[RowResult]]]:
+    """Validate many inputs, yielding (file, batch, results) in row order; findings and summary
+    accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
+    `tokenizer`, else the one the file's dataset card names, else o200k_base.
+
+    Rows of a file the recipe lets the pipeline cut (`spec.whole_files` off, parquet) are checked in
+    units (row groups, or ranges of a large row group) that each worker reads itself, by `engine`
+    (Ray, say), else by a local pool of `workers` processes (default: chosen from the data's size
+    and the cores), else in this process; a whole file is checked here (with `workers` threads).
+    With `with_batches` the rows come along as batches (all columns; `--clean/--fix` write them).
+    """
+    builder = builder if builder is not None else ReportBuilder(order=spec.check_names)
+    files, problems = expand_paths(paths, csv_filter)
+    for problem in problems:
+        builder.add_finding(problem)
+    threads = workers or default_workers()
+    jobs = [_open_file(spec, path, tokens, tokenizer, threads) for path in files]
+    with ExitStack() as stack:
+        local_workers = _local_workers(jobs, tokens, workers) if engine is None else 1
+        if engine is None and local_workers > 1:
+            # No preload: summed over the processes, a fork server holding the tokenizer (to share
+            # it copy-on-write) counts it once more, as RSS counts shared pages in every process.
+            engine = stack.enter_context(LocalEngine(local_workers))
+        units = _plan(spec, jobs, engine)
+        outcomes = iter(engine.map(check_rows, units)) if engine is not None and units else iter(())
+        for job in jobs:
+            if on_file_start:
+                on_file_start(job.scan)
+            yield from _validate_one(spec, job, outcomes, builder, tokens, progress, with_batches)
+
+
+def _validate_one(
+    spec: CheckSpec,
+    job: FileJob,
+    outcomes: Iterator,
+    builder: ReportBuilder,
+    tokens: bool,
+    progress: ProgressCallback | None,
+    with_batches: bool,
+) -> Iterator[tuple[FileScan, Batch | None, list[RowResult]]]:
+    """One file's findings into `builder` in report order (before its rows, its rows, after them),
+    its rows yielded with their results."""
+    scan, context = job.scan, job.context
+    builder.add_file(scan.file)
+    for finding in scan.early_findings:
+        builder.add_finding(finding)
+    if tokens and job.tokenizer_problem is not None:
+        builder.add_finding(_not_counted(scan.file, job.tokenizer_problem))
+    builder.add_source(scan.file, scan.tokenizer if context.count_tokens else None, hub_source(job.path))
+    if spec.opening is not None and scan.readable and context.count_tokens:
+        for finding in spec.opening(context):
+            builder.add_finding(finding)
+    sidecar = SidecarBins(job.path, scan.num_rows, spec.counted) if context.count_tokens else None
+    stream = _check_here(spec, job, progress) if job.here else _collect(spec, job, outcomes, progress, with_batches)
+    for batch, results in stream:
+        if sidecar is not None:
+            results = [sidecar.check(result, scan.file, scan.tokenizer) for result in results]
+        for result in results:
+            builder.add_row(result)
+        yield scan, batch, results
+    for finding in [*scan.closing_findings, *scan.file_findings]:
+        builder.add_finding(finding)
 
 
 def validate_paths(
     paths: Sequence[str | os.PathLike] | str | os.PathLike,
     *,
-    rows: RowChecks,
+    spec: CheckSpec,
     tokens: bool = True,
     workers: int | None = None,
     engine: Engine | None = None,
     progress: ProgressCallback | None = None,
     strict: bool = False,
     tokenizer: str | None = None,
+    csv_filter: Callable[[Path], bool] | None = None,
 ) -> ValidationReport:
     """Validate files, directories, globs and hf:// paths; return every finding and the summary
     (`strict`: warnings count as errors). `tokenizer` (a spec) recounts the tokens; by default the
     one each file's dataset card names, else o200k_base."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    builder = ReportBuilder(strict=strict)
-    for _ in iter_validate(
-        paths,
-        rows=rows,
-        tokens=tokens,
-        workers=workers,
-        engine=engine,
-        progress=progress,
-        builder=builder,
-        with_batches=False,
-        tokenizer=tokenizer,
-    ):
+    builder = ReportBuilder(strict=strict, order=spec.check_names)
+    options: dict[str, Any] = {"tokens": tokens, "workers": workers, "engine": engine, "progress": progress}
+    options["tokenizer"] = tokenizer
+    for _ in iter_validate(paths, spec=spec, builder=builder, with_batches=False, csv_filter=csv_filter, **options):
         pass
     return builder.build()
-
-
-def validate_file(
-    path: str | os.PathLike,
-    *,
-    rows: RowChecks,
-    tokens: bool = True,
-    workers: int | None = None,
-    engine: Engine | None = None,
-    progress: ProgressCallback | None = None,
-    strict: bool = False,
-    tokenizer: str | None = None,
-) -> ValidationReport:
-    """Validate one parquet file (streamed; tokens recounted over `workers` processes)."""
-    return validate_paths(
-        [path],
-        rows=rows,
-        tokens=tokens,
-        workers=workers,
-        engine=engine,
-        progress=progress,
-        strict=strict,
-        tokenizer=tokenizer,
-    )

@@ -9,31 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Severity = Literal["error", "warning"]
 
-#: Every check name the validator emits, in report order. `file` is a file that could not be read.
-CHECKS: tuple[str, ...] = (
-    "file",
-    "schema",
-    "prompt_json",
-    "text_encoding",
-    "structure",
-    "final_query",
-    "random_string",
-    "needle_count",
-    "near_duplicate_ask",
-    "needle_ask_elsewhere",
-    "ask_form",
-    "desired_index",
-    "ground_truth",
-    "answer_prefix",
-    "empty_writing",
-    "duplicate_needle_response",
-    "near_duplicate_needle_response",
-    "total_messages",
-    "n_chars",
-    "token_bin",
-    "date_added",
-)
-
 #: `by_bin` key of rows whose tokens were not counted (`--no-tokens`, or the prompt is unreadable).
 NOT_COUNTED = "not counted"
 #: `by_bin` key of rows whose token count lies outside every bin.
@@ -125,8 +100,9 @@ class ValidationReport(BaseModel):
 class ReportBuilder:
     """Accumulates row results and file-level findings into a `ValidationReport`."""
 
-    def __init__(self, *, strict: bool = False) -> None:
+    def __init__(self, *, strict: bool = False, order: tuple[str, ...] = ()) -> None:
         self.strict = strict  # warnings count as errors
+        self.order = order  # the recipe's check names, in report order (`by_check`); others follow by name
         self._files: set[str] = set()
         self._rows = 0
         self._rows_with_errors = 0
@@ -164,7 +140,7 @@ class ReportBuilder:
         self._by_bin.setdefault(bin_key, Counter())[needles] += 1
 
     def build(self) -> ValidationReport:
-        order = {name: i for i, name in enumerate(CHECKS)}
+        order = {name: i for i, name in enumerate(self.order)}
         by_check = dict(sorted(self._by_check.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
         by_bin = {
             key: dict(
@@ -182,6 +158,12 @@ class ReportBuilder:
             hub_sources=self._hub_sources,
         )
         return ValidationReport(summary=summary, findings=list(self.findings))
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _bin_sort_key(label: str) -> tuple[int, int]:

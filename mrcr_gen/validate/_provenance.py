@@ -38,15 +38,18 @@ def _sidecar_tokenizer(path: Path) -> str | None:
 
 
 class SidecarBins:
-    """The generated bin and token count of each row of a file, when its sidecar has one line per row."""
+    """The generated bin and token count of each row of a file, from its sidecar (`X.samples.jsonl`
+    beside `X.parquet` or `X.csv`, one record per row with "bin", "n_tokens" and "tokenizer"), when it
+    has one line per row (`num_rows` None: the file's rows are not known before they are read)."""
 
-    def __init__(self, path: str | Path, num_rows: int) -> None:
+    def __init__(self, path: str | Path, num_rows: int | None, counted: str = "the row recounts") -> None:
         self.records: list[dict] = []
+        self.counted = counted  # what was recounted, with its verb: "prompt + answer recount"
         sidecar = sidecar_path(Path(path))
         try:
             if sidecar.is_file():
                 records = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines() if line]
-                if len(records) == num_rows and all(isinstance(r, dict) and "bin" in r for r in records):
+                if num_rows in (None, len(records)) and all(isinstance(r, dict) and "bin" in r for r in records):
                     self.records = records
         except (OSError, ValueError):
             pass
@@ -67,7 +70,7 @@ class SidecarBins:
             severity="error",
             message=(
                 f"generated for bin {generated_bin} ({record.get('n_tokens')} {counted_by} tokens, says the sidecar), "
-                f"but prompt + answer recount to {result.n_tokens} {tokenizer} tokens (bin {result.bin})"
+                f"but {self.counted} to {result.n_tokens} {tokenizer} tokens (bin {result.bin})"
             ),
         )
         return result.model_copy(update={"findings": (*result.findings, finding)})

@@ -9,15 +9,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._files import atomic_path
 from ..engines import Engine
-from ._files import FileScan, ProgressCallback, expand_paths, iter_validate
+from ._files import ProgressCallback, expand_paths, iter_validate
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, as_errors
-from ._spec import RowChecks
+from ._spec import Batch, CheckContext, CheckSpec, FileScan, RowWriter
 
 
 class FileRepair(BaseModel):
@@ -73,7 +70,7 @@ def repair(
     paths: Sequence[str | os.PathLike],
     output: str | os.PathLike,
     *,
-    rows: RowChecks,
+    spec: CheckSpec,
     mode: Literal["clean", "fix"] = "clean",
     tokens: bool = True,
     workers: int | None = None,
@@ -82,22 +79,23 @@ def repair(
     on_change: Callable[[str], None] | None = None,
     engine: Engine | None = None,
     tokenizer: str | None = None,
+    csv_filter: Callable[[Path], bool] | None = None,
 ) -> RepairResult:
     """Validate `paths` and write the rows with no error (plus, with `mode="fix"`, the rows whose
     ground truth is recoverable, rewritten) of each input file to its own output file, atomically,
     with that file's columns: `output` is the file for a single input file, else a folder (see
     `output_paths`). Every dropped row is reported through `on_change` with its checks; `strict`
-    counts warnings as errors. `rows` are the recipe's row layout and checks; `mode="fix"` needs
-    its `fix_record`."""
-    if mode == "fix" and rows.fix_record is None:
+    counts warnings as errors. `spec` is the recipe's checking declaration; `mode="fix"` needs its
+    `fix_record`."""
+    if mode == "fix" and spec.fix_record is None:
         raise ValueError("this recipe's rows cannot be fixed; use clean")
     output = Path(output)
-    files, _ = expand_paths(paths)
+    files, _ = expand_paths(paths, csv_filter)
     targets = output_paths(files, output)
     for target in targets.values():
         if any(_same_file(target, f) for f in files):
             raise ValueError(f"output {target} is one of the inputs; the input is never modified")
-    builder = ReportBuilder(strict=strict)
+    builder = ReportBuilder(strict=strict, order=spec.check_names)
     result = RepairResult(report=ValidationReport(), output=str(output))
 
     def note(line: str) -> None:
@@ -105,70 +103,93 @@ def repair(
         if on_change:
             on_change(line)
 
+    outputs = _Outputs(spec, targets, strict, mode, tokens, note)
     with ExitStack() as every_output:
-        current: _FileOutput | None = None  # the file being read: iter_validate reads one at a time
-
-        def finish() -> None:
-            if current is not None:
-                current.finish(every_output, note)
-                result.files.append(current.summary)
-
-        def start(scan: FileScan) -> None:
-            nonlocal current
-            finish()
-            current = _FileOutput(scan, targets[Path(scan.file)], strict, rows)
-
+        outputs.every_output = every_output
         for _scan, batch, results in iter_validate(
             paths,
-            rows=rows,
+            spec=spec,
             tokens=tokens,
             workers=workers,
             engine=engine,
             progress=progress,
-            on_file_start=start,
+            on_file_start=outputs.start,
             builder=builder,
             tokenizer=tokenizer,
+            csv_filter=csv_filter,
         ):
-            if current is None:  # iter_validate starts every file (on_file_start) before its rows
-                raise RuntimeError("rows arrived before their file started")
-            current.write(every_output, batch, results, mode, tokens, note)
-        finish()
+            outputs.write(batch, results)
+        outputs.finish()
+    result.files = outputs.summaries
     result.report = builder.build()
     return result
+
+
+class _Outputs:
+    """The output files of one repair, one at a time (the pipeline reads one input file at a time)."""
+
+    def __init__(
+        self,
+        spec: CheckSpec,
+        targets: dict[Path, Path],
+        strict: bool,
+        mode: str,
+        tokens: bool,
+        note: Callable[[str], None],
+    ) -> None:
+        self.spec, self.targets, self.strict = spec, targets, strict
+        self.mode, self.tokens, self.note = mode, tokens, note
+        self.every_output = ExitStack()  # set by `repair`: closing it on an exception removes partial files
+        self.current: _FileOutput | None = None
+        self.summaries: list[FileRepair] = []
+
+    def finish(self) -> None:
+        if self.current is not None:
+            self.current.finish(self.every_output, self.note)
+            self.summaries.append(self.current.summary)
+            self.current = None
+
+    def start(self, scan: FileScan) -> None:
+        self.finish()
+        self.current = _FileOutput(scan, self.targets[Path(scan.file)], self.strict, self.spec)
+
+    def write(self, batch: Batch | None, results: list[RowResult]) -> None:
+        if self.current is None or batch is None:  # the pipeline starts every file before its rows
+            raise RuntimeError("rows arrived before their file started")
+        self.current.write(self.every_output, batch, results, self.mode, self.tokens, self.note)
 
 
 class _FileOutput:
     """The output of one input file: opened at its first writable batch, committed when done."""
 
-    def __init__(self, scan: FileScan, target: Path, strict: bool, rows: RowChecks) -> None:
+    def __init__(self, scan: FileScan, target: Path, strict: bool, spec: CheckSpec) -> None:
         self.scan = scan
-        self.rows = rows
+        self.spec = spec
         self.target = target
         self.strict = strict
         self.summary = FileRepair(input=scan.file)
         self.rows_seen = 0
         self.blocked: list[Finding] | None = None  # file-level findings that drop every row
         # The writer, and the stack whose closing commits the file: opened at the first writable batch.
-        self._output: tuple[pq.ParquetWriter, ExitStack] | None = None
+        self._output: tuple[RowWriter, ExitStack] | None = None
 
     def _blocking(self) -> list[Finding]:
-        return [f for f in self.scan.file_findings if f.is_error or self.strict]
+        findings = [*self.scan.early_findings, *self.scan.file_findings]
+        return [f for f in findings if f.is_error or self.strict]
 
-    def _open(self, every_output: ExitStack) -> tuple[pq.ParquetWriter, ExitStack]:
+    def _open(self, every_output: ExitStack) -> tuple[RowWriter, ExitStack]:
         if self._output is None:
             # Closing this stack commits the file; an exception unwinding `every_output` first
             # removes the partial file instead.
             committed = every_output.enter_context(ExitStack())
-            tmp = committed.enter_context(atomic_path(self.target))
-            writer = pq.ParquetWriter(tmp, self.scan.schema, compression="zstd")
-            committed.callback(writer.close)
+            writer = committed.enter_context(self.spec.reader.writer(self.target, self.scan))
             self._output = (writer, committed)
         return self._output
 
     def write(
         self,
         every_output: ExitStack,
-        batch: pa.RecordBatch,
+        batch: Batch,
         results: list[RowResult],
         mode: str,
         tokens: bool,
@@ -179,42 +200,41 @@ class _FileOutput:
             self.blocked = self._blocking()
         if self.blocked:
             return
-        schema = self.scan.schema
         writer, _ = self._open(every_output)
         results = [as_errors(r) for r in results] if self.strict else results
         if all(not r.has_error for r in results):
             self.summary.kept += batch.num_rows
-            writer.write_batch(batch.cast(schema) if batch.schema != schema else batch)
+            writer.write_batch(batch)
             return
         out_records = []
         for record, row_result in zip(batch.to_pylist(), results, strict=True):
-            where = f"{self.scan.file}:{row_result.row}"
             if not row_result.has_error:
-                out_records.append(record)
                 self.summary.kept += 1
-                continue
-            fix = self.rows.fix_record if mode == "fix" else None
-            fixed = fix(record, file=self.scan.file, row=row_result.row) if fix is not None else None
-            if fixed is not None:
-                new_record, notes = fixed
-                again = self.rows.check_row(
-                    new_record,
-                    file=self.scan.file,
-                    row=row_result.row,
-                    count_tokens=tokens,
-                    strict=self.strict,
-                    tokenizer=self.scan.tokenizer,
-                )
-                if not again.has_error:
-                    out_records.append(new_record)
-                    self.summary.fixed += 1
-                    note(f"{where}: fixed: " + "; ".join(notes))
-                    continue
-            self.summary.dropped += 1
-            checks = sorted({f.check for f in row_result.findings if f.is_error})
-            note(f"{where}: dropped ({', '.join(checks)})")
-        if out_records:
-            writer.write_batch(pa.RecordBatch.from_pylist(out_records, schema=schema))
+                out_records.append(record)
+            elif (fixed := self._fixed(record, row_result, mode, tokens, note)) is not None:
+                out_records.append(fixed)
+        writer.write_records(out_records)
+
+    def _fixed(
+        self, record: dict, row_result: RowResult, mode: str, tokens: bool, note: Callable[[str], None]
+    ) -> dict | None:
+        """The row rewritten (`--fix`) when that leaves no error, else None (the row is dropped);
+        counts and notes either."""
+        where = f"{self.scan.file}:{row_result.row}"
+        fix = self.spec.fix_record if mode == "fix" else None
+        fixed = fix(record, file=self.scan.file, row=row_result.row) if fix is not None else None
+        if fixed is not None:
+            new_record, notes = fixed
+            context = CheckContext(file=self.scan.file, count_tokens=tokens, tokenizer=self.scan.tokenizer)
+            again = self.spec.checker(context).check(new_record, row_result.row)
+            if not (as_errors(again) if self.strict else again).has_error:
+                self.summary.fixed += 1
+                note(f"{where}: fixed: " + "; ".join(notes))
+                return new_record
+        self.summary.dropped += 1
+        checks = sorted({f.check for f in row_result.findings if f.is_error})
+        note(f"{where}: dropped ({', '.join(checks)})")
+        return None
 
     def finish(self, every_output: ExitStack, note: Callable[[str], None]) -> None:
         """Commit the output (empty when every row was dropped) and account for the rows never
@@ -222,17 +242,17 @@ class _FileOutput:
         scan = self.scan
         blocked = self.blocked if self.blocked is not None else self._blocking()
         if blocked:
-            self.summary.dropped = scan.num_rows
-            if scan.num_rows:
-                note(f"{scan.file}:0-{scan.num_rows - 1}: dropped, every row ({_reason(blocked)})")
+            self.summary.dropped = scan.rows_known
+            if scan.rows_known:
+                note(f"{scan.file}:0-{scan.rows_known - 1}: dropped, every row ({_reason(blocked)})")
             else:
                 note(f"{scan.file}: not written ({_reason(blocked)})")
             return
         _, committed = self._open(every_output)
         committed.close()
         self.summary.output = str(self.target)
-        unread = scan.num_rows - self.rows_seen
-        if unread > 0:
+        unread = scan.rows_known - self.rows_seen
+        if scan.num_rows is not None and unread > 0:
             self.summary.dropped += unread
             stopped = [f for f in scan.file_findings if f.check == "file"]
             why = _reason(stopped) if stopped else "the file ended early"

@@ -76,10 +76,24 @@ def test_a_tokenizer_that_merges_across_turns_is_detected(splitting, merging):
         assert counts_add_up(assembler.build(n_needles=2, target=12000, lowest=9000, seed=4)) is splits
 
 
+def ensure_sidecar(path: Path, spec: str) -> None:
+    """The sidecar generation writes beside a data file (the bin each row was generated for), in
+    that format, when this tree's generator wrote none."""
+    from mrcr_gen._card import sidecar_path
+
+    sidecar = sidecar_path(path)
+    if sidecar.exists():
+        return
+    label = f"({BUCKET[0]}, {BUCKET[1]}]"
+    lines = [json.dumps({"bin": label, "n_tokens": row.context_len, "tokenizer": spec}) for row in iter_v2_rows(path)]
+    sidecar.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
 @pytest.mark.parametrize("kind", ["splitting", "merging"])
 def test_validator_recounts_with_the_card_tokenizer_and_flags_rows_out_of_their_bucket(kind, request, tmp_path):
     spec = request.getfixturevalue(kind)
     path = generate(spec, tmp_path / "data")
+    ensure_sidecar(path, spec)
     code, report = validate_json([str(tmp_path / "data")], tmp_path / "own.json")
     assert code == 0 and report["findings"] == []
     assert report["summary"]["by_bin"] == {"(8192, 16384]": {"2": 5}}

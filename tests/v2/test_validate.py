@@ -113,7 +113,7 @@ def test_clean_keeps_the_good_rows_and_exit_codes(v2_csv, tmp_path, capsys):
         kept = [coerce_record(r) for r in iter_records(out)]
         assert len(kept) == 5
         assert checks(out) == {}
-        assert "bad.csv: row 1: dropped (ground_truth)" in capsys.readouterr().err
+        assert "bad.csv:1: dropped (ground_truth)" in capsys.readouterr().err  # as for openai/mrcr files
     with pytest.raises(SystemExit) as exit_info:
         validate_main([str(bad), "--fix", str(tmp_path / "fixed.csv"), "--quiet"])
     assert exit_info.value.code == 2
@@ -294,3 +294,48 @@ def test_a_lone_surrogate_in_a_record_is_reported_not_raised(v2_csv):
     result = check_v2_record(record, V2FileState(file="x"), 0)
     assert "text_encoding" in {f.check for f in result.findings}
     assert result.n_tokens is not None  # the rest is still checked, tokens counted
+
+
+def test_v2_goes_through_the_core_pipeline_with_provenance_from_its_sidecar(v2_csv, tmp_path):
+    """A sidecar beside the CSV (one record per row: "bin", "n_tokens", "tokenizer", as generation
+    writes it) is read by the same code as openai/mrcr's: a row whose recount leaves the bin it was
+    generated for is a `token_bin` error, and --clean drops it."""
+    from mrcr_gen._card import sidecar_path
+    from mrcr_gen.recipes import MRCR_V2
+    from mrcr_gen.recipes.mrcr_v2._validate import SPEC
+    from mrcr_gen.validate import validate_paths
+
+    data = tmp_path / "data.csv"
+    data.write_bytes(v2_csv.read_bytes())
+    rows = [coerce_record(r) for r in iter_records(data)]
+    labels = ["(8192, 16384]"] * len(rows)
+    labels[2] = "(4096, 8192]"  # row 2 says it was made for the bucket below
+    pairs = zip(labels, rows, strict=True)
+    records = [{"bin": b, "n_tokens": r["context_len"], "tokenizer": "o200k_base"} for b, r in pairs]
+    lines = [json.dumps(record) for record in records]
+    sidecar_path(data).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    assert sidecar_path(data) == tmp_path / "data.samples.jsonl"
+
+    assert MRCR_V2.checking() is SPEC
+    report = validate_v2_paths([data]).report
+    assert report == validate_paths([data], spec=SPEC)  # the thin wrapper is the pipeline
+    (finding,) = report.findings
+    assert (finding.row, finding.check) == (2, "token_bin")
+    assert "says the sidecar" in finding.message and "queries recounts to" in finding.message
+
+    out = tmp_path / "clean.parquet"
+    result = validate_v2_paths([data], clean=out)
+    assert (result.kept, result.dropped) == (len(rows) - 1, 1)
+    assert result.changes == [f"{data}:2: dropped (token_bin)"]
+    assert [r["answer"] for r in iter_records(out)] == [r["answer"] for i, r in enumerate(rows) if i != 2]
+
+
+def test_v2_fix_is_refused_and_a_broken_file_is_not_written(v2_csv, tmp_path):
+    from mrcr_gen.recipes import MRCR_V2
+
+    assert MRCR_V2.repair_refusal("fix") == "--fix does not apply to MRCR v2 files (column 'queries'); use --clean"
+    broken = tmp_path / "broken.csv"
+    broken.write_text("queries,answer\nq,a\n", encoding="utf-8")
+    result = validate_v2_paths([broken], clean=tmp_path / "out.csv")
+    assert not (tmp_path / "out.csv").exists() and result.files[0].output is None
+    assert {f.check for f in result.report.findings} == {"schema"}

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
-from mrcr_gen.recipes.openai_mrcr._validate import ROWS
-from mrcr_gen.validate import _files, expand_paths
+from mrcr_gen.recipes.openai_mrcr._validate import SPEC
+from mrcr_gen.validate import _files, _parquet_rows, expand_paths
 from tests.support import REAL_ROWS as REAL
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
@@ -121,11 +121,11 @@ def test_directories_and_globs(tmp_path: Path) -> None:
 
 
 def test_streaming_uses_small_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_files, "BATCH_BYTES", 1)
+    monkeypatch.setattr(_parquet_rows, "BATCH_BYTES", 1)
     rows = [make_row(s) for s in range(5)]
     rows[3] = MUTATIONS["n_chars_off"][0](rows[3])
     path = write_rows(tmp_path / "s.parquet", rows, row_group_size=2)
-    sizes = [batch.num_rows for _, batch, _ in _files.iter_validate([path], rows=ROWS, tokens=False, workers=1)]
+    sizes = [batch.num_rows for _, batch, _ in _files.iter_validate([path], spec=SPEC, tokens=False, workers=1)]
     assert sizes == [1, 1, 1, 1, 1]
     assert [f.row for f in validate_file(path, tokens=False).findings] == [3]
 
@@ -203,7 +203,7 @@ def test_any_worker_count_and_layout_gives_the_same_report(tmp_path: Path, monke
     assert [f.row for f in serial.findings] == [0, 6, 9]
     for workers in (2, 3):
         assert validate_file(path, workers=workers, tokens=False) == serial
-        batches = list(_files.iter_validate([path], rows=ROWS, workers=workers, tokens=False))
+        batches = list(_files.iter_validate([path], spec=SPEC, workers=workers, tokens=False))
         assert [r.row for _, _, results in batches for r in results] == list(range(10))
         assert all(batch.num_rows == len(results) for _, batch, results in batches)
 
@@ -212,7 +212,7 @@ def test_read_range_reads_only_the_rows_asked_for(tmp_path: Path) -> None:
     rows = [make_row(s) for s in range(7)]
     path = write_rows(tmp_path / "r.parquet", rows, row_group_size=3)
     for first, count in [(0, 7), (2, 3), (3, 3), (5, 10), (7, 1)]:
-        got = [r["answer"] for b in _files.read_range(path, first, count) for r in b.to_pylist()]
+        got = [r["answer"] for b in _parquet_rows.read_range(path, first, count) for r in b.to_pylist()]
         assert got == [r["answer"] for r in rows[first : first + count]]
 
 

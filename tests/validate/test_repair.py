@@ -11,7 +11,7 @@ import pytest
 from mrcr_gen import MRCR_SCHEMA, validate_file, validate_paths
 from mrcr_gen.recipes.openai_mrcr._repair import fix_record
 from mrcr_gen.recipes.openai_mrcr._validate import repair
-from mrcr_gen.validate import _files
+from mrcr_gen.validate import _files, _parquet_rows
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
 
@@ -164,7 +164,7 @@ def test_an_all_dropped_file_still_gets_its_empty_output(tmp_path: Path) -> None
 
 
 def test_an_interrupted_repair_leaves_only_complete_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_files, "BATCH_BYTES", 1)  # one row per batch: stop with a file half-written
+    monkeypatch.setattr(_parquet_rows, "BATCH_BYTES", 1)  # one row per batch: stop with a file half-written
     inputs = _mixed_inputs(tmp_path)
     out = tmp_path / "out"
     batches: list[str] = []

@@ -7,7 +7,7 @@ characters of [A-Za-z0-9], absent from the transcript, and used by no other key 
 exactly; the length lies in a v2 bucket; the positions are the key's turns and their token spans.
 
 Tokens are counted with the tokenizer `--tokenizer` names, else the one the dataset card (or the
-`.build.json` beside the file) names, else o200k_base. Rows of one transcript share its text, so
+sidecar beside the file) names, else o200k_base. Rows of one transcript share its text, so
 each transcript is parsed and tokenized once, turn by turn (which gives the positions). A row's
 `context_len` is then the parts' counts added: exact when the tokenizer splits where every turn
 and the query start ("User:" right after a blank line), as o200k does. The first row of each
@@ -20,34 +20,22 @@ buckets (`context_len` and the positions are counts in the file's tokenizer, so 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..._bins import Bin
 from ..._models import normalize_ask, ordinal
-from ..._paths import file_columns, hub_source
 from ..._tokens import (
     DEFAULT_TOKENIZER,
     RepeatedTextCounter,
-    TokenizerError,
     count_tokens,
     count_tokens_batch,
-    load_tokenizer,
     tokenizer_threads,
 )
 from ...validate._asks import encodable, has_ask_line, is_near_duplicate_ask, unencodable_at
-from ...validate._findings import OUT_OF_RANGE, Finding, ReportBuilder, RowResult, Severity
-from ...validate._provenance import dataset_tokenizer
-from ...validate._repair import FileRepair, RepairResult, output_paths
-from ._generate import V2_BUCKETS, build_path, tokens_range, v2_bucket_for
-from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, iter_records
+from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity
+from ._generate import v2_bucket_for
+from ._rows import coerce_record
 from ._text import HASH_PATTERN, ParsedQuery, ParsedTurn, parse_query, split_transcript
-
-ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)
 
 
 def transcript_id(transcript: str) -> str:
@@ -96,8 +84,6 @@ class V2FileState:
     tokenizer: str = DEFAULT_TOKENIZER
     #: False when the file's counts are another tokenizer's: only the buckets are checked.
     compare_counts: bool = True
-    #: The range the file was generated for (its `.build.json`) and the tokenizer that counted then.
-    generated: tuple[Bin, str, str] | None = None
     _current: _Transcript | None = None
     _scanned: tuple[str, int | None] | None = None  # the last transcript text and `unencodable_at` of it
     hash_owner: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (transcript id, ask)
@@ -248,294 +234,168 @@ def _encoding_problem(queries: str, view_ops: str, answer: str, queries_at: int 
     return "; ".join(places) + " (text UTF-8 cannot encode)" if places else None
 
 
+@dataclass
+class _Row:
+    """One row being checked: its findings so far, and what later checks need of it."""
+
+    file: str
+    row: int
+    findings: list[Finding] = field(default_factory=list)
+    n_needles: int | None = None
+
+    def add(self, check: str, message: str, severity: Severity = "error") -> None:
+        self.findings.append(_finding(self.file, self.row, check, message, severity))
+
+    def result(self, n_tokens: int | None = None, bucket: str | None = None) -> RowResult:
+        findings = tuple(self.findings)
+        return RowResult(row=self.row, findings=findings, n_tokens=n_tokens, bin=bucket, n_needles=self.n_needles)
+
+
 def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> RowResult:
-    """Every finding of one raw v2 record (CSV strings or parquet values)."""
-    file = state.file
-    findings: list[Finding] = []
+    """Every finding of one raw v2 record (CSV strings or parquet values); `state` is what the rows
+    of its file share (the transcript being read, the hashes seen so far)."""
+    checked = _Row(state.file, row)
+    parsed = _parse(record, state, checked)
+    if parsed is None:
+        return checked.result()
+    rec, text, query, transcript = parsed
+    _hash_findings(state, checked, text, query, transcript)
+    indices, target = _needle_findings(rec, checked, text, query, transcript)
+    if not state.count or transcript.starts is None:
+        return checked.result()
+    n_tokens = _recount(state, transcript, rec["queries"], rec["view_ops"])
+    if state.compare_counts:
+        _count_findings(state, checked, rec, transcript, query, indices, target, n_tokens)
+    found = v2_bucket_for(n_tokens)
+    if found is None:
+        checked.add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
+    return checked.result(n_tokens, found.label if found is not None else OUT_OF_RANGE)
 
-    def add(check: str, message: str, severity: Severity = "error") -> None:
-        findings.append(_finding(file, row, check, message, severity))
 
+def _parse(
+    record: dict[str, Any], state: V2FileState, checked: _Row
+) -> tuple[dict[str, Any], str, ParsedQuery, _Transcript] | None:
+    """The record coerced, its transcript text, query and parsed transcript; None (with the finding
+    that says why) when the row cannot be read that far."""
     try:
         rec = coerce_record(record)
     except ValueError as exc:
-        add("v2_row", str(exc))
-        return RowResult(row=row, findings=tuple(findings))
+        checked.add("v2_row", str(exc))
+        return None
     queries, view_ops, answer, n = rec.get("queries"), rec.get("view_ops"), rec.get("answer"), rec.get("num_relevant")
     if not (isinstance(queries, str) and isinstance(view_ops, str) and isinstance(answer, str) and isinstance(n, int)):
-        add("v2_row", "queries, view_ops and answer must be strings and num_relevant an integer")
-        return RowResult(row=row, findings=tuple(findings))
-    n_needles = n
+        checked.add("v2_row", "queries, view_ops and answer must be strings and num_relevant an integer")
+        return None
+    checked.n_needles = n
     problem = _encoding_problem(queries, view_ops, answer, state.unencodable_in_queries(queries, view_ops))
     state.sanitize = problem is not None  # the rest is checked, tokens counted with U+FFFD in its place
     if problem is not None:
-        add("text_encoding", problem)
+        checked.add("text_encoding", problem)
     if not queries.endswith(view_ops) or not view_ops:
-        add("view_ops", "view_ops is not the tail of queries")
-        return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
+        checked.add("view_ops", "view_ops is not the tail of queries")
+        return None
     query = parse_query(view_ops)
     if query is None:
-        add("final_query", f"view_ops is not an MRCR v2 query: {view_ops[:120]!r}")
-        return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
+        checked.add("final_query", f"view_ops is not an MRCR v2 query: {view_ops[:120]!r}")
+        return None
     text = queries[: len(queries) - len(view_ops)]
     transcript = state.transcript(text, queries)
     if transcript.problem is not None or transcript.turns is None:
-        add("transcript", transcript.problem or "no turns")
-        return RowResult(row=row, findings=tuple(findings), n_needles=n_needles)
-    turns = transcript.turns
+        checked.add("transcript", transcript.problem or "no turns")
+        return None
+    return rec, text, query, transcript
 
-    # --- hash -----------------------------------------------------------------------------
+
+def _hash_findings(state: V2FileState, checked: _Row, text: str, query: ParsedQuery, transcript: _Transcript) -> None:
+    """The hash: 12 characters of [A-Za-z0-9], absent from the transcript, and no other key's in the
+    file (a check across rows: `state` remembers each hash's key)."""
     secret = query.hash
     if not HASH_PATTERN.fullmatch(secret):
-        add("hash", f"hash {secret!r} is not 12 characters of [A-Za-z0-9]")
+        checked.add("hash", f"hash {secret!r} is not 12 characters of [A-Za-z0-9]")
     if secret in text:
-        add("hash", f"hash {secret} also occurs in the transcript")
+        checked.add("hash", f"hash {secret} also occurs in the transcript")
     owner = state.hash_owner.setdefault(secret, (transcript.id, query.ask))
     if owner != (transcript.id, query.ask):
         where = "this transcript" if owner[0] == transcript.id else "another transcript"
-        add("hash_key", f"hash {secret} also belongs to '{owner[1]}' in {where}")
+        checked.add("hash_key", f"hash {secret} also belongs to '{owner[1]}' in {where}")
 
-    # --- needles and ground truth ------------------------------------------------------------
+
+def _needle_findings(
+    rec: dict[str, Any], checked: _Row, text: str, query: ParsedQuery, transcript: _Transcript
+) -> tuple[list[int], str | None]:
+    """Needles, ground truth and turn positions; returns the key's turns and the writing asked for
+    (None when the ordinal is out of range)."""
+    turns = transcript.turns or []
+    n, answer = rec["num_relevant"], rec["answer"]
     indices = [i for i, t in enumerate(turns) if t.ask == query.ask]
     if len(indices) != n:
-        add("needle_count", f"'{query.ask}' occurs {len(indices)} times, num_relevant is {n} (turns {indices[:12]})")
+        checked.add(
+            "needle_count", f"'{query.ask}' occurs {len(indices)} times, num_relevant is {n} (turns {indices[:12]})"
+        )
     for check, message, severity in _ask_findings(text, transcript, query, indices):
-        add(check, message, severity)
+        checked.add(check, message, severity)
     writings = [turns[i].text for i in indices]
     if len(set(writings)) < len(writings):
-        add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
+        checked.add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
+    target = None
     if query.ordinal > len(indices):
-        add("ground_truth", f"the query asks for the {ordinal(query.ordinal)} of {len(indices)} turns of '{query.ask}'")
-        target = None
+        asked = f"the query asks for the {ordinal(query.ordinal)} of {len(indices)} turns of '{query.ask}'"
+        checked.add("ground_truth", asked)
     else:
         target = writings[query.ordinal - 1]
-        if answer != secret + target:
-            others = [k + 1 for k, w in enumerate(writings) if answer == secret + w]
+        if answer != query.hash + target:
+            others = [k + 1 for k, w in enumerate(writings) if answer == query.hash + w]
             said = f"; it equals the writing of ordinal {others[0]}" if others else ""
-            add("ground_truth", f"answer is not the hash + writing {query.ordinal} of '{query.ask}'{said}")
-
-    # --- positions -----------------------------------------------------------------------------
-    if list(rec.get("index_positions_of_seeds", ())) != indices:
-        add(
-            "positions",
-            f"index_positions_of_seeds is {list(rec.get('index_positions_of_seeds', ()))[:12]}, "
-            f"the key's turns are {indices[:12]}",
-        )
-
-    # --- token counts --------------------------------------------------------------------------
-    n_tokens = None
-    bucket = None
-    if state.count and transcript.starts is not None:
-        starts = transcript.starts
-        if transcript.additive is False:
-            n_tokens = state.count_whole(queries)
-        else:
-            n_tokens = starts[-1] + state.count_whole(view_ops)
-            if transcript.additive is None:
-                whole = transcript.first_row_tokens
-                if whole is None:
-                    whole = state.count_whole(queries)
-                transcript.additive = whole == n_tokens
-                n_tokens = whole
-        if state.compare_counts:
-            if rec.get("context_len") != n_tokens:
-                add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
-            if target is not None and rec.get("answer_token_count") != (expected := state.count_whole(target)):
-                add(
-                    "answer_token_count",
-                    f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens",
-                )
-            spans = [(state.offset(transcript, i), state.offset(transcript, i + 1)) for i in indices]
-            if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
-                add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
-            if (
-                target is not None
-                and len(spans) >= query.ordinal
-                and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]
-            ):
-                add(
-                    "positions",
-                    (
-                        f"answer_context_position is {rec.get('answer_context_position')}, expected "
-                        f"{spans[query.ordinal - 1]}"
-                    ),
-                )
-        found = v2_bucket_for(n_tokens)
-        bucket = found.label if found is not None else OUT_OF_RANGE
-        if found is None:
-            add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
-        elif state.generated is not None and n_tokens not in state.generated[0]:
-            _, label, counted_by = state.generated
-            add(
-                "token_bin",
-                f"generated for {label} ({counted_by} tokens, says its .build.json), but queries recounts "
-                f"to {n_tokens} {state.tokenizer} tokens (bucket {bucket})",
-            )
-    return RowResult(row=row, findings=tuple(findings), n_tokens=n_tokens, bin=bucket, n_needles=n_needles)
+            checked.add("ground_truth", f"answer is not the hash + writing {query.ordinal} of '{query.ask}'{said}")
+    seeds = list(rec.get("index_positions_of_seeds", ()))
+    if seeds != indices:
+        checked.add("positions", f"index_positions_of_seeds is {seeds[:12]}, the key's turns are {indices[:12]}")
+    return indices, target
 
 
-def generated_for(path: str | os.PathLike) -> tuple[Bin, str, str] | None:
-    """(range, its label, tokenizer spec) the file was generated for, from its `.build.json`."""
-    try:
-        record = json.loads(build_path(Path(path)).read_text(encoding="utf-8"))
-        label, counted_by = record["summary"]["bucket"], record["tokenizer"]["spec"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if isinstance(label, str) and label.startswith("tokens="):
-        return tokens_range(int(label.removeprefix("tokens="))), label, counted_by
-    where = next((b for b in V2_BUCKETS if b.label == label), None)
-    return (where, label, counted_by) if where is not None else None
+def _recount(state: V2FileState, transcript: _Transcript, queries: str, view_ops: str) -> int:
+    """The row's tokens: the transcript's turns counted once (added up) plus its query, unless a
+    row of the transcript counted whole disagreed (then every row is counted whole)."""
+    assert transcript.starts is not None
+    if transcript.additive is False:
+        return state.count_whole(queries)
+    n_tokens = transcript.starts[-1] + state.count_whole(view_ops)
+    if transcript.additive is None:
+        whole = transcript.first_row_tokens
+        if whole is None:
+            whole = state.count_whole(queries)
+        transcript.additive = whole == n_tokens
+        n_tokens = whole
+    return n_tokens
 
 
-def _file_tokenizer(path: str | os.PathLike, option: str | None, builder: ReportBuilder) -> dict[str, Any]:
-    """The V2FileState fields saying how a file is recounted: `--tokenizer`, else the tokenizer its
-    card or .build.json names, else o200k_base; no count when it cannot be loaded (reported)."""
-    file = str(path)
-    generated = generated_for(path)
-    recorded = dataset_tokenizer(Path(path)) or (generated[2] if generated else None)
-    spec = option or recorded or DEFAULT_TOKENIZER
-    try:
-        load_tokenizer(spec)
-    except TokenizerError as exc:
-        builder.add_finding(
-            Finding(
-                file=file,
-                row=None,
-                check="token_bin",
-                severity="error",
-                message=f"tokens not recounted: the tokenizer cannot be loaded ({exc}); pass --tokenizer",
-            )
-        )
-        return {"count": False}
-    builder.add_source(file, spec, hub_source(path))
-    compare = recorded is None or spec == recorded
-    if not compare:
-        builder.add_finding(
-            Finding(
-                file=file,
-                row=None,
-                check="context_len",
-                severity="warning",
-                message=f"the file's counts are {recorded} tokens; recounted with {spec}, only the buckets are checked",
-            )
-        )
-    return {"tokenizer": spec, "compare_counts": compare, "generated": generated}
-
-
-def _schema_findings(file: str, columns: list[str]) -> list[Finding]:
-    findings = [
-        Finding(file=file, row=None, check="schema", severity="error", message=f"column {name!r} is missing")
-        for name in V2_COLUMNS
-        if name not in columns
-    ]
-    findings += [
-        Finding(file=file, row=None, check="schema", severity="warning", message=f"extra column {name!r}")
-        for name in columns
-        if name not in V2_COLUMNS
-    ]
-    return findings
-
-
-def validate_v2_file(
-    path: str | os.PathLike,
-    builder: ReportBuilder,
-    *,
-    tokens: bool = True,
-    threads: int = 1,
-    progress: ProgressCallback | None = None,
-    tokenizer: str | None = None,
-    keep: Callable[[dict[str, Any]], None] | None = None,
-    drop: Callable[[int, RowResult], None] | None = None,
+def _count_findings(
+    state: V2FileState,
+    checked: _Row,
+    rec: dict[str, Any],
+    transcript: _Transcript,
+    query: ParsedQuery,
+    indices: list[int],
+    target: str | None,
+    n_tokens: int,
 ) -> None:
-    """Check every row of one v2 file into `builder`; `keep` receives each row that passes
-    (no error; with a strict builder, no finding at all), `drop` the others' results."""
-    file = str(path)
-    builder.add_file(file)
-    columns = file_columns(path)
-    if columns is None:
-        builder.add_finding(
-            Finding(file=file, row=None, check="file", severity="error", message="cannot read as CSV or parquet")
+    """`context_len`, `answer_token_count` and the token spans against the recount."""
+    if rec.get("context_len") != n_tokens:
+        checked.add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
+    if target is not None and rec.get("answer_token_count") != (expected := state.count_whole(target)):
+        checked.add(
+            "answer_token_count",
+            f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens",
         )
-        return
-    schema = _schema_findings(file, columns)
-    for finding in schema:
-        builder.add_finding(finding)
-    if any(f.is_error for f in schema):
-        return
-    counting = _file_tokenizer(path, tokenizer, builder) if tokens else {"count": False}
-    state = V2FileState(file=file, threads=threads, **counting)
-    row = -1
-    try:
-        for row, record in enumerate(iter_records(path, errors="surrogateescape")):
-            result = check_v2_record(record, state, row)
-            builder.add_row(result)
-            passes = not result.findings if builder.strict else not result.has_error
-            if passes and keep is not None:
-                keep(coerce_record(record))
-            elif not passes and drop is not None:
-                drop(row, result)
-            if progress is not None:
-                progress(file, 1, None)
-    except Exception as exc:
-        lines = str(exc).strip().splitlines()
-        builder.add_finding(
-            Finding(
-                file=file,
-                row=None,
-                check="file",
-                severity="error",
-                message=f"reading stopped at row {row + 1}: {type(exc).__name__}: {lines[0] if lines else ''}",
-            )
+    spans = [(state.offset(transcript, i), state.offset(transcript, i + 1)) for i in indices]
+    if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
+        checked.add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
+    if (
+        target is not None
+        and len(spans) >= query.ordinal
+        and tuple(rec.get("answer_context_position", ())) != spans[query.ordinal - 1]
+    ):
+        expected_span = spans[query.ordinal - 1]
+        checked.add(
+            "positions", f"answer_context_position is {rec.get('answer_context_position')}, expected {expected_span}"
         )
-
-
-def validate_v2_paths(
-    files: Sequence[str | os.PathLike],
-    *,
-    tokens: bool = True,
-    threads: int = 1,
-    strict: bool = False,
-    progress: ProgressCallback | None = None,
-    clean: str | os.PathLike | None = None,
-    on_change: Callable[[str], None] | None = None,
-    tokenizer: str | None = None,
-) -> RepairResult:
-    """Validate v2 files. With `clean`, the rows that pass go to one output per input, as
-    `mrcr-validate --clean` does for openai/mrcr files (`clean` is the file for a single input,
-    else a folder); CSV or parquet by the output's suffix, else the input's. Each output appears
-    atomically; every dropped row is reported through `on_change`. `tokenizer` recounts (default:
-    the one each file's card names, else o200k_base)."""
-    builder = ReportBuilder(strict=strict)
-    paths = [Path(f) for f in files]
-    targets = output_paths(paths, Path(clean)) if clean is not None else {}
-    for path, output in targets.items():
-        if output.resolve() == path.resolve():
-            raise ValueError(f"output {output} is one of the inputs; the input is never modified")
-    repairs = []
-    for path in paths:
-        target = targets.get(path)
-        if target is None:
-            validate_v2_file(path, builder, tokens=tokens, threads=threads, progress=progress, tokenizer=tokenizer)
-            continue
-        suffix = target.suffix.lower() if target.suffix.lower() in (".csv", ".parquet") else path.suffix.lower()
-        repair = FileRepair(input=str(path), output=str(target))
-
-        def drop(row: int, result: RowResult, path: Path = path, repair: FileRepair = repair) -> None:
-            repair.dropped += 1
-            if on_change is not None:
-                on_change(f"{path}: row {row}: dropped ({', '.join(sorted({f.check for f in result.findings}))})")
-
-        with V2FileWriter(target, "csv" if suffix == ".csv" else "parquet") as writer:
-            validate_v2_file(
-                path,
-                builder,
-                tokens=tokens,
-                threads=threads,
-                progress=progress,
-                tokenizer=tokenizer,
-                keep=writer.write,
-                drop=drop,
-            )
-        repair.kept = writer.rows
-        repairs.append(repair)
-    return RepairResult(report=builder.build(), output=str(clean or ""), files=repairs)

@@ -6,7 +6,7 @@ Module level stays light (the registry imports it at start-up); each method load
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,13 +14,13 @@ from pydantic import BaseModel
 
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
+from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
     from ...pool._harvest import HarvestedPair
-    from ...validate import RepairResult
+    from ...validate import CheckSpec
 
 NAME = "mrcr-v2"
 
@@ -51,23 +51,10 @@ class MrcrV2(BaseRecipe):
     def repair_refusal(self, mode: str) -> str | None:
         return "--fix does not apply to MRCR v2 files (column 'queries'); use --clean" if mode == "fix" else None
 
-    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
-        from ...validate import default_workers
-        from ._checks import validate_v2_paths
+    def checking(self) -> CheckSpec:
+        from ._validate import SPEC
 
-        try:
-            return validate_v2_paths(
-                inputs,
-                tokens=request.tokens,
-                threads=request.workers or default_workers(),
-                strict=request.strict,
-                progress=request.progress,
-                clean=request.out if request.mode == "clean" else None,
-                tokenizer=request.tokenizer,
-                on_change=request.on_change,
-            )
-        except (ValueError, OSError) as exc:
-            raise RequestError(str(exc)) from None
+        return SPEC
 
     # --- mrcr-gen pool harvest ---------------------------------------------------------------
 

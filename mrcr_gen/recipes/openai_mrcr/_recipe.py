@@ -6,20 +6,20 @@ Module level stays light (the registry imports it at start-up); each method load
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError, ValidateRequest
+from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
 from ...eval._items import EvalItem, bin_label_of_upper
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
     from ...pool._harvest import HarvestedPair
-    from ...validate import RepairResult
+    from ...validate import CheckSpec
 
 NAME = "openai-mrcr"
 
@@ -58,27 +58,10 @@ class OpenaiMrcr(BaseRecipe):
 
     # --- validation --------------------------------------------------------------------------
 
-    def repair_refusal(self, mode: str) -> str | None:
-        return None  # it cleans and fixes
+    def checking(self) -> CheckSpec:
+        from ._validate import SPEC
 
-    def validate(self, inputs: Sequence[str], request: ValidateRequest) -> RepairResult:
-        from ...validate import RepairResult
-        from ._validate import repair, validate_paths
-
-        options: dict[str, Any] = {
-            "tokens": request.tokens,
-            "workers": request.workers,
-            "engine": request.engine,
-            "progress": request.progress,
-            "strict": request.strict,
-            "tokenizer": request.tokenizer,
-        }
-        if request.mode == "check" or request.out is None:
-            return RepairResult(report=validate_paths(inputs, **options), output="")
-        try:
-            return repair(inputs, request.out, mode=request.mode, on_change=request.on_change, **options)
-        except (ValueError, OSError) as exc:
-            raise RequestError(str(exc)) from None
+        return SPEC  # it cleans and fixes (`CheckingDefaults.repair_refusal`)
 
     # --- mrcr-gen pool harvest ---------------------------------------------------------------
 

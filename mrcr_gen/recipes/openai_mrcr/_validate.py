@@ -1,4 +1,5 @@
-"""openai/mrcr files through the recipe-neutral streaming validator: its row layout and checks bound in."""
+"""openai/mrcr files through the recipe-neutral validation pipeline: its parquet layout, its row
+checks and their report order, and its fixer, declared once (`SPEC`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,78 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...engines import Engine
-from ...validate import ProgressCallback, RepairResult, RowChecks, ValidationReport, _files, _repair
+from ...validate import (
+    CheckContext,
+    CheckSpec,
+    Finding,
+    ParquetRows,
+    ProgressCallback,
+    RepairResult,
+    RowResult,
+    ValidationReport,
+    _files,
+    _repair,
+)
 from ._checks import INT_COLUMNS, check_row
 from ._repair import fix_record
 from ._rows import MRCR_SCHEMA
 
-#: What the validator needs of openai/mrcr rows.
-ROWS = RowChecks(schema=MRCR_SCHEMA, int_columns=frozenset(INT_COLUMNS), check_row=check_row, fix_record=fix_record)
+#: Every check name openai/mrcr's validation emits, in report order. `file` is a file that could not be read.
+CHECKS: tuple[str, ...] = (
+    "file",
+    "schema",
+    "prompt_json",
+    "text_encoding",
+    "structure",
+    "final_query",
+    "random_string",
+    "needle_count",
+    "near_duplicate_ask",
+    "needle_ask_elsewhere",
+    "ask_form",
+    "desired_index",
+    "ground_truth",
+    "answer_prefix",
+    "empty_writing",
+    "duplicate_needle_response",
+    "near_duplicate_needle_response",
+    "total_messages",
+    "n_chars",
+    "token_bin",
+    "date_added",
+)
+
+
+class RowChecks:
+    """openai/mrcr's checker: every row on its own (no state across rows, so any row range of a file
+    can be checked apart, by one worker each)."""
+
+    def __init__(self, context: CheckContext) -> None:
+        self.context = context
+
+    def check(self, record: dict[str, Any], row: int) -> RowResult:
+        context = self.context
+        return check_row(
+            record,
+            file=context.file,
+            row=row,
+            count_tokens=context.count_tokens,
+            skip_columns=context.skip_columns,
+            tokenizer=context.tokenizer,
+        )
+
+    def finish(self) -> list[Finding]:
+        return []
+
+
+#: What the pipeline needs of openai/mrcr files.
+SPEC = CheckSpec(
+    reader=ParquetRows(schema=MRCR_SCHEMA, int_columns=frozenset(INT_COLUMNS)),
+    checker=RowChecks,
+    check_names=CHECKS,
+    counted="prompt + answer recount",
+    fix_record=fix_record,
+)
 
 
 def validate_paths(
@@ -31,7 +97,7 @@ def validate_paths(
     by default the one each file's dataset card names, else o200k_base."""
     return _files.validate_paths(
         paths,
-        rows=ROWS,
+        spec=SPEC,
         tokens=tokens,
         workers=workers,
         engine=engine,
@@ -52,9 +118,8 @@ def validate_file(
     tokenizer: str | None = None,
 ) -> ValidationReport:
     """Validate one openai/mrcr parquet file (streamed; tokens recounted over `workers` processes)."""
-    return _files.validate_file(
-        path,
-        rows=ROWS,
+    return validate_paths(
+        [path],
         tokens=tokens,
         workers=workers,
         engine=engine,
@@ -66,4 +131,4 @@ def validate_file(
 
 def repair(paths: Sequence[str | os.PathLike], output: str | os.PathLike, **options: Any) -> RepairResult:
     """`mrcr-validate --clean/--fix` on openai/mrcr files: see `mrcr_gen.validate.repair` for the options."""
-    return _repair.repair(paths, output, rows=ROWS, **options)
+    return _repair.repair(paths, output, spec=SPEC, **options)
