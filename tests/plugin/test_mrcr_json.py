@@ -98,7 +98,7 @@ def test_the_reader_gives_items_and_transcripts(tmp_path: Path) -> None:
     rows = [build_row(RowSpec(seed, 2, bin_by_upper(8192)), WRITER)[0] for seed in range(3)]
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
-    items = list(read_items(path, tokenizer_spec="o200k_base", skip=lambda row, digest: row == 1))
+    items = list(read_items(path, "o200k_base", lambda row, digest: row == 1))
     assert [item.row for item in items] == [0, 1, 2] and items[1].messages == []
     for item, row in zip((items[0], items[2]), (rows[0], rows[2]), strict=True):
         assert item.bin_upper == 8192 and item.answer == row["answer"] and item.n_needles == 2

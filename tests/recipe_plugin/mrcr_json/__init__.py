@@ -1,5 +1,6 @@
-"""mrcr-json: openai/mrcr's task, answered with a JSON object {"prefix": ..., "text": ...}; a recipe
-of its own package, registered under the entry-point group `mrcr_gen.recipes`."""
+"""mrcr-json, a recipe in a package of its own: openai/mrcr's task, answered with a JSON object
+`{"prefix": "<the random string>", "text": "<the writing>"}`. Registered under the entry-point group
+`mrcr_gen.recipes` (pyproject.toml); it imports only mrcr-gen's recipe-neutral core."""
 
 from __future__ import annotations
 
@@ -8,33 +9,30 @@ from typing import Any
 from mrcr_gen._recipe import BaseRecipe
 from mrcr_gen.eval._items import EvalItem
 
-from . import _answers
+from . import _answers, _checks, _generate
 
 
 class MrcrJson(BaseRecipe):
-    """2, 4 or 8 identical asks in a long chat; the model returns the one asked for, by ordinal, in JSON."""
+    """2, 4 or 8 identical asks in a long chat; the reply returns the one asked for, by ordinal, in JSON.
+    `BaseRecipe` supplies every member not declared here."""
 
-    name, title, version = _answers.NAME, "MRCR answered in JSON", "1"
+    name, title, version = _answers.NAME, "MRCR answered in JSON", _generate.VERSION
     answer_form = _answers.JsonAnswer()
 
     def plan_generation(self, request: Any) -> Any:
-        from ._generate import plan
-
-        return plan(request)
+        return _generate.plan(request)
 
     def checking(self) -> Any:
-        from mrcr_gen.validate import CheckSpec, ParquetRows
-
-        from ._checks import CHECKS, Checks, fix_record
-        from ._rows import SCHEMA
-
-        return CheckSpec(ParquetRows(SCHEMA, frozenset({"n_needles"})), Checks, CHECKS, fix_record=fix_record)
+        return _checks.SPEC
 
     def read_items(self, path: Any, *, tokenizer_spec: str = "o200k_base", skip: Any = None) -> Any:
-        return _answers.read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
+        return _answers.read_items(path, tokenizer_spec, skip)
 
     def grade(self, response: str, item: EvalItem) -> float:
         return _answers.grade(response, item.answer, item.prefix)
+
+    def transcript(self, item: EvalItem) -> Any:
+        return _answers.transcript(item)
 
     def grade_responses(self, data: Any, responses: Any, *, allow_missing: bool = False) -> dict[str, Any]:
         from mrcr_gen._errors import RequestError
@@ -47,9 +45,6 @@ class MrcrJson(BaseRecipe):
 
     def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
         return [f"mean score {result['mean']} over {result['n_rows']} rows"], []
-
-    def transcript(self, item: EvalItem) -> Any:
-        return _answers.transcript(item)
 
 
 RECIPE = MrcrJson()

@@ -1,4 +1,4 @@
-"""mrcr-json rows read back: a row's conversation (`parse`), the grade, the answer form, the eval reader."""
+"""A mrcr-json row read back (`parse`), its grade, its answer form and its eval reader."""
 
 from __future__ import annotations
 
@@ -6,27 +6,27 @@ import hashlib
 import json
 import re
 from collections import namedtuple
-from collections.abc import Callable, Iterator
 from difflib import SequenceMatcher
 from typing import Any
 
 import pyarrow.parquet as pq
 
 from mrcr_gen._tokens import count_tokens_batch
+from mrcr_gen.eval._analysis import Transcript, Writing
 from mrcr_gen.eval._items import EvalItem, ItemError, bin_upper_of_tokens
 
 NAME = "mrcr-json"
 QUERY = re.compile(
     r'Return the (?P<k>\d+)\w\w \(1 indexed\) (?P<what>.+?) as a JSON object \{"prefix": "(?P<rs>[^"]*)"'
 )
-#: messages, the needles' ask, the 1-based ordinal asked for, the query's prefix, the needles' message indices
+#: The messages, the needles' ask, the ordinal asked for (1-based), the query's prefix, the needles' writings' indices.
 Row = namedtuple("Row", "messages ask k prefix needles")
 
 
 def parse(messages: Any) -> Row:
     """The row of a prompt's messages; ValueError (one line) unless they are messages ending in the query."""
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages
+    if not isinstance(messages, list) or any(
+        not isinstance(m, dict) or not isinstance(m.get("content"), str) for m in messages
     ):
         raise ValueError("prompt is not a JSON list of {role, content} messages")
     query = QUERY.match(messages[-1]["content"]) if messages else None
@@ -46,8 +46,8 @@ def reply_object(reply: str) -> dict:
 
 
 def grade(reply: str, answer: str, prefix: str) -> float:
-    """0 unless the reply is a JSON object whose `prefix` is the random string; else the MRCR
-    ratio `SequenceMatcher(None, text, answer).ratio()` of its `text` against the writing asked for."""
+    """0 unless the reply is a JSON object whose `prefix` is the random string; else the MRCR ratio
+    `SequenceMatcher(None, text, answer).ratio()` of its `text` against the writing asked for."""
     found = reply_object(reply)
     if found.get("prefix") != prefix or not isinstance(found.get("text"), str):
         return 0.0
@@ -62,17 +62,18 @@ class JsonAnswer:
         from mrcr_gen.eval._answer import SplitReply
 
         found = reply_object(reply)
-        body = str(found.get("text", "")) if found else reply
         if found.get("prefix") == item.prefix:
-            return SplitReply("ok", body)
-        return SplitReply("late" if item.prefix and item.prefix in reply else "missing", body)
+            return SplitReply("ok", str(found.get("text", "")))
+        return SplitReply("late" if item.prefix in reply else "missing", str(found.get("text", "")) if found else reply)
 
 
-def transcript(item: EvalItem) -> Any:
-    """The row's writings for the failure analysis, each indexed by its message index."""
-    from mrcr_gen.eval._analysis import Transcript, Writing
-
-    row, offsets, writings = parse(item.messages), [0], []
+def transcript(item: EvalItem) -> Transcript | None:
+    """The row's writings (each indexed by its message) and needles, for the failure analysis."""
+    try:
+        row = parse(item.messages)
+    except ValueError:
+        return None
+    offsets, writings = [0], []
     for message in item.messages:
         offsets.append(offsets[-1] + len(message["content"]))
     for i in range(1, len(item.messages) - 1, 2):
@@ -83,25 +84,29 @@ def transcript(item: EvalItem) -> Any:
     return Transcript(tuple(writings), needles, row.k, item.prefix, offsets[-1], item.messages[-1]["content"])
 
 
-def read_items(path: Any, *, tokenizer_spec: str, skip: Callable[[int, str], bool] | None) -> Iterator[EvalItem]:
-    """The items of a mrcr-json parquet file, in row order (`skip(row, digest)`: yield a bare item)."""
+def read_items(path: Any, tokenizer: str, skip: Any) -> Any:
+    """The items of a mrcr-json parquet file in row order (`skip(row, digest)` true: a bare item)."""
     with pq.ParquetFile(path) as parquet:
         batches = parquet.iter_batches(
             batch_size=1, columns=["prompt", "answer", "random_string_to_prepend", "n_needles"]
         )
-        for index, record in enumerate(r for batch in batches for r in batch.to_pylist()):
-            prompt, answer, prefix, n_needles = record.values()
+        for index, (prompt, answer, prefix, n_needles) in enumerate(r.values() for b in batches for r in b.to_pylist()):
             digest = hashlib.sha256(json.dumps([prompt, answer, prefix]).encode()).hexdigest()
-            base: dict[str, Any] = {"source": str(path), "row": index, "recipe": NAME, "digest": digest}
+            item = EvalItem(source=str(path), row=index, recipe=NAME, digest=digest)
+            if skip is not None and skip(index, digest):
+                yield item
+                continue
             try:
-                messages = parse(json.loads(prompt)).messages if not (skip and skip(index, digest)) else None
+                messages = parse(json.loads(prompt)).messages
             except (ValueError, TypeError) as exc:
-                yield EvalItem(**base, error=ItemError(check="final_query", message=str(exc)))
+                yield item.model_copy(update={"error": ItemError(check="final_query", message=str(exc))})
                 continue
-            if messages is None:
-                yield EvalItem(**base)
-                continue
-            counts = count_tokens_batch([m["content"] for m in messages] + [answer], tokenizer=tokenizer_spec)
-            tokens = {"bin_upper": bin_upper_of_tokens(sum(counts)), "prompt_tokens": sum(counts[:-1])}
-            extra = {"answer": answer, "prefix": prefix, "n_needles": n_needles, "total_tokens": sum(counts)}
-            yield EvalItem(**base, messages=messages, **tokens, **extra)
+            counts = count_tokens_batch([m["content"] for m in messages] + [answer], tokenizer=tokenizer)
+            yield item.model_copy(
+                update={"messages": messages, "answer": answer, "prefix": prefix, "n_needles": n_needles}
+                | {
+                    "bin_upper": bin_upper_of_tokens(sum(counts)),
+                    "prompt_tokens": sum(counts[:-1]),
+                    "total_tokens": sum(counts),
+                }
+            )

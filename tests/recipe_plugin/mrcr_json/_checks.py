@@ -1,5 +1,6 @@
-"""mrcr-json's checks, row by row (the final query, the needle count, the answer: the writing asked
-for, the token bin), and its fixer: the ground truth rebuilt from the prompt."""
+"""mrcr-json's checking declaration (`SPEC`): its rows checked one by one (the final query, the
+needle count, the answer: the writing asked for, the token bin) and fixed (the ground truth rebuilt
+from the prompt)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ from typing import Any
 
 from mrcr_gen._bins import bin_for_tokens
 from mrcr_gen._tokens import count_tokens_batch
-from mrcr_gen.validate import CheckContext, Finding, RowResult
+from mrcr_gen.validate import CheckContext, CheckSpec, Finding, ParquetRows, RowResult
 
 from ._answers import Row, parse
-
-CHECKS = ("file", "schema", "final_query", "needle_count", "answer", "token_bin")
+from ._rows import SCHEMA
 
 
 def truth(record: dict[str, Any]) -> tuple[Row, dict[str, Any]]:
@@ -32,11 +32,11 @@ class Checks:
     def check(self, record: dict[str, Any], row: int) -> RowResult:
         if any(not isinstance(record.get(c), str) for c in ("prompt", "answer", "random_string_to_prepend")):
             return RowResult(row=row)  # the schema findings say why
-        errors, n_tokens, label = [], None, None
         try:
             parsed, expected = truth(record)
         except (ValueError, TypeError, RecursionError) as exc:
             return RowResult(row=row, findings=(self.error(row, "final_query", str(exc).splitlines()[0]),))
+        errors, n_tokens, label = [], None, None
         if parsed.prefix != record["random_string_to_prepend"]:
             errors.append(("final_query", f"the query's prefix {parsed.prefix!r} is not the row's random string"))
         if record.get("n_needles") != expected["n_needles"]:
@@ -45,7 +45,7 @@ class Checks:
             )
         if record["answer"] != expected["answer"]:
             errors.append(
-                ("answer", f"answer is not the writing of needle {parsed.k} (message {parsed.needles[parsed.k - 1]})")
+                ("answer", f"answer is not the writing of needle {parsed.k} ({parsed.needles[parsed.k - 1]})")
             )
         if self.context.count_tokens:
             texts = [m["content"] for m in parsed.messages] + [record["answer"]]
@@ -72,3 +72,7 @@ def fix_record(record: dict[str, Any], *, file: str = "", row: int = 0) -> tuple
     if parsed.prefix != record.get("random_string_to_prepend"):
         return None
     return record | expected, [f"{key} rebuilt from the prompt" for key in expected if record.get(key) != expected[key]]
+
+
+CHECKS = ("file", "schema", "final_query", "needle_count", "answer", "token_bin")
+SPEC = CheckSpec(ParquetRows(SCHEMA, frozenset({"n_needles"})), Checks, CHECKS, fix_record=fix_record)

@@ -6,6 +6,7 @@ import json
 import string
 from collections import namedtuple
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -87,6 +88,6 @@ def build_row(spec: RowSpec, writer: JsonWriter) -> tuple[dict, dict]:
     messages = [
         m for p in pairs for m in ({"role": "user", "content": p.ask}, {"role": "assistant", "content": p.text})
     ]
-    row = {"prompt": json.dumps([*messages, {"role": "user", "content": query}], ensure_ascii=False)}
+    row: dict[str, Any] = {"prompt": json.dumps([*messages, {"role": "user", "content": query}], ensure_ascii=False)}
     row |= {"answer": needles[k - 1].text, "random_string_to_prepend": prefix, "n_needles": spec.n_needles}
     return row, {"bin": spec.bin.label, "n_tokens": n_tokens, "n_needles": spec.n_needles, "seed": spec.seed}
