@@ -421,6 +421,8 @@ def compare(
     from .._api import compare_runs
     from ..eval import render_compare, write_html
     from ..eval._compare import compare_table, controls_table, plot_compare
+    from ..eval._floors import declared_floors
+    from ..recipes import RECIPES
 
     for run_dir in run_dirs:
         _require_run_dir(run_dir)
@@ -446,7 +448,7 @@ def compare(
         # A leaderboard is wide: do not squeeze it into 80 columns when written to a file or pipe.
         console = Console(width=None if sys.stdout.isatty() else 240)
         console.print(compare_table(entries))
-        controls = controls_table(entries)
+        controls = controls_table(entries, declared_floors(RECIPES))
         if controls is not None:
             console.print(controls)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ._config import EvalConfig
 from ._failures import analyse_item
+from ._floors import row_extras
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 from ._results import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, latest_answers, latest_records, row_ranges
 from ._subset import RANK_RULE, per_bin_rows
@@ -205,7 +206,7 @@ class Planner:
                         yield from self._record(key, self.base | row_fields | self._skip_fields(key))
                     elif answer is not None:  # sent before: its reply, described as this run counts the row
                         self.resumed += answer.get("status") == STATUS_OK
-                        extras = {} if facts is not None else recipe.item_extras(item)
+                        extras = {} if facts is not None else row_extras(recipe, item)
                         yield from self._record(key, answer | self.base | row_fields | extras)
                     elif key in self.pending and self._matches(self.pending[key], item.digest):
                         self.resumed += 1
@@ -303,4 +304,4 @@ def scored_record(item: EvalItem, recipe: EvalRecipe, result: Any, strip_think: 
             "cached_tokens": result.cached_tokens,
         },
         "analysis": analyse_item(recipe, item, text, result.finish_reason),
-    } | recipe.item_extras(item)
+    } | row_extras(recipe, item)

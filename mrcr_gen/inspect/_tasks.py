@@ -30,6 +30,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from ..eval._auc import auc_fields
 from ..eval._failures import analyse_item
+from ..eval._floors import row_extras
 from ..eval._items import EvalItem
 from ..recipes import RECIPES, recipe_named
 from ._dataset import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, mrcr_dataset
@@ -182,7 +183,7 @@ def grade_reply(metadata: dict[str, Any], target: str, reply: str, messages: lis
             "score_lenient": recipe.grade_lenient(reply, item),
             "finish_reason": finish,
             "analysis": analyse_item(recipe, item, reply, finish),
-            **recipe.item_extras(item),
+            **row_extras(recipe, item),
         },
     )
 
