@@ -196,7 +196,7 @@ async def _run_locked(
     shas = {path: await asyncio.to_thread(file_sha256, path) for path in files}
     _start_run_file(out, config, previous, shas, files)
     records = read_results(out / RESULTS_NAME)
-    client = client if client is not None else _make_client(config, api_key)
+    client = client if client is not None else eval_client(config, api_key)
     over_window = await _over_window(config, api_key, too_long, recipes)
     base = {"settings": settings_fingerprint(settings)}
     journal = ReplyJournal(out, records)
@@ -226,7 +226,8 @@ def _start_run_file(
         raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
 
 
-def _make_client(config: EvalConfig, api_key: str | None) -> Any:
+def eval_client(config: EvalConfig, api_key: str | None) -> Any:
+    """The OpenAI-compatible client of `config`; EvalError when it cannot be made (no key)."""
     try:
         return make_client(config.base_url, api_key=api_key, timeout=config.timeout)
     except ChatError as exc:
