@@ -6,7 +6,8 @@ before that ask), which of them are the needles, and the ordinal the final query
 `analyse_reply` then says, from the transcript and the reply alone (no model, no network):
 
 * `prefix`: `ok` (the reply starts with the random string / hash), `late` (it appears later) or
-  `missing`, as the recipe's answer form (`_answer`) splits the reply into its prefix and its body;
+  `missing`, as the recipe's answer form (`EvalRecipe.answer_form`) splits the reply into its
+  prefix and its body (`SplitReply`; the default form is `split_prefix`: prefix + writing);
 * `returned`: which writing of the conversation the reply (after the prefix) is, found as the
   writing with the highest `difflib.SequenceMatcher(None, reply, writing).ratio()` (the official
   grade's ratio, in the same orientation): `target`, `other_needle` (`returned_ordinal` says
@@ -30,12 +31,11 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from .._matcher import ratio as fast_ratio
-from ._answer import Prefix, SplitReply, split_prefix
 
 #: A reply matches a writing when their ratio reaches this: writings of the same format and
 #: entity written apart score about 0.2-0.4 against each other, a copy with small edits above 0.8.
@@ -44,6 +44,8 @@ FRAGMENT_CHARS = 32
 FRAGMENTS = 8
 MAX_CANDIDATES = 16
 
+#: `ok`: the reply starts with the prefix; `late`: it holds it further on; `missing`: it does not.
+Prefix = Literal["ok", "late", "missing"]
 Returned = Literal["target", "other_needle", "distractor", "not_in_context", "empty"]
 
 
@@ -87,6 +89,24 @@ class RowAnalysis(BaseModel):
     target_depth: float | None  # share of characters before the target needle's ask
     returned_depth: float | None = None  # share of characters before the matched writing's ask
     truncated: bool
+
+
+class SplitReply(NamedTuple):
+    """A reply as its recipe's answer form reads it: where its prefix was, and the writing it returned."""
+
+    prefix: Prefix
+    body: str  # what the analysis compares with the writings ("" when nothing was returned)
+
+
+def split_prefix(reply: str, prefix: str) -> SplitReply:
+    """A reply of the MRCR form, prefix + writing: `ok` with the text after the prefix, `late` with
+    the text after its first occurrence further on, else `missing` with the whole reply."""
+    if prefix and reply.startswith(prefix):
+        return SplitReply("ok", reply[len(prefix) :])
+    at = reply.find(prefix) if prefix else -1
+    if at > 0:
+        return SplitReply("late", reply[at + len(prefix) :])
+    return SplitReply("missing", reply)
 
 
 def _fragments(body: str) -> list[str]:

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._items import EvalItem, EvalRecipe
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -29,7 +26,14 @@ class Floor:
     control: bool = False  # the floor a `--control` run is tested against (`_control.memorization_test`)
 
 
-def declared_floors(recipes: Iterable[EvalRecipe]) -> tuple[Floor, ...]:
+class Declaring(Protocol):
+    """What of a recipe (`EvalRecipe`) these helpers read: its declared floors."""
+
+    @property
+    def floors(self) -> tuple[Floor, ...]: ...
+
+
+def declared_floors(recipes: Iterable[Declaring]) -> tuple[Floor, ...]:
     """The floors the recipes declare, each name once (the first declaration of it), in order."""
     found: dict[str, Floor] = {}
     for recipe in recipes:
@@ -38,19 +42,14 @@ def declared_floors(recipes: Iterable[EvalRecipe]) -> tuple[Floor, ...]:
     return tuple(found.values())
 
 
-def floor_names(recipes: Iterable[EvalRecipe]) -> tuple[str, ...]:
+def floor_names(recipes: Iterable[Declaring]) -> tuple[str, ...]:
     return tuple(floor.name for floor in declared_floors(recipes))
 
 
-def control_floor(recipe: EvalRecipe) -> Floor | None:
+def control_floor(recipe: Declaring) -> Floor | None:
     """The floor a control run of this recipe's rows is tested against; None when it declares none."""
     return next((floor for floor in recipe.floors if floor.control), None)
 
 
 def control_floors(floors: Sequence[Floor]) -> tuple[Floor, ...]:
     return tuple(floor for floor in floors if floor.control)
-
-
-def row_extras(recipe: EvalRecipe, item: EvalItem) -> dict[str, Any]:
-    """What a record of `item` holds beside its score: the recipe's floors, then its other extras."""
-    return recipe.item_floors(item) | recipe.item_extras(item)

@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .._bins import ABOVE_BINS, BELOW_BINS, BIN_UPPER_EDGES, BINS, bin_for_tokens
 from .._ownership import FileSignature, UnclaimedFile, file_facts, owner, unreadable
-from ._analysis import Transcript
-from ._answer import PREFIXED, AnswerForm
+from ._analysis import SplitReply, Transcript, split_prefix
 from ._floors import Floor
 
 
@@ -71,6 +70,26 @@ def bin_label_of_upper(upper: int) -> str:
     if upper in BIN_UPPER_EDGES:
         return BINS[BIN_UPPER_EDGES.index(upper)].label
     return BELOW_BINS if upper < BINS[0].lower else ABOVE_BINS
+
+
+class AnswerForm(Protocol):
+    """How a recipe's model answers: what the failure analysis reads as the reply's prefix and its
+    body. A recipe whose model answers otherwise than prefix + writing (say a JSON object
+    `{"prefix": ..., "text": ...}`) supplies an object with a `split` of its own."""
+
+    def split(self, reply: str, item: EvalItem) -> SplitReply:
+        """The reply's prefix state and its body, for the row `item`."""
+        ...
+
+
+class PrefixedAnswer:
+    """The MRCR answer form: the row's prefix (`EvalItem.prefix`) glued to the front of the writing."""
+
+    def split(self, reply: str, item: EvalItem) -> SplitReply:
+        return split_prefix(reply, item.prefix)
+
+
+PREFIXED = PrefixedAnswer()
 
 
 class FileError(ValueError):
@@ -133,6 +152,11 @@ class EvalRecipe(Protocol):
     def report_tables(self, summary: dict[str, Any]) -> list[Any]:
         """Rich renderables `mrcr-eval report` prints after the common table, from its extras."""
         ...
+
+
+def row_extras(recipe: EvalRecipe, item: EvalItem) -> dict[str, Any]:
+    """What a record of `item` holds beside its score: the recipe's floors, then its other extras."""
+    return recipe.item_floors(item) | recipe.item_extras(item)
 
 
 class EvalDefaults:

@@ -10,8 +10,7 @@ from typing import Any
 
 from ._config import EvalConfig
 from ._failures import analyse_item
-from ._floors import row_extras
-from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
+from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named, row_extras
 from ._results import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, latest_answers, latest_records, row_ranges
 from ._subset import RANK_RULE, per_bin_rows
 

@@ -30,8 +30,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from ..eval._auc import auc_fields
 from ..eval._failures import analyse_item
-from ..eval._floors import row_extras
-from ..eval._items import EvalItem
+from ..eval._items import EvalItem, row_extras
 from ..recipes import RECIPES, recipe_named
 from ._dataset import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, mrcr_dataset
 from ._import import TASK_KEY, inspect_task_name

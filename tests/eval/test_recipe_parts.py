@@ -9,8 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from mrcr_gen.eval._analysis import Transcript, Writing
-from mrcr_gen.eval._answer import SplitReply, split_prefix
+from mrcr_gen.eval._analysis import SplitReply, Transcript, Writing, split_prefix
 from mrcr_gen.eval._control import control_test
 from mrcr_gen.eval._failures import analyse_item
 from mrcr_gen.eval._floors import Floor, declared_floors
