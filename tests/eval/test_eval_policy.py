@@ -14,6 +14,7 @@ import pytest
 
 from mrcr_gen import MRCR_SCHEMA, iter_rows, run_eval, run_eval_async
 from mrcr_gen import summarize_run as summarize
+from mrcr_gen._ownership import FileSignature
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.eval import EvalConfig, EvalError, EvalFatal
 from mrcr_gen.recipes.openai_mrcr import _eval as _mrcr
@@ -360,9 +361,7 @@ def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_ke
 
     class Toy(EvalDefaults):
         name = "toy"
-
-        def recognises(self, columns):
-            return "toy_queries" in columns
+        signatures = (FileSignature(frozenset({"toy_queries"})),)
 
         def read_items(self, path, *, tokenizer_spec, skip=None):
             return read(path)

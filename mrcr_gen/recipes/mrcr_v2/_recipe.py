@@ -16,7 +16,7 @@ from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
 from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
 from ...eval._floors import Floor
-from ...eval._items import UNKNOWN_BIN, EvalDefaults, EvalItem
+from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
@@ -37,7 +37,7 @@ WRITING_FLOOR = Floor(
 )
 
 
-class MrcrV2(BaseRecipe, EvalDefaults):  # EvalDefaults: until BaseRecipe includes it
+class MrcrV2(BaseRecipe):
     """Google DeepMind's MRCR v2 (google-deepmind/eval_hub `mrcr_v2`): one flat transcript per row,
     a hash to prepend, CSV (the upstream layout) or parquet with a `queries` column."""
 

@@ -15,7 +15,7 @@ from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
 from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
 from ...eval._floors import Floor
-from ...eval._items import EvalDefaults, EvalItem
+from ...eval._items import EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
@@ -36,7 +36,7 @@ WRITING_FLOOR = Floor(
 )
 
 
-class OpenaiMrcr(BaseRecipe, EvalDefaults):  # EvalDefaults: until BaseRecipe includes it
+class OpenaiMrcr(BaseRecipe):
     """2, 4 or 8 identical asks in a long chat, asked for by ordinal (the `openai/mrcr` dataset)."""
 
     name = NAME
