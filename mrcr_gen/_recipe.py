@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from ._ownership import FileSignature
 from ._request import Generated, GenerateRequest, ProgressBar
-from .eval._items import EvalRecipe
+from .eval._items import EvalDefaults, EvalRecipe
 from .validate import CheckingDefaults, CheckingRecipe
 
 if TYPE_CHECKING:
@@ -86,5 +86,5 @@ class Recipe(RecipeFiles, CheckingRecipe, EvalRecipe, Protocol):
         ...
 
 
-class BaseRecipe(FilesDefaults, CheckingDefaults):
+class BaseRecipe(FilesDefaults, CheckingDefaults, EvalDefaults):
     """What recipes usually share; a recipe subclasses it and declares what is its own."""

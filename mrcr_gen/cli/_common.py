@@ -57,16 +57,17 @@ class CommandError(RequestError):
 
 def data_inputs(paths: list[str], with_csv: bool = False) -> list[Path]:
     """The parquet files named by files, directories and globs; a CommandError if any names none,
-    or names a file that cannot be read or that no recipe (or more than one) claims: refused before
-    any work. `with_csv`: directories also give the CSV files a recipe finds there (MRCR v2's)."""
-    from ..recipes import found_csv, recipe_claiming
+    or names a readable file that no recipe (or more than one) claims: refused before any work.
+    `with_csv`: directories also give the CSV files a recipe finds there (MRCR v2's)."""
+    from .._ownership import owner_of
+    from ..recipes import RECIPES, found_csv
 
     files, problems = find_parquet_files(paths, found_csv if with_csv else None)
     if problems:
         raise CommandError("; ".join(f"{text}: {message}" for text, message in problems))
     try:
         for file in files:
-            recipe_claiming(file)
+            owner_of(file, RECIPES)  # a file that cannot be read is the command's to report, as it always was
     except UnclaimedFile as exc:
         raise CommandError(str(exc)) from None
     return files

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -206,12 +207,7 @@ def evaluate(
     per_bin_seed: int = typer.Option(0, "--per-bin-seed", help="The seed of the --per-bin hash."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress line and no table."),
 ) -> None:
-    from ..recipes import RECIPES
-
-    edges = sorted({upper for recipe in RECIPES for upper in recipe.bin_uppers()})
-    for upper in bins:  # any recipe's bin: MRCR v2's buckets reach 8388608, openai/mrcr's 1048576
-        if upper not in edges:
-            raise CommandError(f"--bin: no bin has upper edge {upper}; choose one of {', '.join(map(str, edges))}")
+    _check_bins(bins)
     if tokenizer != "o200k_base" or chat_template:
         checked_tokenizer(tokenizer)
     files = data_inputs(data, with_csv=True)
@@ -247,25 +243,40 @@ def evaluate(
         )
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
-    too_long = None
-    if max_context_window is not None and not config.counts_as_seed:
-        try:
-            too_long = preflight(config)
-        except EvalError as exc:
-            raise CommandError(str(exc)) from None
-        how = (
-            "the server's /tokenize" if count_with_server else f"{tokenizer}{' chat template' if chat_template else ''}"
-        )
-        if not quiet:
-            stderr.print(
-                f"{len(too_long)} row(s) over --max-context-window {max_context_window} ({how}), skipped:",
-                highlight=False,
-            )
-            for item in too_long:
-                stderr.print(
-                    f"  {item.file} row {item.row}: {item.prompt_tokens} tokens", highlight=False, soft_wrap=True
-                )
+    too_long = _preflight(config, quiet) if max_context_window is not None and not config.counts_as_seed else None
+    stats = _run(config, too_long, batch=batch, poll_interval=poll_interval, wait=wait, quiet=quiet)
+    _finish(out, stats, quiet)
 
+
+def _check_bins(bins: list[int]) -> None:
+    from ..recipes import RECIPES
+
+    edges = sorted({upper for recipe in RECIPES for upper in recipe.bin_uppers()})
+    for upper in bins:  # any recipe's bin: MRCR v2's buckets reach 8388608, openai/mrcr's 1048576
+        if upper not in edges:
+            raise CommandError(f"--bin: no bin has upper edge {upper}; choose one of {', '.join(map(str, edges))}")
+
+
+def _preflight(config: EvalConfig, quiet: bool) -> list[Any]:
+    """The rows over --max-context-window as the run counts them (not as the seed), said on stderr."""
+    try:
+        too_long = preflight(config)
+    except EvalError as exc:
+        raise CommandError(str(exc)) from None
+    template = " chat template" if config.chat_template else ""
+    how = "the server's /tokenize" if config.count_with_server else f"{config.tokenizer_spec}{template}"
+    if not quiet:
+        stderr.print(
+            f"{len(too_long)} row(s) over --max-context-window {config.max_context_window} ({how}), skipped:",
+            highlight=False,
+        )
+        for item in too_long:
+            stderr.print(f"  {item.file} row {item.row}: {item.prompt_tokens} tokens", highlight=False, soft_wrap=True)
+    return too_long
+
+
+def _progress(quiet: bool) -> Callable[[dict], None]:
+    """What each record written does: count it, and on a terminal show the counts."""
     counts = {"ok": 0, "error": 0, "skipped": 0}
 
     def on_record(record: dict) -> None:
@@ -277,20 +288,32 @@ def evaluate(
                 highlight=False,
             )
 
+    return on_record
+
+
+def _run(
+    config: EvalConfig, too_long: list[Any] | None, *, batch: bool, poll_interval: float, wait: bool, quiet: bool
+) -> Any:
+    """Run the evaluation (online or through the Batch API); its counts. A refusal still writes the
+    report of what was recorded before it."""
     import asyncio
 
+    on_record = _progress(quiet)
     try:
         if batch:
-            stats = asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet))
-        else:
-            stats = asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
+            return asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet))
+        return asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
     except EvalFatal as exc:
         if not quiet and stderr.is_terminal:
             stderr.print()
-        write_report(out)  # what was recorded before the stop stays visible
+        write_report(config.out)  # what was recorded before the stop stays visible
         raise CommandError(str(exc)) from None
     except EvalError as exc:
         raise CommandError(str(exc)) from None
+
+
+def _finish(out: Path, stats: Any, quiet: bool) -> None:
+    """Write and show the report; exit 2 for unreadable files, 1 while batches run or rows failed."""
     if not quiet and stderr.is_terminal:
         stderr.print()
     summary = write_report(out)
@@ -421,6 +444,8 @@ def compare(
     from .._api import compare_runs
     from ..eval import render_compare, write_html
     from ..eval._compare import compare_table, controls_table, plot_compare
+    from ..eval._floors import declared_floors
+    from ..recipes import RECIPES
 
     for run_dir in run_dirs:
         _require_run_dir(run_dir)
@@ -446,7 +471,7 @@ def compare(
         # A leaderboard is wide: do not squeeze it into 80 columns when written to a file or pipe.
         console = Console(width=None if sys.stdout.isatty() else 240)
         console.print(compare_table(entries))
-        controls = controls_table(entries)
+        controls = controls_table(entries, declared_floors(RECIPES))
         if controls is not None:
             console.print(controls)
 

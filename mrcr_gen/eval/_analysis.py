@@ -6,7 +6,8 @@ before that ask), which of them are the needles, and the ordinal the final query
 `analyse_reply` then says, from the transcript and the reply alone (no model, no network):
 
 * `prefix`: `ok` (the reply starts with the random string / hash), `late` (it appears later) or
-  `missing`;
+  `missing`, as the recipe's answer form (`EvalRecipe.answer_form`) splits the reply into its
+  prefix and its body (`SplitReply`; the default form is `split_prefix`: prefix + writing);
 * `returned`: which writing of the conversation the reply (after the prefix) is, found as the
   writing with the highest `difflib.SequenceMatcher(None, reply, writing).ratio()` (the official
   grade's ratio, in the same orientation): `target`, `other_needle` (`returned_ordinal` says
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,6 +44,7 @@ FRAGMENT_CHARS = 32
 FRAGMENTS = 8
 MAX_CANDIDATES = 16
 
+#: `ok`: the reply starts with the prefix; `late`: it holds it further on; `missing`: it does not.
 Prefix = Literal["ok", "late", "missing"]
 Returned = Literal["target", "other_needle", "distractor", "not_in_context", "empty"]
 
@@ -89,13 +91,22 @@ class RowAnalysis(BaseModel):
     truncated: bool
 
 
-def _split_prefix(reply: str, prefix: str) -> tuple[Prefix, str]:
+class SplitReply(NamedTuple):
+    """A reply as its recipe's answer form reads it: where its prefix was, and the writing it returned."""
+
+    prefix: Prefix
+    body: str  # what the analysis compares with the writings ("" when nothing was returned)
+
+
+def split_prefix(reply: str, prefix: str) -> SplitReply:
+    """A reply of the MRCR form, prefix + writing: `ok` with the text after the prefix, `late` with
+    the text after its first occurrence further on, else `missing` with the whole reply."""
     if prefix and reply.startswith(prefix):
-        return "ok", reply[len(prefix) :]
+        return SplitReply("ok", reply[len(prefix) :])
     at = reply.find(prefix) if prefix else -1
     if at > 0:
-        return "late", reply[at + len(prefix) :]
-    return "missing", reply
+        return SplitReply("late", reply[at + len(prefix) :])
+    return SplitReply("missing", reply)
 
 
 def _fragments(body: str) -> list[str]:
@@ -142,13 +153,24 @@ def best_match(body: str, transcript: Transcript) -> tuple[int | None, float]:
     return best, best_ratio
 
 
-def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None = None) -> RowAnalysis:
-    """The analysis of `reply` to the row `transcript` describes (see the module docstring)."""
-    prefix, body = _split_prefix(reply, transcript.prefix)
+def target_depth(transcript: Transcript) -> float | None:
+    """The share of the conversation's characters before the target needle's ask."""
     needles = transcript.needles
-    depth = None
     if 0 < transcript.target <= len(needles) and transcript.length > 0:
-        depth = round(transcript.writings[needles[transcript.target - 1]].offset / transcript.length, 4)
+        return round(transcript.writings[needles[transcript.target - 1]].offset / transcript.length, 4)
+    return None
+
+
+def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None = None) -> RowAnalysis:
+    """The analysis of `reply`, in the default answer form (the prefix glued to the writing), to
+    the row `transcript` describes (see the module docstring)."""
+    return analyse_split(split_prefix(reply, transcript.prefix), transcript, finish_reason)
+
+
+def analyse_split(reply: SplitReply, transcript: Transcript, finish_reason: str | None = None) -> RowAnalysis:
+    """The analysis of a reply its recipe's answer form has split (see the module docstring)."""
+    body = reply.body
+    needles = transcript.needles
     returned: Returned = "empty"
     ratio = 0.0
     ordinal = index = same_format = same_entity = returned_depth = None
@@ -170,7 +192,7 @@ def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None 
                     needle = transcript.writings[needles[0]]
                     same_format, same_entity = writing.format == needle.format, writing.entity == needle.entity
     return RowAnalysis(
-        prefix=prefix,
+        prefix=reply.prefix,
         returned=returned,
         target_ordinal=transcript.target,
         returned_ordinal=ordinal,
@@ -178,7 +200,7 @@ def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None 
         same_format=same_format,
         same_entity=same_entity,
         match_ratio=ratio,
-        target_depth=depth,
+        target_depth=target_depth(transcript),
         returned_depth=returned_depth,
         truncated=finish_reason == "length",
     )

@@ -29,12 +29,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .._files import atomic_path, write_text_atomic
-from .._openai import ChatError, api_call, make_client
+from .._openai import ChatError, api_call
 from ._batchfile import (
     BATCH_FAILED,
     CHAT_URL,
     EXPIRED,
     TOO_LARGE,
+    OpenRun,
     Outcome,
     encoded_line,
     open_run,
@@ -44,9 +45,10 @@ from ._batchfile import (
 )
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._items import EvalItem, EvalRecipe, recipe_named
-from ._planner import base_record
+from ._planner import Planner, base_record
 from ._results import RESULTS_NAME, ResultsWriter
-from ._runner import RunStats
+from ._runner import RunStats, eval_client
+from ._session import close_client
 
 #: The Batch API's limits on one input file (https://platform.openai.com/docs/guides/batch).
 MAX_BATCH_REQUESTS = 50_000
@@ -333,92 +335,126 @@ async def run_batch_async(
     `wait=False` submits, collects what has ended and returns (run.json not finished while batches
     run). Raises EvalError for bad input or changed settings, EvalFatal when the API refused for good."""
     config = config.model_copy(update={"batch": "api"})
-    stats = BatchStats()
     with contextlib.ExitStack() as held:
         run = await asyncio.to_thread(held.enter_context, open_run(config, run_extra=batch_priced))
-        folder = run.out / BATCH_DIR
-        state = _load_state(folder)
-        if client is None:
-            try:
-                client = make_client(config.base_url, api_key=api_key, timeout=config.timeout)
-            except ChatError as exc:
-                raise EvalError(str(exc)) from None
+        state = _load_state(run.out / BATCH_DIR)
+        client = client if client is not None else eval_client(config, api_key)
         writer = held.enter_context(ResultsWriter(run.out / RESULTS_NAME))
-
-        def emit(record: dict) -> None:
-            writer.write(record)
-            if on_record is not None:
-                on_record(record)
-
-        attempted: set[str] = set()  # sent or graded by this command: never sent again by it
-
-        def request(parts: _PartWriter, item: EvalItem) -> None:
-            if item.digest in attempted:
-                return
-            attempted.add(item.digest)
-            recipe = recipe_named(item.recipe, recipes)
-            data = encoded_line(request_line(item, recipe, config))
-            if not parts.add(item.digest, data):
-                outcome = Outcome(
-                    error=f"the request is {len(data)} bytes, over the {limits.max_bytes} of a batch file",
-                    code=TOO_LARGE,
-                )
-                stats.errors += 1
-                emit(
-                    run.base
-                    | base_record(item, recipe, run.shas[item.source], tokenizer=config.tokenizer_spec)
-                    | outcome_record(item, recipe, outcome, config)
-                )
-
-        polled = False
-        first_pass = True
+        batch = _BatchRun(config, recipes, run, state, writer, limits, on_record)
         try:
-            while True:
-                outcomes, ended = await asyncio.to_thread(_ended_outcomes, folder, state)
-                waiting = await asyncio.to_thread(_waiting_ids, folder, state)
-                parts = _PartWriter(folder, state, limits)
-
-                planner, counts = await asyncio.to_thread(
-                    run.walk,
-                    recipes,
-                    too_long,
-                    outcomes=outcomes,
-                    waiting=waiting,
-                    emit=emit,
-                    request=functools.partial(request, parts),
-                )
-                await asyncio.to_thread(parts.close)
-                attempted |= counts.used
-                for part in ended:
-                    part.graded = True
-                await asyncio.to_thread(_save_state, folder, state)
-                for name in ("scored", "errors", "skipped", "file_errors"):
-                    setattr(stats, name, getattr(stats, name) + getattr(counts.stats, name))
-                if first_pass:  # later passes find this command's own grades done
-                    stats.resumed, first_pass = counts.stats.resumed, False
-                await _submit(client, folder, state, stats, config.max_retries)
-                pending = [part for part in state.parts if not part.done]
-                if not pending or (polled and not wait):
-                    break
-                await _poll(
-                    client, folder, state, limits, wait=wait, max_retries=config.max_retries, on_status=on_status
-                )
-                polled = True
+            planner = await batch.passes(client, too_long, wait=wait, on_status=on_status)
         except ChatError as exc:
             if exc.fatal:
                 raise EvalFatal(f"the Batch API refused: {exc}") from None
             raise EvalError(f"the Batch API failed: {exc} (rerun to continue: nothing is sent twice)") from None
         finally:
-            close = getattr(client, "close", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
-        pending = [part for part in state.parts if not part.done]
-        stats.batches_pending = len(pending)
-        stats.requests_waiting = sum(part.requests for part in pending)
-        stats.sent = stats.requests_submitted
-        run.write_run(finished=not pending, selection=planner.selection(), extra=batch_priced)
-    return stats
+            await close_client(client)
+        batch.finish(planner)
+    return batch.stats
+
+
+class _BatchRun:
+    """One `--batch api` invocation at work: its run folder, the batches' state, the counts and
+    the rows it sent or graded (never sent again by it)."""
+
+    def __init__(
+        self,
+        config: EvalConfig,
+        recipes: Sequence[EvalRecipe],
+        run: OpenRun,
+        state: BatchState,
+        writer: ResultsWriter,
+        limits: BatchLimits,
+        on_record: Callable[[dict], None] | None,
+    ):
+        self.config = config
+        self.recipes = recipes
+        self.run = run
+        self.folder = run.out / BATCH_DIR
+        self.state = state
+        self.writer = writer
+        self.limits = limits
+        self.on_record = on_record
+        self.stats = BatchStats()
+        self.attempted: set[str] = set()  # sent or graded by this command: never sent again by it
+
+    def emit(self, record: dict) -> None:
+        self.writer.write(record)
+        if self.on_record is not None:
+            self.on_record(record)
+
+    def request(self, parts: _PartWriter, item: EvalItem) -> None:
+        """Add a row's request to the batch files; an error record when it is too large for one."""
+        if item.digest in self.attempted:
+            return
+        self.attempted.add(item.digest)
+        config = self.config
+        recipe = recipe_named(item.recipe, self.recipes)
+        data = encoded_line(request_line(item, recipe, config))
+        if not parts.add(item.digest, data):
+            outcome = Outcome(
+                error=f"the request is {len(data)} bytes, over the {self.limits.max_bytes} of a batch file",
+                code=TOO_LARGE,
+            )
+            self.stats.errors += 1
+            self.emit(
+                self.run.base
+                | base_record(item, recipe, self.run.shas[item.source], tokenizer=config.tokenizer_spec)
+                | outcome_record(item, recipe, outcome, config)
+            )
+
+    async def passes(
+        self, client: Any, too_long: Sequence[Any] | None, *, wait: bool, on_status: Callable[[str], None] | None
+    ) -> Planner:
+        """Walk the data, submit, poll, and again until every batch is done (or, `wait` false, once
+        polled); the planner of the last walk."""
+        max_retries = self.config.max_retries
+        polled = False
+        while True:
+            planner = await self.walk(too_long, first_pass=not polled)
+            await _submit(client, self.folder, self.state, self.stats, max_retries)
+            pending = [part for part in self.state.parts if not part.done]
+            if not pending or (polled and not wait):
+                return planner
+            await _poll(
+                client, self.folder, self.state, self.limits, wait=wait, max_retries=max_retries, on_status=on_status
+            )
+            polled = True
+
+    async def walk(self, too_long: Sequence[Any] | None, *, first_pass: bool) -> Planner:
+        """One walk of the data: the ended batches' outcomes graded and recorded, new requests
+        written to batch files; returns its planner."""
+        folder, state = self.folder, self.state
+        outcomes, ended = await asyncio.to_thread(_ended_outcomes, folder, state)
+        waiting = await asyncio.to_thread(_waiting_ids, folder, state)
+        parts = _PartWriter(folder, state, self.limits)
+        planner, counts = await asyncio.to_thread(
+            self.run.walk,
+            self.recipes,
+            too_long,
+            outcomes=outcomes,
+            waiting=waiting,
+            emit=self.emit,
+            request=functools.partial(self.request, parts),
+        )
+        await asyncio.to_thread(parts.close)
+        self.attempted |= counts.used
+        for part in ended:
+            part.graded = True
+        await asyncio.to_thread(_save_state, folder, state)
+        for name in ("scored", "errors", "skipped", "file_errors"):
+            setattr(self.stats, name, getattr(self.stats, name) + getattr(counts.stats, name))
+        if first_pass:  # later passes find this command's own grades done
+            self.stats.resumed = counts.stats.resumed
+        return planner
+
+    def finish(self, planner: Planner) -> None:
+        """The counts of what is still out, and run.json (finished once no batch is pending)."""
+        pending = [part for part in self.state.parts if not part.done]
+        self.stats.batches_pending = len(pending)
+        self.stats.requests_waiting = sum(part.requests for part in pending)
+        self.stats.sent = self.stats.requests_submitted
+        self.run.write_run(finished=not pending, selection=planner.selection(), extra=batch_priced)
 
 
 __all__ = ["BatchLimits", "BatchStats", "batch_priced", "run_batch_async"]

@@ -10,7 +10,8 @@ from typing import Any
 from rich.table import Table
 
 from .._bins import bin_sort_key
-from ._control import ALPHA, TEST_NAME, pair_controls
+from ._control import ALPHA, pair_controls, test_name
+from ._floors import Floor, control_floors
 from ._items import EvalRecipe
 from ._report import _fmt, bin_headers, finish_bin_plot, summarize
 
@@ -70,13 +71,17 @@ def compare_table(entries: list[dict[str, Any]]) -> Table:
     return table
 
 
-def controls_table(entries: list[dict[str, Any]]) -> Table | None:
-    """The memorization test of each control run beside its full run; None when no run is a control."""
+def controls_table(entries: list[dict[str, Any]], floors: Sequence[Floor] = ()) -> Table | None:
+    """The memorization test of each control run beside its full run, against the control floor
+    of `floors` (the recipes' declarations); None when no run is a control."""
     controls = [entry for entry in entries if entry.get("control")]
     if not controls:
         return None
-    table = Table(title=f"Memorization controls ({TEST_NAME}, alpha {ALPHA:g})")
-    for name in ("control", "full run", "rows", "control mean", "full mean", "writing floor", "difference"):
+    tested = control_floors(floors)
+    name = "; ".join(dict.fromkeys((entry.get("memorization") or {}).get("test") or "" for entry in controls))
+    table = Table(title=f"Memorization controls ({name or test_name([f.name for f in tested])}, alpha {ALPHA:g})")
+    floor = " / ".join(f.label for f in tested) or "floor"
+    for name in ("control", "full run", "rows", "control mean", "full mean", floor, "difference"):
         table.add_column(name, justify="left" if name in ("control", "full run") else "right")
     table.add_column("needed", justify="right")
     table.add_column("p", justify="right")

@@ -3,29 +3,37 @@
 A control run sends each row's final query without the conversation it refers to (what exactly
 is the recipe's: `EvalRecipe.query_only_messages`), and grades the reply against the row's
 answer as usual. A model that never saw the row cannot know which writing the query means: on
-average it scores no better than a reply of the prefix plus a random writing of the conversation
-(the row's `floor_random_writing`). A control that scores clearly above that floor means the
-model has seen the rows (public data, e.g. openai/mrcr since April 2025).
+average it scores no better than a guess: the reference floor its recipe declares for the control
+(`Floor.control`, e.g. the prefix plus a random writing of the conversation). A control that
+scores clearly above that floor means the model has seen the rows (public data, e.g. a dataset
+published years ago).
 
-"Clearly" is a one-sided paired t-test over the control's rows: d = score - floor_random_writing
-per row, H0 mean(d) <= 0, H1 mean(d) > 0, flagged at p < `ALPHA`. The margin a control needs is
+"Clearly" is a one-sided paired t-test over the control's rows: d = score - floor per row, H0
+mean(d) <= 0, H1 mean(d) > 0, flagged at p < `ALPHA`. The margin a control needs is
 shown with it: t(1 - ALPHA, n - 1) x the standard error of the mean of d, which shrinks with the
 number of rows. No scipy at run time: Student's t distribution is computed here (the tests check it
-against scipy).
+against scipy). The rows of a recipe that declares no control floor cannot be tested: the test
+counts them (`untested`) and says so (`note`) instead of leaving them out in silence.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ._floors import control_floor
 from ._items import EvalItem, EvalRecipe
 
 QUERY_ONLY = "query-only"
 CONTROLS = (QUERY_ONLY,)
 ALPHA = 0.01  # one-sided: a false "memorized" on a model that never saw the rows 1 time in 100
-TEST_NAME = "one-sided paired t-test of score - floor_random_writing > 0"
+TEST_NAME = "one-sided paired t-test of score - {floor} > 0"  # {floor}: the control floors' names
+
+
+def test_name(floor_names: Sequence[str]) -> str:
+    return TEST_NAME.format(floor=" / ".join(floor_names) or "floor")
 
 
 def sent_messages(item: EvalItem, recipe: EvalRecipe, control: str | None) -> list[dict]:
@@ -96,14 +104,16 @@ def t_isf(p: float, df: float) -> float:
 # --------------------------------------------------------------------------- the test
 
 
-def memorization_test(pairs: Sequence[tuple[float, float]], alpha: float = ALPHA) -> dict[str, Any]:
-    """The one-sided paired t-test of (score, floor_random_writing) pairs, one per row of a control:
-    the means, their difference, the margin the difference must exceed at `alpha` for this number
-    of rows, t, the p-value and whether the control is flagged as memorized (p < alpha). Fewer
-    than 2 rows: no test (`p_value` None, not flagged)."""
+def memorization_test(
+    pairs: Sequence[tuple[float, float]], alpha: float = ALPHA, *, floor_names: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The one-sided paired t-test of (score, floor) pairs, one per row of a control (`floor_names`:
+    the floors', for the test's name): the means, their difference, the margin the difference must
+    exceed at `alpha` for this number of rows, t, the p-value and whether the control is flagged
+    as memorized (p < alpha). Fewer than 2 rows: no test (`p_value` None, not flagged)."""
     n = len(pairs)
     result: dict[str, Any] = {
-        "test": TEST_NAME,
+        "test": test_name(floor_names),
         "alpha": alpha,
         "rows": n,
         "control_mean": sum(s for s, _ in pairs) / n if n else None,
@@ -131,13 +141,35 @@ def memorization_test(pairs: Sequence[tuple[float, float]], alpha: float = ALPHA
     return result
 
 
-def control_pairs(records: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
-    """(score, floor_random_writing) of every graded row of a control that has a floor."""
-    return [
-        (float(r["score"]), float(r["floor_random_writing"]))
-        for r in records
-        if r.get("status") == "ok" and r.get("score") is not None and r.get("floor_random_writing") is not None
-    ]
+def control_pairs(records: Sequence[dict[str, Any]], recipes: Sequence[EvalRecipe]) -> list[tuple[float, float]]:
+    """(score, floor) of every graded row of a control that has a floor: the one its recipe
+    declares for the control (`Floor.control`)."""
+    floors = {recipe.name: control_floor(recipe) for recipe in recipes}
+    pairs = []
+    for r in records:
+        floor = floors.get(str(r.get("recipe")))
+        if floor is None or r.get("status") != "ok" or r.get("score") is None or r.get(floor.name) is None:
+            continue
+        pairs.append((float(r["score"]), float(r[floor.name])))
+    return pairs
+
+
+def control_test(records: Sequence[dict[str, Any]], recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
+    """`memorization_test` of a control's graded records, against the floors their recipes declare;
+    rows of a recipe that declares no control floor are counted (`untested`) and named (`note`)."""
+    present = [recipe for recipe in recipes if any(r.get("recipe") == recipe.name for r in records)]
+    floors = [control_floor(recipe) for recipe in present or recipes]
+    names = list(dict.fromkeys(floor.name for floor in floors if floor is not None))
+    result = memorization_test(control_pairs(records, recipes), floor_names=names)
+    unfloored = {recipe.name for recipe in recipes if control_floor(recipe) is None}
+    untested = Counter(str(r.get("recipe")) for r in records if r.get("recipe") in unfloored)
+    if untested:
+        result["untested"] = sum(untested.values())
+        result["note"] = "; ".join(
+            f"{name} declares no reference floor for the control: its {n} rows are not tested"
+            for name, n in sorted(untested.items())
+        )
+    return result
 
 
 def pair_controls(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,4 +193,4 @@ def pair_controls(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [entries[i] for i in order]
 
 
-__all__ = ["ALPHA", "CONTROLS", "QUERY_ONLY", "memorization_test", "sent_messages", "t_isf", "t_sf"]
+__all__ = ["ALPHA", "CONTROLS", "QUERY_ONLY", "control_test", "memorization_test", "sent_messages", "t_isf", "t_sf"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from .._bins import bin_headers, bin_sort_key
 from .._files import save_figure
-from ._analysis import analyse_reply
+from ._analysis import analyse_split
 from ._items import EvalItem, EvalRecipe
 
 OUTCOMES = ("target", "other_needle", "distractor", "not_in_context", "empty", "error")
@@ -29,10 +29,12 @@ NOT_A_NEEDLE = 0  # the `returned` column of the confusion matrix for replies th
 
 
 def analyse_item(recipe: EvalRecipe, item: EvalItem, reply: str, finish_reason: str | None = None) -> dict | None:
-    """The analysis of `reply` to `item` as stored in a result record; None when the recipe
-    cannot read the row's conversation."""
+    """The analysis of `reply` (split by the recipe's answer form) to `item` as stored in a result
+    record; None when the recipe cannot read the row's conversation."""
     transcript = recipe.transcript(item)
-    return None if transcript is None else analyse_reply(reply, transcript, finish_reason).model_dump()
+    if transcript is None:
+        return None
+    return analyse_split(recipe.answer_form.split(reply, item), transcript, finish_reason).model_dump()
 
 
 def outcome_of(record: dict[str, Any]) -> str | None:

@@ -1,8 +1,10 @@
 """What the runner sends: recipe-neutral items, one per row, and the recipes that make and grade them.
 
 A recipe (`EvalRecipe`) contributes a reader that turns a data file into `EvalItem`s, a grader
-for the replies and its report's extras; the runner knows nothing else about it. Which recipe
-owns a file is told by the file (see `mrcr_gen._ownership`).
+for the replies, the form of its answers (`answer_form`, for the failure analysis), its declared
+reference floors (`floors`, `item_floors`) and its report's extras; the runner knows nothing else
+about it. `EvalDefaults` supplies what recipes usually share. Which recipe owns a file is told by
+the file (see `mrcr_gen._ownership`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from .._bins import ABOVE_BINS, BELOW_BINS, BIN_UPPER_EDGES, BINS, bin_for_tokens
 from .._ownership import FileSignature, UnclaimedFile, file_facts, owner, unreadable
-from ._analysis import Transcript
+from ._analysis import SplitReply, Transcript, split_prefix
+from ._floors import Floor
 
 
 class ItemError(BaseModel):
@@ -69,6 +72,26 @@ def bin_label_of_upper(upper: int) -> str:
     return BELOW_BINS if upper < BINS[0].lower else ABOVE_BINS
 
 
+class AnswerForm(Protocol):
+    """How a recipe's model answers: what the failure analysis reads as the reply's prefix and its
+    body. A recipe whose model answers otherwise than prefix + writing (say a JSON object
+    `{"prefix": ..., "text": ...}`) supplies an object with a `split` of its own."""
+
+    def split(self, reply: str, item: EvalItem) -> SplitReply:
+        """The reply's prefix state and its body, for the row `item`."""
+        ...
+
+
+class PrefixedAnswer:
+    """The MRCR answer form: the row's prefix (`EvalItem.prefix`) glued to the front of the writing."""
+
+    def split(self, reply: str, item: EvalItem) -> SplitReply:
+        return split_prefix(reply, item.prefix)
+
+
+PREFIXED = PrefixedAnswer()
+
+
 class FileError(ValueError):
     """A data file that cannot be read (or stops being readable half-way): one line naming it."""
 
@@ -79,6 +102,8 @@ class EvalRecipe(Protocol):
 
     name: str  # the `recipe` of items and result records
     signatures: tuple[FileSignature, ...]  # which files made elsewhere it reads (see `mrcr_gen._ownership`)
+    answer_form: AnswerForm  # how a reply splits into its prefix and its body (the failure analysis)
+    floors: tuple[Floor, ...]  # its reference floors, as `item_floors` records them and reports show them
 
     def read_items(
         self, path: str | os.PathLike, *, tokenizer_spec: str, skip: Callable[[int, str], bool] | None
@@ -98,8 +123,12 @@ class EvalRecipe(Protocol):
         """The row as the per-row failure analysis reads it; None when it cannot be read."""
         ...
 
+    def item_floors(self, item: EvalItem) -> dict[str, float | None]:
+        """The row's reference floors, by the names `floors` declares; {} when it cannot tell them."""
+        ...
+
     def item_extras(self, item: EvalItem) -> dict[str, Any]:
-        """Fields recorded beside the score (e.g. reference floors); {} when none."""
+        """Other fields recorded beside the score (after the floors); {} when none."""
         ...
 
     def query_only_messages(self, item: EvalItem) -> list[dict]:
@@ -123,6 +152,47 @@ class EvalRecipe(Protocol):
     def report_tables(self, summary: dict[str, Any]) -> list[Any]:
         """Rich renderables `mrcr-eval report` prints after the common table, from its extras."""
         ...
+
+
+def row_extras(recipe: EvalRecipe, item: EvalItem) -> dict[str, Any]:
+    """What a record of `item` holds beside its score: the recipe's floors, then its other extras."""
+    return recipe.item_floors(item) | recipe.item_extras(item)
+
+
+class EvalDefaults:
+    """What an `EvalRecipe` usually shares, for a recipe class to inherit: no lenient grade, no
+    failure analysis, no floors, no extras, no report of its own, the MRCR answer form (prefix +
+    writing), openai/mrcr's length bins and a query-only control that sends the final message."""
+
+    answer_form: AnswerForm = PREFIXED
+    floors: tuple[Floor, ...] = ()
+
+    def grade_lenient(self, response: str, item: EvalItem) -> float | None:
+        return None
+
+    def transcript(self, item: EvalItem) -> Transcript | None:
+        return None
+
+    def item_floors(self, item: EvalItem) -> dict[str, float | None]:
+        return {}
+
+    def item_extras(self, item: EvalItem) -> dict[str, Any]:
+        return {}
+
+    def query_only_messages(self, item: EvalItem) -> list[dict]:
+        return item.messages[-1:]
+
+    def bin_label(self, upper: int) -> str:
+        return bin_label_of_upper(upper)
+
+    def bin_uppers(self) -> tuple[int, ...]:
+        return BIN_UPPER_EDGES
+
+    def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
+        return {}
+
+    def report_tables(self, summary: dict[str, Any]) -> list[Any]:
+        return []
 
 
 R = TypeVar("R", bound=EvalRecipe)

@@ -3,13 +3,14 @@ the fields every row has (`base_record`) and those of a graded reply (`scored_re
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 from ._config import EvalConfig
 from ._failures import analyse_item
-from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
+from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named, row_extras
 from ._results import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, latest_answers, latest_records, row_ranges
 from ._subset import RANK_RULE, per_bin_rows
 
@@ -144,96 +145,108 @@ class Planner:
             )
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
-        config = self.config
-        tokenizer = config.tokenizer_spec
         self._choose_per_bin()  # filters in the order: needles, bin, per-bin (all by cell), limit, window
         for path in self.files:
-            if config.limit is not None and self.taken >= config.limit:
+            if self._limit_reached():
                 return
-            sha = self.shas[path]
-            group: list[EvalItem] = []
-            known: dict[int, tuple[dict | None, dict | None]] = {}  # row -> (facts, answer)
+            yield from self._walk_file(path)
 
-            def skip(row: int, digest: str, path: str = path, known: dict = known) -> bool:
-                """Whether the row needs no parsing: its stored counts decide it and it is not to be sent."""
-                key = (path, row)
-                if self.per_bin is not None and key not in self.per_bin:
-                    known[row] = (None, None)
-                    return True  # not kept: never parsed
-                answer = self._answer(key, digest)
-                facts = self._facts(key, digest, answer)
-                if facts is not None and answer is None:
-                    sends = self._wanted(int(facts.get("n_needles") or 0), int(facts.get("bin_upper") or 0))
-                    sends = sends and not self._over_window(key, int(facts.get("o200k_prompt_tokens") or 0))
-                    if sends:
-                        facts = None  # to be sent: parse it
-                known[row] = (facts, answer)
-                return facts is not None
+    def _limit_reached(self) -> bool:
+        return self.config.limit is not None and self.taken >= self.config.limit
 
-            try:
-                for item in read_items(path, recipes=self.recipes, tokenizer_spec=tokenizer, skip=skip):
-                    if config.limit is not None and self.taken >= config.limit:
-                        break
-                    key = (path, item.row)
-                    facts, answer = known.pop(item.row, (None, None))
-                    if self.per_bin is not None and key not in self.per_bin:
-                        continue
-                    recipe = recipe_named(item.recipe, self.recipes)
-                    if facts is not None:  # a bare item: what a fresh parse would give is stored
-                        row_fields = {name: facts.get(name) for name in ROW_FIELDS} | {"data_sha256": sha}
-                        n_needles, upper = int(facts.get("n_needles") or 0), int(facts.get("bin_upper") or 0)
-                        prompt_tokens = int(facts.get("o200k_prompt_tokens") or 0)
-                    elif item.error is not None:
-                        self.taken += 1
-                        self.selected.setdefault(path, []).append(item.row)
-                        error = {
-                            "status": STATUS_ERROR,
-                            "check": item.error.check,
-                            "error": item.error.message,
-                            "attempts": 0,
-                        }
-                        yield from self._record(key, self.base | base_record(item, recipe, sha) | error)
-                        continue
-                    else:
-                        row_fields = base_record(item, recipe, sha, tokenizer=tokenizer)
-                        n_needles, upper, prompt_tokens = item.n_needles, item.bin_upper, item.prompt_tokens
-                    if not self._wanted(n_needles, upper):
-                        continue
-                    self.taken += 1
-                    self.selected.setdefault(path, []).append(item.row)
-                    if self._over_window(key, prompt_tokens):
-                        yield from self._record(key, self.base | row_fields | self._skip_fields(key))
-                    elif answer is not None:  # sent before: its reply, described as this run counts the row
-                        self.resumed += answer.get("status") == STATUS_OK
-                        extras = {} if facts is not None else recipe.item_extras(item)
-                        yield from self._record(key, answer | self.base | row_fields | extras)
-                    elif key in self.pending and self._matches(self.pending[key], item.digest):
-                        self.resumed += 1
-                        yield GRADE, (item, self.pending[key])
-                    elif group and item.group is not None and item.group == group[-1].group:
-                        group.append(item)
-                    else:
-                        if group:
-                            yield JOB, group
-                        group = [item]
-                if group:
-                    yield JOB, group
-            except FileError as exc:
-                if group:
-                    yield JOB, group
-                self.unreadable.append(path)
-                yield (
-                    FILE_ERROR,
-                    {
-                        "file": path,
-                        "row": None,
-                        "status": STATUS_ERROR,
-                        "check": "file",
-                        "error": str(exc),
-                        "data_sha256": sha,
-                    }
-                    | self.base,
-                )
+    def _walk_file(self, path: str) -> Iterator[tuple[str, Any]]:
+        """The steps of one file's rows, in order; the rows of one transcript group to be sent are
+        one job. A file that cannot be read (or breaks) ends with its FILE_ERROR step."""
+        sha = self.shas[path]
+        group: list[EvalItem] = []
+        known: dict[int, tuple[dict | None, dict | None]] = {}  # row -> (facts, answer)
+        skip = functools.partial(self._skip, path, known)
+        try:
+            for item in read_items(path, recipes=self.recipes, tokenizer_spec=self.config.tokenizer_spec, skip=skip):
+                if self._limit_reached():
+                    break
+                facts, answer = known.pop(item.row, (None, None))
+                sends = yield from self._row(path, sha, item, facts, answer)
+                if not sends:
+                    continue
+                if group and item.group is not None and item.group == group[-1].group:
+                    group.append(item)
+                else:
+                    if group:
+                        yield JOB, group
+                    group = [item]
+            if group:
+                yield JOB, group
+        except FileError as exc:
+            if group:
+                yield JOB, group
+            self.unreadable.append(path)
+            error = {"file": path, "row": None, "status": STATUS_ERROR, "check": "file", "error": str(exc)}
+            yield FILE_ERROR, error | {"data_sha256": sha} | self.base
+
+    def _skip(self, path: str, known: dict, row: int, digest: str) -> bool:
+        """Whether the row needs no parsing: its stored counts decide it and it is not to be sent."""
+        key = (path, row)
+        if self.per_bin is not None and key not in self.per_bin:
+            known[row] = (None, None)
+            return True  # not kept: never parsed
+        answer = self._answer(key, digest)
+        facts = self._facts(key, digest, answer)
+        if facts is not None and answer is None:
+            sends = self._wanted(int(facts.get("n_needles") or 0), int(facts.get("bin_upper") or 0))
+            sends = sends and not self._over_window(key, int(facts.get("o200k_prompt_tokens") or 0))
+            if sends:
+                facts = None  # to be sent: parse it
+        known[row] = (facts, answer)
+        return facts is not None
+
+    def _row(
+        self, path: str, sha: str, item: EvalItem, facts: dict | None, answer: dict | None
+    ) -> Generator[tuple[str, Any], None, bool]:
+        """The steps of one row (a record, a journaled reply to grade); returns whether it is to be
+        sent. `facts`: a stored record that describes the bare item as a fresh parse would."""
+        key = (path, item.row)
+        if self.per_bin is not None and key not in self.per_bin:
+            return False
+        recipe = recipe_named(item.recipe, self.recipes)
+        if facts is None and item.error is not None:
+            self._take(key)
+            error = {"status": STATUS_ERROR, "check": item.error.check, "error": item.error.message, "attempts": 0}
+            yield from self._record(key, self.base | base_record(item, recipe, sha) | error)
+            return False
+        row_fields, n_needles, upper, prompt_tokens = self._row_facts(item, recipe, sha, facts)
+        if not self._wanted(n_needles, upper):
+            return False
+        self._take(key)
+        if self._over_window(key, prompt_tokens):
+            yield from self._record(key, self.base | row_fields | self._skip_fields(key))
+        elif answer is not None:  # sent before: its reply, described as this run counts the row
+            self.resumed += answer.get("status") == STATUS_OK
+            extras = {} if facts is not None else row_extras(recipe, item)
+            yield from self._record(key, answer | self.base | row_fields | extras)
+        elif key in self.pending and self._matches(self.pending[key], item.digest):
+            self.resumed += 1
+            yield GRADE, (item, self.pending[key])
+        else:
+            return True
+        return False
+
+    def _row_facts(
+        self, item: EvalItem, recipe: EvalRecipe, sha: str, facts: dict | None
+    ) -> tuple[dict[str, Any], int, int, int]:
+        """(the row's record fields, needles, bin upper edge, prompt tokens): parsed, or for a bare
+        item what a fresh parse would give, as stored."""
+        if facts is None:
+            fields = base_record(item, recipe, sha, tokenizer=self.config.tokenizer_spec)
+            return fields, item.n_needles, item.bin_upper, item.prompt_tokens
+        fields = {name: facts.get(name) for name in ROW_FIELDS} | {"data_sha256": sha}
+        n_needles, upper = int(facts.get("n_needles") or 0), int(facts.get("bin_upper") or 0)
+        return fields, n_needles, upper, int(facts.get("o200k_prompt_tokens") or 0)
+
+    def _take(self, key: tuple[str, int]) -> None:
+        """Count a row toward --limit and into this command's selection."""
+        self.taken += 1
+        self.selected.setdefault(key[0], []).append(key[1])
 
     def selection(self) -> dict[str, Any]:
         """What run.json records of this command's rows, for its summary (see `_report`)."""
@@ -303,4 +316,4 @@ def scored_record(item: EvalItem, recipe: EvalRecipe, result: Any, strip_think: 
             "cached_tokens": result.cached_tokens,
         },
         "analysis": analyse_item(recipe, item, text, result.finish_reason),
-    } | recipe.item_extras(item)
+    } | row_extras(recipe, item)

@@ -7,6 +7,7 @@ import os
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from .._bins import bin_headers, bin_sort_key, bin_upper
 from .._files import save_figure, write_text_atomic
 from .._prices import cache_aware_cost
 from ._auc import auc_fields
-from ._control import control_pairs, memorization_test
+from ._control import control_test
 from ._failures import failure_summary, write_failure_plots
+from ._floors import Floor, control_floors, declared_floors
 from ._items import EvalRecipe
 from ._results import (
     PLOT_NAME,
@@ -124,6 +126,32 @@ def run_rows(records: list[dict[str, Any]], run: dict[str, Any]) -> list[dict[st
     return final
 
 
+@dataclass
+class _Rows:
+    """The records a summary describes, by what became of them."""
+
+    scored: list[dict[str, Any]]  # graded
+    errors: list[dict[str, Any]]  # meant to be scored, failed: count 0
+    skipped: list[dict[str, Any]]  # over the context window: not sent, not in `mean_score`
+    file_errors: list[dict[str, Any]]  # files that could not be read
+
+    @property
+    def counted(self) -> list[dict[str, Any]]:
+        return self.scored + self.errors
+
+
+def _rows(records: list[dict[str, Any]], run: dict[str, Any]) -> _Rows:
+    selected = _selected(run)
+    final = run_rows(records, run)
+    file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run) and selected.unreadable(r)]
+    return _Rows(
+        scored=[r for r in final if r.get("status") == STATUS_OK],
+        errors=[r for r in final if r.get("status") == STATUS_ERROR],
+        skipped=[r for r in final if r.get("status") == STATUS_SKIPPED],
+        file_errors=file_errors,
+    )
+
+
 def summarize_records(
     records: list[dict[str, Any]], run: dict[str, Any] | None = None, *, recipes: Sequence[EvalRecipe] = ()
 ) -> dict[str, Any]:
@@ -135,35 +163,91 @@ def summarize_records(
     window is not scored; `mean_score_answered` also leaves errors out. Every per-bin number
     (`cells`, `bins`, `mean_128k`, `mean_1m`, the AUCs, the plot) is over every row of the bin:
     errors and skipped rows count 0, so a model is never credited for rows it could not take.
-    `complete` is true only when the last run finished and nothing failed. Each of `recipes` adds
-    its own entries (`EvalRecipe.report_extras`) from its rows.
+    `complete` is true only when the last run finished and nothing failed. The cells hold the
+    floors `recipes` declare (`_floors`); each of them adds its own entries
+    (`EvalRecipe.report_extras`) from its rows.
     """
     run = run or {}
-    selected = _selected(run)
-    final = run_rows(records, run)
-    file_errors = [r for r in latest_file_errors(records).values() if _is_current(r, run) and selected.unreadable(r)]
-    scored = [r for r in final if r.get("status") == STATUS_OK]
-    errors = [r for r in final if r.get("status") == STATUS_ERROR]
-    skipped = [r for r in final if r.get("status") == STATUS_SKIPPED]
-    counted = scored + errors
+    rows = _rows(records, run)
     window = run.get("max_context_window")
+    overall = _group_stats(rows.counted, rows.skipped, window)
+    return (
+        _recipe_extras(recipes, rows, window)
+        | _run_fields(run, rows, recipes)
+        | {
+            "mean_score": overall["mean_score"],
+            "mean_score_answered": overall["mean_score_answered"],
+            "mean_score_lenient": mean_of(rows.scored, "score_lenient"),
+            "auc_128k": overall["auc_128k"],
+            "auc_1m": overall["auc_1m"],
+            "mean_128k": overall["mean_128k"],
+            "mean_1m": overall["mean_1m"],
+            "n_rows": len(rows.counted),
+            "n_scored": len(rows.scored),
+            "cells": _cells(rows, declared_floors(recipes)),
+            "bins": _bins(rows),
+            "by_needles": _by_needles(rows, window),
+            "replies": _replies(rows.scored),
+            "skipped": _skipped(rows.skipped, window),
+            "errors": _errors(rows.errors),
+            "file_errors": [{"file": r["file"], "error": r.get("error")} for r in rows.file_errors],
+            "failures": failure_summary(rows.counted),
+        }
+        | _spending(rows.scored, run.get("price_per_1m"))
+    )
 
-    # Bin means: every row of the bin, errors and skipped rows as 0.
+
+def _recipe_extras(recipes: Sequence[EvalRecipe], rows: _Rows, window: int | None) -> dict[str, Any]:
+    """Each recipe's own entries from its rows, errors and skipped rows scored 0."""
+    extra: dict[str, Any] = {}
+    for recipe in recipes:
+        own = [
+            r if r.get("status") == STATUS_OK else r | {"score": 0.0}
+            for r in rows.counted + rows.skipped
+            if r.get("recipe") == recipe.name
+        ]
+        if own:
+            extra |= recipe.report_extras(own, window)
+    return extra
+
+
+def _run_fields(run: dict[str, Any], rows: _Rows, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
+    """What the run was: model, data, settings, whether its numbers are official scores, the
+    memorization test of a control and whether it is complete."""
+    selected = _selected(run)
+    settings = run.get("settings") or {}
+    strip_think = bool(settings.get("strip_think"))
+    control = settings.get("control")
+    data = run.get("data")
+    return {
+        "model": run.get("model"),
+        "base_url": run.get("base_url"),
+        "data": [e for e in data if selected.file(e)] if isinstance(data, list) else data,
+        "settings": settings or None,
+        "official": not strip_think and not control,
+        "scoring": f"NOT A SCORE: a {control} control (each row's final query sent without its conversation)"
+        if control
+        else "NOT OFFICIAL: replies graded with <think> blocks removed (--strip-think)"
+        if strip_think
+        else "official: every HTTP-200 reply graded as returned; errors count as 0",
+        "control": control,
+        # A control scoring above its declared floor means the model has seen the rows (see _control).
+        "memorization": control_test(rows.scored, recipes) if control else None,
+        "complete": bool(run.get("finished", True)) and not rows.errors and not rows.file_errors,
+    }
+
+
+def _cells(rows: _Rows, floors: Sequence[Floor]) -> list[dict[str, Any]]:
+    """Per bin x needle count: every row of the cell, errors and skipped rows as 0, with the mean
+    of each declared floor."""
     cells: dict[tuple[str, int], list[dict]] = defaultdict(list)
-    by_bin: dict[str, list[dict]] = defaultdict(list)
-    for record in counted + skipped:
+    for record in rows.counted + rows.skipped:
         cells[(record["bin"], int(record["n_needles"]))].append(record)
-        by_bin[record["bin"]].append(record)
-    by_needles: dict[int, tuple[list[dict], list[dict]]] = defaultdict(lambda: ([], []))
-    for record in counted:
-        by_needles[int(record["n_needles"])][0].append(record)
-    for record in skipped:
-        by_needles[int(record["n_needles"])][1].append(record)
-    cell_rows = []
+    out = []
     for (label, n_needles), members in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1])):
         answered = [m for m in members if m.get("status") == STATUS_OK]
         not_sent = sum(1 for m in members if m.get("status") == STATUS_SKIPPED)
-        cell_rows.append(
+        out.append(
             {
                 "bin": label,
                 "bin_upper": bin_upper(label),
@@ -174,96 +258,78 @@ def summarize_records(
                 "mean_score": _mean([_score(m) for m in members]),
                 "mean_score_answered": _mean([m["score"] for m in answered]),
                 "mean_score_lenient": mean_of(answered, "score_lenient"),
-                "floor_random_needle": mean_of(members, "floor_random_needle"),
-                "floor_random_writing": mean_of(members, "floor_random_writing"),
             }
+            | {floor.name: mean_of(members, floor.name) for floor in floors}
         )
-    latencies = [r["latency_s"] for r in scored if r.get("latency_s") is not None]
+    return out
 
-    def usage_total(name: str) -> int:
-        return sum(v for v in (r.get("usage", {}).get(name) for r in scored) if isinstance(v, int))
 
-    usage = {
-        name: usage_total(name) for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+def _bins(rows: _Rows) -> list[dict[str, Any]]:
+    by_bin: dict[str, list[dict]] = defaultdict(list)
+    for record in rows.counted + rows.skipped:
+        by_bin[record["bin"]].append(record)
+    return [
+        {
+            "bin": label,
+            "bin_upper": bin_upper(label),
+            "count": len(members),
+            "skipped": sum(1 for m in members if m.get("status") == STATUS_SKIPPED),
+            "mean_score": _mean([_score(m) for m in members]),
+        }
+        for label, members in sorted(by_bin.items(), key=lambda kv: bin_sort_key(kv[0]))
+    ]
+
+
+def _by_needles(rows: _Rows, window: int | None) -> list[dict[str, Any]]:
+    groups: dict[int, tuple[list[dict], list[dict]]] = defaultdict(lambda: ([], []))
+    for record in rows.counted:
+        groups[int(record["n_needles"])][0].append(record)
+    for record in rows.skipped:
+        groups[int(record["n_needles"])][1].append(record)
+    return [
+        {"n_needles": n, **_group_stats(members, not_sent, window)} for n, (members, not_sent) in sorted(groups.items())
+    ]
+
+
+def _replies(scored: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "finish_reasons": dict(Counter(str(r.get("finish_reason")) for r in scored)),
+        "empty": sum(1 for r in scored if not r.get("response")),
+        "null_content": sum(1 for r in scored if r.get("content_null")),
+        "with_think_tag": sum(1 for r in scored if r.get("think")),
+        "with_reasoning_content": sum(1 for r in scored if r.get("reasoning_chars")),
     }
-    price = run.get("price_per_1m")
-    settings = run.get("settings") or {}
-    strip_think = bool(settings.get("strip_think"))
-    control = settings.get("control")
-    overall = _group_stats(counted, skipped, window)
-    extra: dict[str, Any] = {}
-    for recipe in recipes:
-        own = [
-            r if r.get("status") == STATUS_OK else r | {"score": 0.0}
-            for r in counted + skipped
-            if r.get("recipe") == recipe.name
-        ]
-        if own:
-            extra |= recipe.report_extras(own, window)
-    return extra | {
-        "model": run.get("model"),
-        "base_url": run.get("base_url"),
-        "data": [e for e in run["data"] if selected.file(e)] if isinstance(run.get("data"), list) else run.get("data"),
-        "settings": settings or None,
-        "official": not strip_think and not control,
-        "scoring": f"NOT A SCORE: a {control} control (each row's final query sent without its conversation)"
-        if control
-        else "NOT OFFICIAL: replies graded with <think> blocks removed (--strip-think)"
-        if strip_think
-        else "official: every HTTP-200 reply graded as returned; errors count as 0",
-        "control": control,
-        # A control scoring above the random-writing floor means the model has seen the rows (see _control).
-        "memorization": memorization_test(control_pairs(scored)) if control else None,
-        "complete": bool(run.get("finished", True)) and not errors and not file_errors,
-        "mean_score": overall["mean_score"],
-        "mean_score_answered": overall["mean_score_answered"],
-        "mean_score_lenient": _mean([r["score_lenient"] for r in scored if r.get("score_lenient") is not None]),
-        "auc_128k": overall["auc_128k"],
-        "auc_1m": overall["auc_1m"],
-        "mean_128k": overall["mean_128k"],
-        "mean_1m": overall["mean_1m"],
-        "n_rows": len(counted),
-        "n_scored": len(scored),
-        "cells": cell_rows,
-        "bins": [
-            {
-                "bin": label,
-                "bin_upper": bin_upper(label),
-                "count": len(members),
-                "skipped": sum(1 for m in members if m.get("status") == STATUS_SKIPPED),
-                "mean_score": _mean([_score(m) for m in members]),
-            }
-            for label, members in sorted(by_bin.items(), key=lambda kv: bin_sort_key(kv[0]))
+
+
+def _skipped(skipped: list[dict[str, Any]], window: int | None) -> dict[str, Any]:
+    return {
+        "count": len(skipped),
+        "max_context_window": window,
+        "rows": [
+            {"file": r["file"], "row": r["row"], "o200k_prompt_tokens": r.get("o200k_prompt_tokens")} for r in skipped
         ],
-        "by_needles": [
-            {"n_needles": n, **_group_stats(members, not_sent, window)}
-            for n, (members, not_sent) in sorted(by_needles.items())
+    }
+
+
+def _errors(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "count": len(errors),
+        "by_check": dict(Counter(str(r.get("check", "request")) for r in errors)),
+        "rows": [
+            {"file": r["file"], "row": r["row"], "check": r.get("check", "request"), "error": r.get("error")}
+            for r in errors
         ],
-        "replies": {
-            "finish_reasons": dict(Counter(str(r.get("finish_reason")) for r in scored)),
-            "empty": sum(1 for r in scored if not r.get("response")),
-            "null_content": sum(1 for r in scored if r.get("content_null")),
-            "with_think_tag": sum(1 for r in scored if r.get("think")),
-            "with_reasoning_content": sum(1 for r in scored if r.get("reasoning_chars")),
-        },
-        "skipped": {
-            "count": len(skipped),
-            "max_context_window": window,
-            "rows": [
-                {"file": r["file"], "row": r["row"], "o200k_prompt_tokens": r.get("o200k_prompt_tokens")}
-                for r in skipped
-            ],
-        },
-        "errors": {
-            "count": len(errors),
-            "by_check": dict(Counter(str(r.get("check", "request")) for r in errors)),
-            "rows": [
-                {"file": r["file"], "row": r["row"], "check": r.get("check", "request"), "error": r.get("error")}
-                for r in errors
-            ],
-        },
-        "file_errors": [{"file": r["file"], "error": r.get("error")} for r in file_errors],
-        "failures": failure_summary(counted),
+    }
+
+
+def _spending(scored: list[dict[str, Any]], price: Any) -> dict[str, Any]:
+    """Tokens used, their cost, and the replies' latencies."""
+    usage = {
+        name: sum(v for v in (r.get("usage", {}).get(name) for r in scored) if isinstance(v, int))
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+    }
+    latencies = [r["latency_s"] for r in scored if r.get("latency_s") is not None]
+    return {
         "usage": usage,
         "price_per_1m": price,
         **_costs(price, usage),
@@ -313,16 +379,12 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
-    """A rich table: one line per bin x needles, with the reference floors."""
+def render_table(summary: dict[str, Any], title: str | None = None, *, floors: Sequence[Floor] = ()) -> Table:
+    """A rich table: one line per bin x needles, with the reference `floors` (as recipes declare them)."""
     table = Table(title=title or f"MRCR - {summary.get('model') or 'model'}")
     table.add_column("bin")
-    table.add_column("needles", justify="right")
-    table.add_column("rows", justify="right")
-    table.add_column("errors", justify="right")
-    table.add_column("mean score", justify="right")
-    table.add_column("needle floor", justify="right")
-    table.add_column("writing floor", justify="right")
+    for column in ("needles", "rows", "errors", "mean score", *(floor.label for floor in floors)):
+        table.add_column(column, justify="right")
     for cell in summary["cells"]:
         table.add_row(
             cell["bin"],
@@ -330,8 +392,7 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
             str(cell["count"]),
             str(cell.get("errors", 0)),
             _fmt(cell["mean_score"]),
-            _fmt(cell.get("floor_random_needle")),
-            _fmt(cell.get("floor_random_writing")),
+            *(_fmt(cell.get(floor.name)) for floor in floors),
         )
     cost, saved = summary.get("cost_usd"), summary.get("cache_saved_usd")
     table.caption = (
@@ -343,31 +404,40 @@ def render_table(summary: dict[str, Any], title: str | None = None) -> Table:
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
         f"{f' (prompt caching saved ${saved:,.4f})' if saved else ''}"
         f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
-        f"{_not_official(summary)}\n"
-        "floors: the score of answering the prefix plus a random needle of the right ask / "
-        "plus a random writing (no model calls)"
+        f"{_not_official(summary, floors)}"
+        f"{_floors_note(floors)}"
     )
     return table
 
 
-def _not_official(summary: dict[str, Any]) -> str:
+def _floors_note(floors: Sequence[Floor]) -> str:
+    if not floors:
+        return ""
+    guesses = " / plus ".join(floor.guess for floor in floors)
+    return f"\nfloors: the score of answering the prefix plus {guesses} (no model calls)"
+
+
+def _not_official(summary: dict[str, Any], floors: Sequence[Floor]) -> str:
     if summary.get("official", True):
         return ""
     control = summary.get("control")
     if not control:
         return "; NOT OFFICIAL (--strip-think)"
     test = summary.get("memorization") or {}
+    floor = " / ".join(floor.title for floor in control_floors(floors)) or "floor"
     verdict = (
         "too few rows to test"
         if test.get("p_value") is None
         else f"{'MEMORIZED' if test['memorized'] else 'not above'}: {_fmt(test['control_mean'])} against the "
-        f"random-writing floor {_fmt(test['floor_mean'])}, one-sided paired t-test p={test['p_value']:.2g}"
+        f"{floor} {_fmt(test['floor_mean'])}, one-sided paired t-test p={test['p_value']:.2g}"
     )
-    return f"; NOT A SCORE: --control {control} ({verdict})"
+    note = f"; {test['note']}" if test.get("note") else ""
+    return f"; NOT A SCORE: --control {control} ({verdict}{note})"
 
 
-def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
-    """Mean score against context bin, one line per needle count (dotted: random-needle floor)."""
+def plot_summary(summary: dict[str, Any], path: str | os.PathLike, *, floors: Sequence[Floor] = ()) -> None:
+    """Mean score against context bin, one line per needle count (dotted: each of `floors` that is
+    `plotted`, e.g. the random-needle floor)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -384,20 +454,17 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike) -> None:
             xs = [position[c["bin"]] for c in cells]
             color = colors[i % len(colors)]
             axes.plot(xs, [c["mean_score"] for c in cells], marker="o", color=color, label=f"{n_needles} needles")
-            floors = [
-                (x, c["floor_random_needle"])
-                for x, c in zip(xs, cells, strict=True)
-                if c.get("floor_random_needle") is not None
-            ]
-            if floors:
-                axes.plot(
-                    [x for x, _ in floors],
-                    [y for _, y in floors],
-                    linestyle=":",
-                    color=color,
-                    alpha=0.6,
-                    label=f"{n_needles} needles: random-needle floor",
-                )
+            for floor in floors:
+                points = [(x, c[floor.name]) for x, c in zip(xs, cells, strict=True) if c.get(floor.name) is not None]
+                if floor.plotted and points:
+                    axes.plot(
+                        [x for x, _ in points],
+                        [y for _, y in points],
+                        linestyle=":",
+                        color=color,
+                        alpha=0.6,
+                        label=f"{n_needles} needles: {floor.title}",
+                    )
         finish_bin_plot(figure, axes, bins, f"MRCR - {summary.get('model') or 'model'}", bool(summary["cells"]), path)
     finally:
         plt.close(figure)
@@ -423,7 +490,7 @@ def write_report(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -
     run_dir = Path(run_dir)
     summary = summarize(run_dir, recipes=recipes)
     write_text_atomic(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2) + "\n")
-    plot_summary(summary, run_dir / PLOT_NAME)
+    plot_summary(summary, run_dir / PLOT_NAME, floors=declared_floors(recipes))
     write_failure_plots(summary["failures"], run_dir, f"MRCR - {summary.get('model') or 'model'}")
     return summary
 
@@ -433,7 +500,7 @@ def print_report(
 ) -> None:
     """The summary's table, then each recipe's own tables (`EvalRecipe.report_tables`)."""
     console = console or Console()
-    console.print(render_table(summary))
+    console.print(render_table(summary, floors=declared_floors(recipes)))
     for recipe in recipes:
         for table in recipe.report_tables(summary):
             console.print(table)

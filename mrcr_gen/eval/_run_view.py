@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from .._files import exclusive_lock
-from ._analysis import Transcript, analyse_reply
+from ._analysis import Transcript, analyse_split, target_depth
 from ._failures import failure_summary, write_failure_plots
+from ._floors import Floor, declared_floors
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 from ._planner import graded_text
 from ._report import plot_summary, read_run_dir, run_rows, summarize_records
@@ -71,12 +72,16 @@ def _transcript(item: EvalItem | None, recipes: Sequence[EvalRecipe]) -> Transcr
     return None if item is None else recipe_named(item.recipe, recipes).transcript(item)
 
 
-def _analysis(record: dict, transcript: Transcript | None, strip_think: bool) -> dict | None:
-    """The record's stored analysis, else the analysis of its reply when its row can be read."""
-    if record.get("analysis") is not None or record.get("status") != STATUS_OK or transcript is None:
+def _analysis(
+    record: dict, item: EvalItem | None, transcript: Transcript | None, recipes: Sequence[EvalRecipe], strip_think: bool
+) -> dict | None:
+    """The record's stored analysis, else the analysis of its reply (as the recipe's answer form
+    splits it) when its row can be read."""
+    if record.get("analysis") is not None or record.get("status") != STATUS_OK or item is None or transcript is None:
         return record.get("analysis")
     text = graded_text(str(record.get("response") or ""), strip_think)
-    return analyse_reply(text, transcript, record.get("finish_reason")).model_dump()
+    reply = recipe_named(item.recipe, recipes).answer_form.split(text, item)
+    return analyse_split(reply, transcript, record.get("finish_reason")).model_dump()
 
 
 def add_analyses(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> int:
@@ -94,7 +99,7 @@ def add_analyses(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -
         added = 0
         with ResultsWriter(run_dir / RESULTS_NAME) as writer:
             for record, item in _with_items(missing, recipes):
-                analysis = _analysis(record, _transcript(item, recipes), strip_think)
+                analysis = _analysis(record, item, _transcript(item, recipes), recipes, strip_think)
                 if analysis is not None:
                     writer.write(record | {"analysis": analysis})
                     added += 1
@@ -113,7 +118,7 @@ def view_samples(
     samples, analysed = [], []
     for record, item in _with_items(records, recipes, items):
         transcript = _transcript(item, recipes)
-        analysis = _analysis(record, transcript, strip_think)
+        analysis = _analysis(record, item, transcript, recipes, strip_think)
         status = str(record.get("status"))
         if status == STATUS_OK:
             outcome = analysis["returned"] if analysis else UNANALYSED
@@ -121,7 +126,7 @@ def view_samples(
             outcome = status
         depth = (analysis or {}).get("target_depth")
         if depth is None and transcript is not None:
-            depth = analyse_reply("", transcript).target_depth
+            depth = target_depth(transcript)
         samples.append(
             ViewSample(
                 file=str(record["file"]),
@@ -150,12 +155,14 @@ def view_samples(
     return samples, analysed
 
 
-def _plots(summary: dict[str, Any] | None, failures: dict[str, Any], title: str) -> dict[str, bytes]:
+def _plots(
+    summary: dict[str, Any] | None, failures: dict[str, Any], title: str, floors: Sequence[Floor] = ()
+) -> dict[str, bytes]:
     """The run's plots as PNG bytes: `plot.png` of `summary` (when given) and the failure plots."""
     with tempfile.TemporaryDirectory(prefix="mrcr-view-") as tmp:
         names = write_failure_plots(failures, tmp, title)
         if summary is not None:
-            plot_summary(summary, Path(tmp) / PLOT_NAME)
+            plot_summary(summary, Path(tmp) / PLOT_NAME, floors=floors)
             names = [PLOT_NAME, *names]
         return {name: (Path(tmp) / name).read_bytes() for name in names}
 
@@ -189,7 +196,7 @@ def records_view(
     return ViewReport(
         title=f"{title} ({name})",
         headline=headline,
-        plots=_plots(summary, failures, title),
+        plots=_plots(summary, failures, title, declared_floors(recipes)),
         outcomes=failures["outcomes"],
         samples=samples,
     )

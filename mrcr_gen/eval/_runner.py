@@ -30,18 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from .._files import Busy, exclusive_lock, file_sha256
-from .._openai import (
-    ChatError,
-    ChatResult,
-    ChatStopped,
-    chat_completion,
-    is_prompt_too_long,
-    make_client,
-    redact,
-)
+from .._openai import ChatError, make_client
 from .._paths import hub_source
 from .._tokens import TokenizerError
 from ._config import (
@@ -52,47 +42,14 @@ from ._config import (
     settings_fingerprint,
     with_stored_prices,
 )
-from ._control import sent_messages
 from ._fit import TooLong, prompt_counter, rows_over_window
-from ._items import EvalItem, EvalRecipe, FileError, recipe_named
-from ._journal import ReplyJournal, reply_of
-from ._pipeline import Backlog, GradePool, Prefetch
-from ._planner import FILE_ERROR, GRADE, JOB, Planner, base_record, scored_record
-from ._results import (
-    LOCK_NAME,
-    RESULTS_NAME,
-    RUN_NAME,
-    STATUS_ERROR,
-    STATUS_SKIPPED,
-    ResultsWriter,
-    read_results,
-)
+from ._items import EvalRecipe, FileError
+from ._journal import ReplyJournal
+from ._planner import Planner
+from ._results import LOCK_NAME, RESULTS_NAME, RUN_NAME, ResultsWriter, read_results
+from ._session import RunStats, Session
 
 log = logging.getLogger(__name__)
-
-
-class RunStats(BaseModel):
-    sent: int = 0
-    scored: int = 0
-    errors: int = 0
-    skipped: int = 0
-    resumed: int = 0
-    file_errors: int = 0
-    max_in_flight: int = 0
-
-    def count(self, kind: str, record: dict) -> None:
-        """Count a record the `Planner` wrote at once (a file error, a skipped row, a row error)."""
-        if kind == FILE_ERROR:
-            self.file_errors += 1
-        elif record.get("status") == STATUS_SKIPPED:
-            self.skipped += 1
-        elif record.get("status") == STATUS_ERROR:
-            self.errors += 1
-
-
-def _journal_key(record: dict) -> dict:
-    """What names a journaled reply's row: its file, row, content and the run's settings."""
-    return {name: record[name] for name in ("file", "row", "digest", "settings")}
 
 
 def resolve_inputs(paths: list[str]) -> list[str]:
@@ -237,220 +194,56 @@ async def _run_locked(
     _check_settings(out, previous, settings)
     config = with_stored_prices(config, previous)
     shas = {path: await asyncio.to_thread(file_sha256, path) for path in files}
+    _start_run_file(out, config, previous, shas, files)
+    records = read_results(out / RESULTS_NAME)
+    client = client if client is not None else eval_client(config, api_key)
+    over_window = await _over_window(config, api_key, too_long, recipes)
+    base = {"settings": settings_fingerprint(settings)}
+    journal = ReplyJournal(out, records)
+    with ResultsWriter(out / RESULTS_NAME) as writer:
+        planner = Planner(config, recipes, files, shas, records, base, over_window, journal.pending())
+        session = Session(
+            config, recipes, shas=shas, base=base, client=client, writer=writer, journal=journal, on_record=on_record
+        )
+        finished = await session.run(planner)
+    session.stats.resumed = planner.resumed
+    # The rows this command selected (all of them once finished): what its summary describes.
+    _write_run_file(out, run_record(config, previous, shas, finished=finished, selection=planner.selection()))
+    if session.crashed:  # never a silent loss: the rows it was writing have no record, so the run is not finished
+        raise session.crashed[0]
+    if session.fatal:
+        raise EvalFatal(f"the server refused the run: {session.fatal[0]} (nothing more was sent)")
+    return session.stats
+
+
+def _start_run_file(
+    out: Path, config: EvalConfig, previous: dict | None, shas: dict[str, str], files: list[str]
+) -> None:
+    """run.json as the run starts: not finished, its selection the files (rows come at the end)."""
     try:
         _write_run_file(out, run_record(config, previous, shas, finished=False, selection={"files": files}))
     except OSError as exc:
         raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
 
-    results_path = out / RESULTS_NAME
-    records = read_results(results_path)
-    if client is None:
-        try:
-            client = make_client(config.base_url, api_key=api_key, timeout=config.timeout)
-        except ChatError as exc:
-            raise EvalError(str(exc)) from None
-    over_window = None
-    if config.max_context_window is not None and (too_long is not None or not config.counts_as_seed):
-        if too_long is None:  # counted here, still before any request is sent
-            too_long = await asyncio.to_thread(preflight, config, api_key, recipes=recipes)
-        over_window = {(t.file, t.row): t.prompt_tokens for t in too_long}
-    stats = RunStats()
-    params = config.request_params()
-    base = {"settings": settings_fingerprint(settings)}
-    semaphore = asyncio.Semaphore(config.concurrency)
-    in_flight = 0
-    tasks: set[asyncio.Task] = set()
-    grading: set[asyncio.Task] = set()
-    grader = GradePool()
-    backlog = Backlog()
-    journal = ReplyJournal(out, records)
-    fatal: list[ChatError] = []
-    crashed: list[BaseException] = []  # a task's unexpected exception: observed, stops the run, raised
 
-    def stopping() -> bool:
-        return bool(fatal or crashed)
+def eval_client(config: EvalConfig, api_key: str | None) -> Any:
+    """The OpenAI-compatible client of `config`; EvalError when it cannot be made (no key)."""
+    try:
+        return make_client(config.base_url, api_key=api_key, timeout=config.timeout)
+    except ChatError as exc:
+        raise EvalError(str(exc)) from None
 
-    with ResultsWriter(results_path) as writer:
 
-        def emit(record: dict) -> None:
-            writer.write(record)
-            if on_record is not None:
-                on_record(record)
-
-        def row_record(item: EvalItem) -> tuple[EvalRecipe, dict]:
-            """The row's recipe and the fields of its record before the reply: one function for a
-            reply graded after its request and one graded from the journal, which must match."""
-            recipe = recipe_named(item.recipe, recipes)
-            return recipe, base | base_record(item, recipe, shas[item.source], tokenizer=config.tokenizer_spec)
-
-        async def send(item: EvalItem) -> None:
-            result = await request(item)
-            if result is not None:  # else recorded as an error
-                # Waits (keeping the slot) only while the replies waiting for their grade fill the backlog.
-                await backlog.reserve(item)
-                start_grading(item, *result)
-
-        async def request(item: EvalItem) -> tuple[EvalRecipe, dict, ChatResult] | None:
-            """The row's reply (its recipe, its record's row fields, the reply), journaled; None
-            when the row got an error record instead."""
-            nonlocal in_flight
-            recipe, record = row_record(item)
-            in_flight += 1
-            stats.max_in_flight = max(stats.max_in_flight, in_flight)
-            if in_flight == config.concurrency:  # every slot taken: the sender waits for the server
-                grader.expect(in_flight, scored_record, recipe)
-            try:
-                messages = sent_messages(item, recipe, config.control)
-                result = await chat_completion(
-                    client, config.model, messages, max_retries=config.max_retries, stop=stopping, **params
-                )
-            except ChatStopped as exc:
-                if exc.attempts:  # sent before, then stopped while waiting to retry
-                    stats.sent += 1
-                    stats.errors += 1
-                    emit(
-                        record
-                        | {"status": STATUS_ERROR, "check": "stopped", "error": str(exc), "attempts": exc.attempts}
-                    )
-                return None
-            except ChatError as exc:
-                stats.sent += 1
-                stats.errors += 1
-                if exc.fatal:
-                    fatal.append(exc)
-                check = (
-                    "fatal"
-                    if exc.fatal
-                    else "prompt_too_long"
-                    if is_prompt_too_long(exc.status, str(exc))
-                    else "request"
-                )
-                emit(
-                    record
-                    | {
-                        "status": STATUS_ERROR,
-                        "check": check,
-                        "error": str(exc),
-                        "http_status": exc.status,
-                        "attempts": exc.attempts,
-                    }
-                )
-                return None
-            except Exception as exc:  # recorded, never fatal
-                stats.sent += 1
-                stats.errors += 1
-                emit(
-                    record
-                    | {
-                        "status": STATUS_ERROR,
-                        "check": "request",
-                        "error": redact(f"{type(exc).__name__}: {exc}"),
-                        "attempts": 1,
-                    }
-                )
-                return None
-            finally:
-                in_flight -= 1
-            stats.sent += 1
-            # Journaled first: the slot goes to the next request now, and a run killed before the
-            # grade is written keeps the reply for the next run to grade.
-            journal.write(_journal_key(record), result)
-            return recipe, record, result
-
-        def start_grading(item: EvalItem, recipe: EvalRecipe, record: dict, result: ChatResult) -> None:
-            task = asyncio.create_task(grade(item, recipe, record, result))
-            grading.add(task)
-            task.add_done_callback(grading_done)
-
-        async def grade(item: EvalItem, recipe: EvalRecipe, record: dict, result: ChatResult) -> None:
-            try:
-                graded = await grader.grade(scored_record, item, recipe, result, config.strip_think)
-                stats.scored += 1
-                emit(record | graded)
-                journal.recorded(_journal_key(record))
-            finally:
-                backlog.release(item)
-
-        def grading_done(task: asyncio.Task) -> None:
-            grading.discard(task)
-            if not task.cancelled() and task.exception() is not None:
-                crashed.append(task.exception())  # type: ignore[arg-type]
-
-        async def run_job(items: list[EvalItem]) -> None:
-            for item in items:  # one transcript group: in order, so the server's prefix cache hits
-                if stopping():
-                    return
-                await send(item)
-
-        planner = Planner(config, recipes, files, shas, records, base, over_window, journal.pending())
-        steps = Prefetch(iter(planner), depth=config.concurrency)  # reads ahead from now on, in its own thread
-        finished = False
-
-        def job_done(task: asyncio.Task) -> None:
-            tasks.discard(task)
-            semaphore.release()
-            if not task.cancelled() and task.exception() is not None:
-                crashed.append(task.exception())  # type: ignore[arg-type]
-
-        try:
-            while not stopping():
-                await semaphore.acquire()
-                if stopping():
-                    semaphore.release()
-                    break
-                step = await steps.next()
-                if step is None:
-                    semaphore.release()
-                    finished = True
-                    break
-                kind, payload = step
-                if kind == GRADE:
-                    semaphore.release()
-                    item, entry = payload
-                    await backlog.reserve(item)
-                    start_grading(item, *row_record(item), reply_of(entry))
-                    continue
-                if kind != JOB:
-                    semaphore.release()
-                    stats.count(kind, payload)
-                    emit(payload)
-                    continue
-                task = asyncio.create_task(run_job(payload))
-                tasks.add(task)
-                task.add_done_callback(job_done)
-            # Requests in flight are awaited and recorded, also after a fatal answer or a crashed task:
-            # one task's exception must not cancel the replies of the others.
-            for running in (tasks, grading):  # the senders first: they start gradings
-                if running:
-                    for outcome in await asyncio.gather(*running, return_exceptions=True):
-                        if isinstance(outcome, Exception) and not any(outcome is seen for seen in crashed):
-                            crashed.append(outcome)
-        finally:
-            # Cancelled tasks must finish before the results file closes under them.
-            for running in (tasks, grading):
-                for task in running:
-                    task.cancel()
-                await asyncio.gather(*running, return_exceptions=True)
-            grader.close()
-            try:
-                # Every record on disk first (the last fsync): the journal then lets go of their replies.
-                writer.close()
-            finally:
-                journal.close()
-                await steps.close()
-                close = getattr(client, "close", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        await close()
-    stats.resumed = planner.resumed
-    # The rows this command selected (all of them once finished): what its summary describes.
-    finished = finished and not crashed and not fatal
-    _write_run_file(out, run_record(config, previous, shas, finished=finished, selection=planner.selection()))
-    if crashed:  # never a silent loss: the rows it was writing have no record, so the run is not finished
-        raise crashed[0]
-    if fatal:
-        raise EvalFatal(f"the server refused the run: {fatal[0]} (nothing more was sent)")
-    return stats
+async def _over_window(
+    config: EvalConfig, api_key: str | None, too_long: Sequence[TooLong] | None, recipes: Sequence[EvalRecipe]
+) -> dict[tuple[str, int], int] | None:
+    """(file, row) -> prompt tokens of the rows over --max-context-window, when a pre-flight counts
+    them (given, or counted here before any request is sent); None when the planner decides."""
+    if config.max_context_window is None or (too_long is None and config.counts_as_seed):
+        return None
+    if too_long is None:
+        too_long = await asyncio.to_thread(preflight, config, api_key, recipes=recipes)
+    return {(t.file, t.row): t.prompt_tokens for t in too_long}
 
 
 def preflight(

@@ -37,6 +37,7 @@ from inspect_ai.model import ChatMessageAssistant, ModelOutput, ModelUsage
 from inspect_ai.scorer import Score
 
 from .._files import atomic_path
+from ..eval._floors import floor_names
 from ..eval._items import FileError
 from ..eval._report import _is_current, read_run_dir, summarize_records
 from ..eval._results import RESULTS_NAME, latest_records
@@ -101,7 +102,7 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]
         "score_lenient": record.get("score_lenient"),
         "finish_reason": record.get("finish_reason"),
         "analysis": record.get("analysis"),
-    } | {k: record[k] for k in ("floor_random_needle", "floor_random_writing", "error", "check") if k in record}
+    } | {k: record[k] for k in (*floor_names(RECIPES), "error", "check") if k in record}
     score = Score(
         value=float(record["score"]) if status == "ok" else 0.0,
         answer=response,

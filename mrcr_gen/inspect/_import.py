@@ -20,6 +20,7 @@ from typing import Any
 from .._api import run_view, summarize_run
 from ..eval._compare import compare_entry
 from ..eval._control import pair_controls
+from ..eval._floors import floor_names
 from ..eval._report import summarize_records
 from ..eval._run_view import records_view
 from ..eval._view import ViewReport
@@ -140,7 +141,7 @@ def record_of(sample: Any) -> dict[str, Any]:
             },
             "analysis": scored.get("analysis"),
         }
-        | {name: scored[name] for name in ("floor_random_needle", "floor_random_writing") if name in scored}
+        | {name: scored[name] for name in floor_names(RECIPES) if name in scored}
     )
 
 

@@ -30,7 +30,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from ..eval._auc import auc_fields
 from ..eval._failures import analyse_item
-from ..eval._items import EvalItem
+from ..eval._items import EvalItem, row_extras
 from ..recipes import RECIPES, recipe_named
 from ._dataset import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, mrcr_dataset
 from ._import import TASK_KEY, inspect_task_name
@@ -182,7 +182,7 @@ def grade_reply(metadata: dict[str, Any], target: str, reply: str, messages: lis
             "score_lenient": recipe.grade_lenient(reply, item),
             "finish_reason": finish,
             "analysis": analyse_item(recipe, item, reply, finish),
-            **recipe.item_extras(item),
+            **row_extras(recipe, item),
         },
     )
 

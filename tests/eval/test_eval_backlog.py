@@ -17,7 +17,7 @@ import pytest
 
 from mrcr_gen import iter_rows, run_eval, run_eval_async
 from mrcr_gen._openai import ChatResult
-from mrcr_gen.eval import EvalConfig, _pipeline, _runner
+from mrcr_gen.eval import EvalConfig, _pipeline, _session
 from mrcr_gen.eval._journal import JOURNAL_NAME, ReplyJournal, read_journal
 from mrcr_gen.eval._planner import scored_record as real_scored_record
 from tests.support.chat_server import ChatServer
@@ -44,7 +44,7 @@ def held_grading(monkeypatch) -> threading.Event:
         release.wait(timeout=120)
         return real_scored_record(item, recipe, result, strip_think)
 
-    monkeypatch.setattr(_runner, "scored_record", scored_record)
+    monkeypatch.setattr(_session, "scored_record", scored_record)
     return release
 
 
@@ -265,8 +265,8 @@ def test_the_worker_processes_start_in_a_thread_not_on_the_event_loop(monkeypatc
 
 HANGING_GRADES = """
 import sys, threading
-from mrcr_gen.eval import _runner
-_runner.scored_record = lambda *args: threading.Event().wait()  # never graded
+from mrcr_gen.eval import _session
+_session.scored_record = lambda *args: threading.Event().wait()  # never graded
 from mrcr_gen.cli import eval_main
 sys.argv[0] = "mrcr-eval"
 eval_main()

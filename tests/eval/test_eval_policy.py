@@ -14,6 +14,7 @@ import pytest
 
 from mrcr_gen import MRCR_SCHEMA, iter_rows, run_eval, run_eval_async
 from mrcr_gen import summarize_run as summarize
+from mrcr_gen._ownership import FileSignature
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.eval import EvalConfig, EvalError, EvalFatal
 from mrcr_gen.recipes.openai_mrcr import _eval as _mrcr
@@ -352,16 +353,15 @@ def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_ke
     recognises the file by its columns, supplies and grades its items, and the items of one
     transcript group are sent one after another."""
     from mrcr_gen.eval import EvalItem
+    from mrcr_gen.eval._items import EvalDefaults
     from mrcr_gen.eval import run_eval as run_eval_with
 
     data = tmp_path / "groups.parquet"
     pq.write_table(pa.table({"toy_queries": ["a", "b", "c", "d", "e", "f"], "toy_group": ["g1", "g1", "g1", "g2", "g2", "g3"]}), data)
 
-    class Toy:
+    class Toy(EvalDefaults):
         name = "toy"
-
-        def recognises(self, columns):
-            return "toy_queries" in columns
+        signatures = (FileSignature(frozenset({"toy_queries"})),)
 
         def read_items(self, path, *, tokenizer_spec, skip=None):
             return read(path)
@@ -369,26 +369,11 @@ def test_a_recipe_with_transcript_groups_is_sent_group_by_group(tmp_path, api_ke
         def grade(self, response, item):
             return float(response == item.answer)
 
-        def grade_lenient(self, response, item):
-            return None
-
-        def item_extras(self, item):
-            return {}
-
-        def transcript(self, item):
-            return None
-
         def bin_label(self, upper):
             return "(4096, 8192]"
 
         def bin_uppers(self):
             return (8192,)
-
-        def report_extras(self, records, max_context_window):
-            return {}
-
-        def report_tables(self, summary):
-            return []
 
     def read(path):
         table = pq.read_table(path)

@@ -245,7 +245,7 @@ def test_a_reply_that_utf8_cannot_hold_is_stored_escaped_never_lost(small_data, 
 def test_a_task_that_crashes_is_observed_and_the_others_are_recorded(small_data, tmp_path, api_key, monkeypatch):
     """An unexpected exception inside one row's task stops the run and is raised; the replies in
     flight beside it are still recorded, and the run is not marked finished."""
-    from mrcr_gen.eval import _planner, _runner
+    from mrcr_gen.eval import _planner, _session
 
     real = _planner.scored_record
     calls = {"n": 0}
@@ -256,7 +256,7 @@ def test_a_task_that_crashes_is_observed_and_the_others_are_recorded(small_data,
             raise RuntimeError("grader bug")
         return real(item, recipe, result, strip_think)
 
-    monkeypatch.setattr(_runner, "scored_record", scored_record)
+    monkeypatch.setattr(_session, "scored_record", scored_record)
     with ChatServer("oracle") as server, pytest.raises(RuntimeError, match="grader bug"):
         asyncio.run(run_eval_async(config([small_data], tmp_path / "run", server, concurrency=3)))
     records = results(tmp_path / "run")

@@ -171,10 +171,11 @@ def row_floors(queries: str, answer: str, *, writing_samples: int = DEFAULT_WRIT
     return {"floor_random_needle": mean(needles), "floor_random_writing": mean(writings)}
 
 
-def item_extras(item: EvalItem) -> dict:
+def item_floors(item: EvalItem) -> dict[str, float | None]:
+    """The reference floors of a row that can be sent; {} for one that cannot."""
     if item.error is not None or not item.messages:
         return {}
-    return row_floors(item.messages[0]["content"], item.answer) | {"group": item.group}
+    return row_floors(item.messages[0]["content"], item.answer)
 
 
 def query_only_messages(item: EvalItem) -> list[dict]:

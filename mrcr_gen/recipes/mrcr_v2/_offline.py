@@ -9,7 +9,7 @@ import json
 import math
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..._paths import _data_dir
 from ..._seeding import derived_rng
@@ -158,6 +158,8 @@ class _Composer:
 
 
 def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) -> str:
+    """The offline writing `variant` of `key`: its length drawn from the format's token spec (the
+    few-shot styles' are short), its shape the format's (`_SHAPES`)."""
     rng = derived_rng("mrcr-v2 offline", seed, tuple(key), variant)
     lengths = FEWSHOT_TOKENS if key.style in catalog.fewshot_styles else None
     if lengths is None:
@@ -165,91 +167,123 @@ def compose_v2_writing(catalog: V2Catalog, key: V2Key, variant: int, seed: int) 
         lengths = (spec.median, spec.p10, spec.p90)
     chars = _target_chars(rng, *lengths)
     c = _Composer(catalog, key, variant, rng)
-    reg = c.register
     name = c.pick("name")
-    if key.format == "email":
-        head = [f"Subject: {c.title()}", reg.greeting, c.angle_line()]
-        # Paragraphs up to the one ending nearest the drawn length (the first past it made emails 10% longer
-        # than the spec); the short formats keep the first past it, as shorter ones raise the v2 floor.
-        return c.fill(head, lambda: c.paragraph(2, 4), chars, [f"{reg.signoff}\n{name}"], nearest=True)
-    if key.format == "short story":
-        head = [c.title(), f"{name} came to {key.topic} {c.angle}. {c.sentence()}"]
-        return c.fill(head, c.paragraph, chars, [reg.exclaim])
-    if key.format == "blog post":
-        # One markup for the title and headings per post, as writers differ in it: two posts share their
-        # heading lines (a blank line, the marks, a capital) less often, and those lines are much of what a
-        # post is matched on in another post.
-        title_marks, (open_mark, close_mark) = rng.choice(_BLOG_MARKUP)
-        head = [f"{title_marks}{c.title()}", f"{c.angle_line()} {c.sentence()}"]
+    shape = _SHAPES.get(key.format)
+    if shape is None:
+        return c.fill([c.title()], c.paragraph, chars)  # a format added to the catalog without a shape
+    return shape(c, chars, name)
 
-        def section() -> str:
-            heading = f"{rng.choice(c.slots['a']).title()} {rng.choice(c.slots['ns'])}"
-            return f"{open_mark}{heading}{close_mark}\n\n{c.paragraph(2, 5)}"
 
-        return c.fill(head, section, chars, [reg.exclaim])
-    if key.format == "tweet":
-        # One to three hashtags, the topic's in camel case or in lower case, as posts differ in them.
-        words = key.topic.split()
-        topic_tag = "#" + "".join(w.title() for w in words) if rng.random() < 0.6 else "#" + "".join(words)
-        tags = [topic_tag, *rng.sample(reg.hashtags, rng.choice((0, 1, 1, 2)))]
-        rng.shuffle(tags)
-        # Bare clauses, not the prose frames: a post is terse, and short texts share little with the rest.
-        # Most clauses run on after a comma or a dash rather than open a sentence of their own: sentence
-        # starts and stops are what a short text is matched on (SequenceMatcher junks no character in
-        # a text under 200 characters), so a wrong post graded against the answer scores less.
-        clauses = _grammar()[2]["C"]
-        tail = " " + " ".join(tags)
-        body = ""
-        # The clause that ends nearest the drawn length is the last (not the first past it, which made
-        # posts a few tokens longer than the spec), but never under 200 characters: SequenceMatcher junks
-        # no character of a shorter reply, so any post that short scores 0.1-0.25 against the answer, five
-        # to ten times a longer one (the tenth of posts that short gave a tenth of the random-writing
-        # floor). The spec's p10, 35 tokens, is about 165 characters; the p10 here is 46 tokens.
-        while True:
-            clause = c.render(clauses[int(rng.random() * len(clauses))])
-            if not body:
-                piece = clause[0].upper() + clause[1:]
-            elif rng.random() < 0.4:
-                piece = rng.choice(".!") + " " + clause[0].upper() + clause[1:]
-            else:
-                piece = rng.choice((", ", ", and ", " - ", "; ")) + clause
-            size = len(body) + len(tail)
-            if body and size >= _AUTOJUNK_CHARS and size + len(piece) / 2 >= chars:
-                break
-            body += piece
-        return body + rng.choice(".!") + tail
-    if key.format == "poem":
+def _email(c: _Composer, chars: int, name: str) -> str:
+    reg = c.register
+    head = [f"Subject: {c.title()}", reg.greeting, c.angle_line()]
+    # Paragraphs up to the one ending nearest the drawn length (the first past it made emails 10% longer
+    # than the spec); the short formats keep the first past it, as shorter ones raise the v2 floor.
+    return c.fill(head, lambda: c.paragraph(2, 4), chars, [f"{reg.signoff}\n{name}"], nearest=True)
 
-        def stanza() -> str:
-            lines = []
-            for _ in range(4):
-                words = c.sentence(opener=False).rstrip(".!?").split()
-                cut = rng.randint(4, min(8, len(words)))
-                lines.append(" ".join(words[:cut]).rstrip(",;:"))
-            # Lines run on in lower case after the first, as in much free verse.
-            return "\n".join([lines[0], *(line[0].lower() + line[1:] for line in lines[1:])])
 
-        return c.fill([c.title()], stanza, chars, [reg.exclaim])
-    if key.format == "essay":
-        head = [c.title(), f"{c.angle_line()} {c.paragraph()}"]
-        conclusion = [f"In conclusion, {c.sentence(opener=False)}"]
-        return c.fill(head, lambda: c.paragraph(4, 7), chars, conclusion, nearest=True)
-    if key.format == "riddle":
-        clues: list[str] = []
+def _short_story(c: _Composer, chars: int, name: str) -> str:
+    head = [c.title(), f"{name} came to {c.key.topic} {c.angle}. {c.sentence()}"]
+    return c.fill(head, c.paragraph, chars, [c.register.exclaim])
 
-        def clue() -> str:
-            # The clues are verse lines, as in a poem: no stop at their ends, lower case after the first
-            # (sentence starts and stops are much of what a short text is matched on in another).
-            line = c.sentence(opener=False).rstrip(".!?")
-            clues.append(line if not clues or line.startswith("I ") else line[0].lower() + line[1:])
-            return clues[-1]
 
-        # No fixed greeting and no angle line (emails, blog posts and essays open with those): a riddle
-        # is short, and what it shares with other writings is most of its likeness to them.
-        rules = _grammar()[2]
-        riddle_end = [c.render(rng.choice(rules["QUESTION"])), c.render(rng.choice(rules["ANSWER"]))]
-        return c.fill([], clue, chars, riddle_end, sep="\n")
-    return c.fill([c.title()], c.paragraph, chars)  # a format added to the catalog without a shape
+def _blog_post(c: _Composer, chars: int, name: str) -> str:
+    rng = c.rng
+    # One markup for the title and headings per post, as writers differ in it: two posts share their
+    # heading lines (a blank line, the marks, a capital) less often, and those lines are much of what a
+    # post is matched on in another post.
+    title_marks, (open_mark, close_mark) = rng.choice(_BLOG_MARKUP)
+    head = [f"{title_marks}{c.title()}", f"{c.angle_line()} {c.sentence()}"]
+
+    def section() -> str:
+        heading = f"{rng.choice(c.slots['a']).title()} {rng.choice(c.slots['ns'])}"
+        return f"{open_mark}{heading}{close_mark}\n\n{c.paragraph(2, 5)}"
+
+    return c.fill(head, section, chars, [c.register.exclaim])
+
+
+def _tweet(c: _Composer, chars: int, name: str) -> str:
+    rng = c.rng
+    # One to three hashtags, the topic's in camel case or in lower case, as posts differ in them.
+    words = c.key.topic.split()
+    topic_tag = "#" + "".join(w.title() for w in words) if rng.random() < 0.6 else "#" + "".join(words)
+    tags = [topic_tag, *rng.sample(c.register.hashtags, rng.choice((0, 1, 1, 2)))]
+    rng.shuffle(tags)
+    # Bare clauses, not the prose frames: a post is terse, and short texts share little with the rest.
+    # Most clauses run on after a comma or a dash rather than open a sentence of their own: sentence
+    # starts and stops are what a short text is matched on (SequenceMatcher junks no character in
+    # a text under 200 characters), so a wrong post graded against the answer scores less.
+    clauses = _grammar()[2]["C"]
+    tail = " " + " ".join(tags)
+    body = ""
+    # The clause that ends nearest the drawn length is the last (not the first past it, which made
+    # posts a few tokens longer than the spec), but never under 200 characters: SequenceMatcher junks
+    # no character of a shorter reply, so any post that short scores 0.1-0.25 against the answer, five
+    # to ten times a longer one (the tenth of posts that short gave a tenth of the random-writing
+    # floor). The spec's p10, 35 tokens, is about 165 characters; the p10 here is 46 tokens.
+    while True:
+        clause = c.render(clauses[int(rng.random() * len(clauses))])
+        if not body:
+            piece = clause[0].upper() + clause[1:]
+        elif rng.random() < 0.4:
+            piece = rng.choice(".!") + " " + clause[0].upper() + clause[1:]
+        else:
+            piece = rng.choice((", ", ", and ", " - ", "; ")) + clause
+        size = len(body) + len(tail)
+        if body and size >= _AUTOJUNK_CHARS and size + len(piece) / 2 >= chars:
+            break
+        body += piece
+    return body + rng.choice(".!") + tail
+
+
+def _poem(c: _Composer, chars: int, name: str) -> str:
+    rng = c.rng
+
+    def stanza() -> str:
+        lines = []
+        for _ in range(4):
+            words = c.sentence(opener=False).rstrip(".!?").split()
+            cut = rng.randint(4, min(8, len(words)))
+            lines.append(" ".join(words[:cut]).rstrip(",;:"))
+        # Lines run on in lower case after the first, as in much free verse.
+        return "\n".join([lines[0], *(line[0].lower() + line[1:] for line in lines[1:])])
+
+    return c.fill([c.title()], stanza, chars, [c.register.exclaim])
+
+
+def _essay(c: _Composer, chars: int, name: str) -> str:
+    head = [c.title(), f"{c.angle_line()} {c.paragraph()}"]
+    conclusion = [f"In conclusion, {c.sentence(opener=False)}"]
+    return c.fill(head, lambda: c.paragraph(4, 7), chars, conclusion, nearest=True)
+
+
+def _riddle(c: _Composer, chars: int, name: str) -> str:
+    clues: list[str] = []
+
+    def clue() -> str:
+        # The clues are verse lines, as in a poem: no stop at their ends, lower case after the first
+        # (sentence starts and stops are much of what a short text is matched on in another).
+        line = c.sentence(opener=False).rstrip(".!?")
+        clues.append(line if not clues or line.startswith("I ") else line[0].lower() + line[1:])
+        return clues[-1]
+
+    # No fixed greeting and no angle line (emails, blog posts and essays open with those): a riddle
+    # is short, and what it shares with other writings is most of its likeness to them.
+    rules = _grammar()[2]
+    riddle_end = [c.render(c.rng.choice(rules["QUESTION"])), c.render(c.rng.choice(rules["ANSWER"]))]
+    return c.fill([], clue, chars, riddle_end, sep="\n")
+
+
+#: The shape of each format's writing (`name`: a person's name the writing may sign or star).
+_SHAPES: dict[str, Callable[[_Composer, int, str], str]] = {
+    "email": _email,
+    "short story": _short_story,
+    "blog post": _blog_post,
+    "tweet": _tweet,
+    "poem": _poem,
+    "essay": _essay,
+    "riddle": _riddle,
+}
 
 
 class V2OfflineWriter(MemoizedWriter):

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
 from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
+from ...eval._floors import Floor
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
@@ -23,6 +24,17 @@ if TYPE_CHECKING:
     from ...validate import CheckSpec
 
 NAME = "mrcr-v2"
+#: Upstream's two noise models (`_eval.row_floors`): the hash plus a writing of the queried key, or plus any writing.
+NEEDLE_FLOOR = Floor(
+    "floor_random_needle",
+    label="needle floor",
+    title="random-needle floor",
+    guess="a random needle of the right ask",
+    plotted=True,
+)
+WRITING_FLOOR = Floor(
+    "floor_random_writing", label="writing floor", title="random-writing floor", guess="a random writing", control=True
+)
 
 
 class MrcrV2(BaseRecipe):
@@ -117,10 +129,15 @@ class MrcrV2(BaseRecipe):
 
         return query_only_messages(item)
 
-    def item_extras(self, item: EvalItem) -> dict[str, Any]:
-        from ._eval import item_extras
+    floors: tuple[Floor, ...] = (NEEDLE_FLOOR, WRITING_FLOOR)
 
-        return item_extras(item)
+    def item_floors(self, item: EvalItem) -> dict[str, float | None]:
+        from ._eval import item_floors
+
+        return item_floors(item)
+
+    def item_extras(self, item: EvalItem) -> dict[str, Any]:
+        return {} if item.error is not None or not item.messages else {"group": item.group}
 
     def bin_label(self, upper: int) -> str:
         if upper <= 0:

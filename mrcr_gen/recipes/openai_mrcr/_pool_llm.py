@@ -25,6 +25,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -201,7 +202,7 @@ def build_pool_openai(
     exhausted) are reported and left out of the pool; the pool is still written. A fatal server
     answer (bad key, unknown model) raises BuildError.
     """
-    from ..._openai import Billing, BoundedRunner, ChatError, endpoint, make_client, utf8_problem
+    from ..._openai import endpoint
 
     if concurrency < 1:
         raise PoolError("--concurrency must be at least 1")
@@ -217,17 +218,183 @@ def build_pool_openai(
     jobs = [
         (ask, v, cache_key(where, model, params, ask.text, v)) for ask, count in variants.items() for v in range(count)
     ]
-    done = cache.get_many([key for _, _, key in jobs])
-    cached = len(done)
-    todo = [job for job in jobs if job[2] not in done]
-    console = console or Console(stderr=True)
-    usage = {"written": 0, "retries": 0}
-    billed = Billing()  # every response of this run, retried ones included
-    failures: list[Failure] = []
-    fatal: list[str] = []
-    runner = BoundedRunner(concurrency)
+    build = _PoolBuild(
+        model, params, where, cache, price, concurrency, max_retries=max_retries, backoff_base=backoff_base
+    )
+    build.write_missing(
+        jobs, console or Console(stderr=True), progress, base_url=base_url, api_key=api_key, timeout=timeout
+    )
+    return build.publish(jobs, out, started)
 
-    bar = Progress(
+
+Job = tuple[Ask, int, str]  # (ask, variant, cache key)
+
+
+class _PoolBuild:
+    """One pool build at work: the cache, the writings done, what was billed, the failures."""
+
+    def __init__(
+        self,
+        model: str,
+        params: dict[str, Any],
+        where: str,
+        cache: WritingCache,
+        price: tuple[float, float] | None,
+        concurrency: int,
+        *,
+        max_retries: int,
+        backoff_base: float,
+    ):
+        from ..._openai import Billing, BoundedRunner
+
+        self.model = model
+        self.params = params
+        self.where = where
+        self.cache = cache
+        self.price = price
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.done: dict[str, tuple[str, str | None]] = {}  # cache key -> (text, finish_reason)
+        self.cached = 0
+        self.usage = {"written": 0, "retries": 0}
+        self.billed = Billing()  # every response of this run, retried ones included
+        self.failures: list[Failure] = []
+        self.fatal: list[str] = []
+        self.runner = BoundedRunner(concurrency)
+
+    def cost_text(self) -> str:
+        value = cost_usd(self.price, self.billed.prompt_tokens, self.billed.completion_tokens)
+        return "cost n/a" if value is None else f"~${value:,.4f}"
+
+    def write_missing(
+        self,
+        jobs: list[Job],
+        console: Console,
+        progress: bool,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+    ) -> None:
+        """Ask for the writings the cache lacks, a progress bar on `console`; BuildError when the
+        server refused for good or no client can be made. The cache is closed after."""
+        from ..._openai import ChatError
+
+        self.done = self.cache.get_many([key for _, _, key in jobs])
+        self.cached = len(self.done)
+        todo = [job for job in jobs if job[2] not in self.done]
+        bar = _progress_bar(console, progress)
+        try:
+            if todo:
+                with bar:
+                    asyncio.run(self._write_all(len(jobs), todo, bar, base_url, api_key, timeout))
+        except ChatError as exc:  # e.g. no API key
+            raise BuildError(str(exc)) from None
+        finally:
+            self.cache.close()
+        if self.fatal:
+            raise BuildError(f"the server refused the request: {self.fatal[0]}")
+
+    async def _write_all(
+        self, total: int, todo: list[Job], bar: Progress, base_url: str | None, api_key: str | None, timeout: float
+    ) -> None:
+        from ..._openai import make_client
+
+        client = make_client(base_url, api_key=api_key, timeout=timeout)
+        task = bar.add_task(
+            "writings", total=total, completed=self.cached, tokens="0", cost=self.cost_text(), failed=""
+        )
+        try:
+            await self.runner.map(functools.partial(self._write_one, client, bar, task), todo)
+        finally:
+            await client.close()
+
+    async def _write_one(self, client: Any, bar: Progress, task: TaskID, job: Job) -> None:
+        from ..._openai import ChatError, utf8_problem
+
+        ask, variant, key = job
+        if self.fatal:
+            return
+        try:
+            result = await self._ask(client, ask)
+        except ChatError as exc:
+            self.billed.add(exc.billing)
+            self.usage["retries"] += max(exc.attempts - 1, 0)
+            if exc.status in FATAL_STATUSES:
+                self.fatal.append(str(exc))
+            self._failed(bar, task, Failure(ask=ask.text, variant=variant, error=str(exc)))
+            return
+        self.billed.add(result.billing)
+        self.usage["retries"] += result.attempts - 1
+        unstorable = utf8_problem(result.text)
+        if unstorable:  # no pool file or cache can hold it; a rerun asks again
+            self._failed(bar, task, Failure(ask=ask.text, variant=variant, error=unstorable))
+            return
+        self.cache.put(key, self.where, self.model, self.params, ask, variant, result)
+        self.done[key] = (result.text, result.finish_reason)
+        self.usage["written"] += 1
+        tokens = f"{self.billed.prompt_tokens + self.billed.completion_tokens:,}"
+        bar.update(task, advance=1, tokens=tokens, cost=self.cost_text())
+
+    def _failed(self, bar: Progress, task: TaskID, failure: Failure) -> None:
+        self.failures.append(failure)
+        bar.update(task, failed=f"{len(self.failures)} failed")
+
+    async def _ask(self, client: Any, ask: Ask) -> Any:
+        from ..._openai import chat_completion
+
+        return await chat_completion(
+            client,
+            self.model,
+            [{"role": "user", "content": ask.text}],
+            max_retries=self.max_retries,
+            backoff_base=self.backoff_base,
+            retry_empty=True,
+            **self.params,
+        )
+
+    def publish(self, jobs: list[Job], out: str | os.PathLike, started: float) -> BuildReport:
+        """Write the pool (its writings deduplicated) and its build report beside it; the report."""
+        billed = self.billed
+        finished = [(ask, self.done[key]) for ask, _, key in jobs if key in self.done]
+        counts = count_tokens_batch([text for _, (text, _) in finished])
+        writings, duplicates = dedupe(
+            PoolWriting.make(ask, text, n, f"{self.model} @ {self.where}")
+            for (ask, (text, _)), n in zip(finished, counts, strict=True)
+        )
+        write_pool(writings, out)
+        report = BuildReport(
+            model=self.model,
+            endpoint=self.where,
+            params=self.params,
+            out=str(out),
+            cache=str(self.cache.path),
+            requested=len(jobs),
+            cached=self.cached,
+            written=self.usage["written"],
+            failed=tuple(self.failures),
+            http_requests=billed.requests,
+            responses=dict(sorted(billed.statuses.items())),
+            retries=self.usage["retries"],
+            prompt_tokens=billed.prompt_tokens,
+            completion_tokens=billed.completion_tokens,
+            reasoning_tokens=billed.reasoning_tokens,
+            cached_tokens=billed.cached_tokens,
+            cost_usd=cost_usd(self.price, billed.prompt_tokens, billed.completion_tokens),
+            truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
+            writings=len(writings),
+            duplicates=duplicates,
+            asks=len({w.ask for w in writings}),
+            tokens=sum(w.n_tokens for w in writings),
+            elapsed_s=time.perf_counter() - started,
+            max_in_flight=self.runner.max_in_flight,
+        )
+        write_text_atomic(build_report_path(out), report.model_dump_json(indent=2) + "\n")
+        return report
+
+
+def _progress_bar(console: Console, progress: bool) -> Progress:
+    return Progress(
         TextColumn("[bold]writing"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -238,105 +405,6 @@ def build_pool_openai(
         console=console,
         disable=not progress,
     )
-
-    def cost_text() -> str:
-        value = cost_usd(price, billed.prompt_tokens, billed.completion_tokens)
-        return "cost n/a" if value is None else f"~${value:,.4f}"
-
-    async def run_all() -> None:
-        client = make_client(base_url, api_key=api_key, timeout=timeout)
-        task = bar.add_task("writings", total=len(jobs), completed=cached, tokens="0", cost=cost_text(), failed="")
-
-        async def one(job: tuple[Ask, int, str]) -> None:
-            ask, variant, key = job
-            if fatal:
-                return
-            try:
-                result = await chat_completion_counted(client, ask)
-            except ChatError as exc:
-                billed.add(exc.billing)
-                usage["retries"] += max(exc.attempts - 1, 0)
-                if exc.status in FATAL_STATUSES:
-                    fatal.append(str(exc))
-                failures.append(Failure(ask=ask.text, variant=variant, error=str(exc)))
-                bar.update(task, failed=f"{len(failures)} failed")
-                return
-            billed.add(result.billing)
-            usage["retries"] += result.attempts - 1
-            unstorable = utf8_problem(result.text)
-            if unstorable:  # no pool file or cache can hold it; a rerun asks again
-                failures.append(Failure(ask=ask.text, variant=variant, error=unstorable))
-                bar.update(task, failed=f"{len(failures)} failed")
-                return
-            cache.put(key, where, model, params, ask, variant, result)
-            done[key] = (result.text, result.finish_reason)
-            usage["written"] += 1
-            bar.update(task, advance=1, tokens=f"{billed.prompt_tokens + billed.completion_tokens:,}", cost=cost_text())
-
-        async def chat_completion_counted(client: Any, ask: Ask) -> Any:
-            from ..._openai import chat_completion
-
-            return await chat_completion(
-                client,
-                model,
-                [{"role": "user", "content": ask.text}],
-                max_retries=max_retries,
-                backoff_base=backoff_base,
-                retry_empty=True,
-                **params,
-            )
-
-        try:
-            await runner.map(one, todo)
-        finally:
-            await client.close()
-
-    try:
-        if todo:
-            with bar:
-                asyncio.run(run_all())
-    except ChatError as exc:  # e.g. no API key
-        raise BuildError(str(exc)) from None
-    finally:
-        cache.close()
-    if fatal:
-        raise BuildError(f"the server refused the request: {fatal[0]}")
-
-    finished = [(ask, done[key]) for ask, _, key in jobs if key in done]
-    counts = count_tokens_batch([text for _, (text, _) in finished])
-    writings, duplicates = dedupe(
-        PoolWriting.make(ask, text, n, f"{model} @ {where}")
-        for (ask, (text, _)), n in zip(finished, counts, strict=True)
-    )
-    write_pool(writings, out)
-    report = BuildReport(
-        model=model,
-        endpoint=where,
-        params=params,
-        out=str(out),
-        cache=str(cache.path),
-        requested=len(jobs),
-        cached=cached,
-        written=usage["written"],
-        failed=tuple(failures),
-        http_requests=billed.requests,
-        responses=dict(sorted(billed.statuses.items())),
-        retries=usage["retries"],
-        prompt_tokens=billed.prompt_tokens,
-        completion_tokens=billed.completion_tokens,
-        reasoning_tokens=billed.reasoning_tokens,
-        cached_tokens=billed.cached_tokens,
-        cost_usd=cost_usd(price, billed.prompt_tokens, billed.completion_tokens),
-        truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
-        writings=len(writings),
-        duplicates=duplicates,
-        asks=len({w.ask for w in writings}),
-        tokens=sum(w.n_tokens for w in writings),
-        elapsed_s=time.perf_counter() - started,
-        max_in_flight=runner.max_in_flight,
-    )
-    write_text_atomic(build_report_path(out), report.model_dump_json(indent=2) + "\n")
-    return report
 
 
 def build_report_path(out: str | os.PathLike) -> Path:

@@ -14,7 +14,8 @@ from pydantic import BaseModel
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
 from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
-from ...eval._items import EvalItem, bin_label_of_upper
+from ...eval._floors import Floor
+from ...eval._items import EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
@@ -22,6 +23,17 @@ if TYPE_CHECKING:
     from ...validate import CheckSpec
 
 NAME = "openai-mrcr"
+#: What guessing scores (`_floors`): the prefix plus a needle of the queried ask, or plus any writing.
+NEEDLE_FLOOR = Floor(
+    "floor_random_needle",
+    label="needle floor",
+    title="random-needle floor",
+    guess="a random needle of the right ask",
+    plotted=True,
+)
+WRITING_FLOOR = Floor(
+    "floor_random_writing", label="writing floor", title="random-writing floor", guess="a random writing", control=True
+)
 
 
 class OpenaiMrcr(BaseRecipe):
@@ -130,25 +142,13 @@ class OpenaiMrcr(BaseRecipe):
         messages = item.messages
         return [*messages[:1], messages[-1]] if len(messages) > 1 and is_preamble(messages[0]) else messages[-1:]
 
-    def item_extras(self, item: EvalItem) -> dict[str, Any]:
+    floors: tuple[Floor, ...] = (NEEDLE_FLOOR, WRITING_FLOOR)
+
+    def item_floors(self, item: EvalItem) -> dict[str, float | None]:
         from ._floors import row_floors
 
         floors = row_floors(item.messages, item.answer, item.prefix)
-        return {"floor_random_needle": floors.random_needle, "floor_random_writing": floors.random_writing}
-
-    def bin_label(self, upper: int) -> str:
-        return bin_label_of_upper(upper)
-
-    def bin_uppers(self) -> tuple[int, ...]:
-        from ..._bins import BIN_UPPER_EDGES
-
-        return BIN_UPPER_EDGES
-
-    def report_extras(self, records: list[dict[str, Any]], max_context_window: int | None) -> dict[str, Any]:
-        return {}  # the common summary is openai/mrcr's own
-
-    def report_tables(self, summary: dict[str, Any]) -> list[Any]:
-        return []
+        return {NEEDLE_FLOOR.name: floors.random_needle, WRITING_FLOOR.name: floors.random_writing}
 
 
 RECIPE = OpenaiMrcr()
