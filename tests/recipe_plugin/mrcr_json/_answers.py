@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from mrcr_gen._tokens import count_tokens_batch
-from mrcr_gen.eval._analysis import Transcript, Writing
+from mrcr_gen.eval._analysis import SplitReply, Transcript, Writing
 from mrcr_gen.eval._items import EvalItem, ItemError, bin_upper_of_tokens
 
 NAME = "mrcr-json"
@@ -58,9 +58,7 @@ class JsonAnswer:
     """The answer form: the prefix is `ok` in the object, `late` elsewhere in the reply; the body is
     the object's `text` (the whole reply when it is no JSON object)."""
 
-    def split(self, reply: str, item: EvalItem) -> Any:
-        from mrcr_gen.eval._answer import SplitReply
-
+    def split(self, reply: str, item: EvalItem) -> SplitReply:
         found = reply_object(reply)
         if found.get("prefix") == item.prefix:
             return SplitReply("ok", str(found.get("text", "")))
