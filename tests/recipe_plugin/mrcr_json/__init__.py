@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from mrcr_gen._recipe import BaseRecipe
-from mrcr_gen.eval._items import EvalItem
+from mrcr_gen.eval._items import AnswerForm, EvalItem
 
 from . import _answers, _checks, _generate
 
@@ -17,7 +17,7 @@ class MrcrJson(BaseRecipe):
     `BaseRecipe` supplies every member not declared here."""
 
     name, title, version = _answers.NAME, "MRCR answered in JSON", _generate.VERSION
-    answer_form = _answers.JsonAnswer()
+    answer_form: AnswerForm = _answers.JsonAnswer()
 
     def plan_generation(self, request: Any) -> Any:
         return _generate.plan(request)
