@@ -44,7 +44,7 @@ class MrcrV2(BaseRecipe):
     name = NAME
     title = "MRCR v2"
     #: Upstream's CSV (google-deepmind/eval_hub) and the same columns in parquet.
-    signatures: tuple[FileSignature, ...] = (FileSignature(frozenset({"queries", "answer"}), (".csv", ".parquet")),)
+    signatures: tuple[FileSignature, ...] = (FileSignature(frozenset({"queries", "answer"}), ("csv", "parquet")),)
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         from ._rows import V2Row
