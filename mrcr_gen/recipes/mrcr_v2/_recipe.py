@@ -20,6 +20,7 @@ from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
+    from ...generate import GenerationJob, GenerationResult, GenOption
     from ...pool._harvest import HarvestedPair
     from ...validate import CheckSpec
 
@@ -53,10 +54,33 @@ class MrcrV2(BaseRecipe):
 
     # --- generation --------------------------------------------------------------------------
 
-    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        from ._command import generate
+    version = "1"
 
-        return generate(request, progress)
+    @property
+    def generation_options(self) -> tuple[GenOption, ...]:
+        from ._command import OPTIONS
+
+        return OPTIONS
+
+    def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
+        from ._generate import worker_preload
+
+        return worker_preload(request.tokenizer)
+
+    def plan_generation(self, request: GenerateRequest) -> GenerationJob:
+        from ._command import plan_generation
+
+        return plan_generation(request)
+
+    def generation_summary(self, job: GenerationJob, result: GenerationResult) -> Generated:
+        from ._command import generation_summary
+
+        return generation_summary(job, result)
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        from ...generate import generate_for
+
+        return generate_for(self, request, progress)
 
     # --- validation --------------------------------------------------------------------------
 
