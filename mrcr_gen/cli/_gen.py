@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
@@ -170,14 +169,18 @@ def recipe_options() -> dict[str, GenOption]:
     """Every recipe's own options by name, in registry order (an option two recipes declare once)."""
     found: dict[str, GenOption] = {}
     for recipe in RECIPES:
-        for option in recipe.generation_options:
+        for option in declared_options(recipe):
             found.setdefault(option.name, option)
     return found
 
 
+def declared_options(recipe: Any) -> tuple[GenOption, ...]:
+    """A recipe's own options (none for a recipe that declares no generation part)."""
+    return tuple(getattr(recipe, "generation_options", ()))
+
+
 def _typer_option(option: GenOption) -> Any:
-    extra = {} if option.min is None else {"min": option.min}
-    return typer.Option(option.default, *option.flags, help=option.help, **extra)
+    return typer.Option(option.default, *option.flags, help=option.help, min=option.min)
 
 
 def _signature(func: Callable[..., None]) -> Callable[..., None]:
@@ -236,7 +239,7 @@ def generate(ctx: typer.Context, **values: Any) -> None:
 
 def _chosen_options(ctx: typer.Context, chosen: Any, values: dict[str, Any]) -> dict[str, Any]:
     """The chosen recipe's own options; one given that it does not declare is refused."""
-    own = {option.name for option in chosen.generation_options}
+    own = {option.name for option in declared_options(chosen)}
     for name, option in recipe_options().items():
         source = ctx.get_parameter_source(name)
         given = source is not None and source.name != "DEFAULT"  # typed on the command line (or from the environment)

@@ -48,8 +48,10 @@ class FileBuilder(Protocol):
     opens its data files. Rows must be a pure function of the specs and the builder, so the files
     are byte-identical whatever the engine, the worker count and the chunking."""
 
-    #: The tokenizer spec that counts rows (recorded in every sidecar line).
-    tokenizer: str
+    @property
+    def tokenizer(self) -> str:
+        """The tokenizer spec that counts rows (recorded in every sidecar line)."""
+        ...
 
     def build_key(self, file: PlannedFile) -> list[Any]:
         """Everything but the mrcr-gen version that determines the file's bytes (its fingerprint)."""

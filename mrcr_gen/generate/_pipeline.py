@@ -83,6 +83,7 @@ def run_job(
     another one's card there is refused (`FolderTaken`), unless `overwrite`, which first removes
     the files that card lists."""
     claim_folder(job.out, job.generation, overwrite)
+    remove_partials(job.out / job.card_name)  # what a run killed before this one left (the folder is ours now)
     write_text_atomic(job.out / job.card_name, in_progress_card(job))
     pending, reused = _pending_files(job, on_reused)
     own_engine = engine is None
@@ -93,9 +94,10 @@ def run_job(
         job.builder.release()
         if own_engine:
             engine.close()
-        for file in pending:  # no unit runs now: what a writer that died or was stopped left
-            remove_partials(file.path)
-            remove_partials(sidecar_path(file.path))
+        for planned in job.files:  # no unit runs now: what a writer that died or was stopped left
+            path = job.out / planned.relative_path
+            remove_partials(path)
+            remove_partials(sidecar_path(path))
     result = _written(job, reused)
     write_text_atomic(job.out / job.card_name, card_header(job) + job.card_body(result, command))
     return result

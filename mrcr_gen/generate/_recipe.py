@@ -25,7 +25,11 @@ class GenerationRecipe(Protocol):
     name: str
     #: The recipe's own version, recorded in the files it generates.
     version: str
-    generation_options: tuple[GenOption, ...]
+
+    @property
+    def generation_options(self) -> tuple[GenOption, ...]:
+        """The recipe's own options of `mrcr-gen` (the shared ones are `GenerateRequest`'s fields)."""
+        ...
 
     def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
         """Modules a local engine's workers import before their first unit."""
@@ -56,11 +60,11 @@ class GenerationDefaults:
         raise RequestError(f"--recipe {self.name} does not generate files")
 
     def generation_summary(self, job: GenerationJob, result: GenerationResult) -> Generated:
-        rows = [(file.relative_path, str(len(file.records))) for file in result.files]
+        rows: list[tuple[str, ...]] = [(file.relative_path, str(len(file.records))) for file in result.files]
         return Generated(title=f"Rows written to {job.out}", columns=("file", "rows"), rows=rows)
 
     def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        return generate_for(self, request, progress)  # type: ignore[arg-type]
+        return generate_for(self, request, progress)
 
 
 def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: ProgressBar) -> Generated:
