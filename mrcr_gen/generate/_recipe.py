@@ -76,7 +76,9 @@ def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: P
     preload = recipe.worker_preload(request)
     # A local engine's workers start loading now, while the job is planned (Ray starts later: a
     # usage error must not wait for a cluster).
-    early = open_engine("local", request.workers, None, preload=preload) if request.engine == "local" else None
+    early = (
+        open_engine("local", request.workers, request.address, preload=preload) if request.engine == "local" else None
+    )
     try:
         job = recipe.plan_generation(request)
         engine = early or open_engine(request.engine, request.workers, request.address, preload=preload)
