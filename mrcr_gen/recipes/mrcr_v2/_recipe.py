@@ -54,8 +54,6 @@ class MrcrV2(BaseRecipe):
 
     # --- generation --------------------------------------------------------------------------
 
-    version = "1"
-
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
         from ._command import OPTIONS

@@ -64,8 +64,6 @@ class OpenaiMrcr(BaseRecipe):
 
     # --- generation --------------------------------------------------------------------------
 
-    version = "1"
-
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
         from ._command import OPTIONS
