@@ -51,7 +51,10 @@ class GenerationDefaults:
 
     name: str
     version: str = "1"
-    generation_options: tuple[GenOption, ...] = ()
+
+    @property
+    def generation_options(self) -> tuple[GenOption, ...]:
+        return ()
 
     def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
         return ()

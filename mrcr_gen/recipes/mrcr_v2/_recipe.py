@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
+from ..._request import Generated, GenerateRequest, RequestError
 from ...eval._floors import Floor
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
@@ -74,11 +74,6 @@ class MrcrV2(BaseRecipe):
         from ._command import generation_summary
 
         return generation_summary(job, result)
-
-    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        from ...generate import generate_for
-
-        return generate_for(self, request, progress)
 
     # --- validation --------------------------------------------------------------------------
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
+from ..._request import Generated, GenerateRequest
 from ...eval._floors import Floor
 from ...eval._items import EvalItem
 
@@ -85,11 +85,6 @@ class OpenaiMrcr(BaseRecipe):
 
         return generation_summary(job, result)
 
-    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        from ...generate import generate_for
-
-        return generate_for(self, request, progress)
-
     # --- validation --------------------------------------------------------------------------
 
     def checking(self) -> CheckSpec:
@@ -105,26 +100,6 @@ class OpenaiMrcr(BaseRecipe):
         return harvest_rows(path)
 
     # --- mrcr-grade --------------------------------------------------------------------------
-
-    def grade_responses(
-        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
-    ) -> dict[str, Any]:
-        from ...eval._items import FileError
-        from ...eval._responses import ResponsesError, grade_responses
-
-        try:
-            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing)
-        except (ResponsesError, FileError) as exc:
-            raise RequestError(str(exc)) from None
-        except (OSError, ValueError) as exc:
-            raise RequestError(f"cannot read {data}: {exc}".splitlines()[0]) from None
-
-    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
-        mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
-        lines = [f"mean score {mean} over {result['n_rows']} rows"]
-        if result["missing"]:
-            lines.append(f"{len(result['missing'])} rows had no response and were not graded")
-        return lines, []
 
     # --- eval -------------------------------------------------------------------------------
 
