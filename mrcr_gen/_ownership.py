@@ -3,7 +3,7 @@
 A file `mrcr-gen` wrote names its recipe in the parquet footer's key-value metadata (key `mrcr_gen`,
 a JSON object: `recipe`, `recipe_version`, `version`); that record decides. A file made elsewhere
 (the official openai/mrcr parquet, MRCR v2's CSV or parquet) is claimed by the recipes whose declared
-`FileSignature` it matches: its suffix and the columns that identify the form. A file nobody claims,
+`FileSignature` it matches: its format and the columns that identify the form. A file nobody claims,
 or that two recipes claim, is refused with one line: there is no claim by a missing column and no
 fallback to a first recipe, so the order recipes are registered in never decides.
 """
@@ -22,13 +22,14 @@ METADATA_KEY = b"mrcr_gen"
 
 @dataclass(frozen=True)
 class FileSignature:
-    """Files made elsewhere that a recipe reads: any of these suffixes, with every one of these columns."""
+    """Files made elsewhere that a recipe reads: of any of these formats ("parquet", "csv"), with
+    every one of these columns."""
 
     columns: frozenset[str]
-    suffixes: tuple[str, ...] = (".parquet",)
+    formats: tuple[str, ...] = ("parquet",)
 
-    def matches(self, suffix: str, columns: Sequence[str]) -> bool:
-        return suffix.lower() in self.suffixes and self.columns <= set(columns)
+    def matches(self, file_format: str, columns: Sequence[str]) -> bool:
+        return file_format in self.formats and self.columns <= set(columns)
 
 
 class Claimant(Protocol):
@@ -52,7 +53,7 @@ class UnclaimedFile(ValueError):
 class FileFacts:
     """What ownership reads of a file: its columns and the recipe record `mrcr-gen` left in it."""
 
-    suffix: str
+    format: str  # "csv" for a *.csv file, else "parquet" (hf:// blobs in the Hub cache have no suffix)
     columns: list[str]
     tag: dict[str, Any] | None
 
@@ -75,19 +76,18 @@ def _tag(metadata: dict[bytes, bytes] | None) -> dict[str, Any] | None:
 
 def file_facts(path: str | os.PathLike) -> FileFacts | None:
     """The file's columns and recipe record; None when it cannot be read as CSV or parquet."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".csv":
+    if Path(path).suffix.lower() == ".csv":
         from ._paths import file_columns
 
         columns = file_columns(path)
-        return None if columns is None else FileFacts(suffix, columns, None)
+        return None if columns is None else FileFacts("csv", columns, None)
     import pyarrow.parquet as pq
 
     try:
         schema = pq.read_schema(path)
     except Exception:  # not parquet, unreadable, gone: the caller reports it its own way
         return None
-    return FileFacts(suffix, list(schema.names), _tag(schema.metadata))
+    return FileFacts("parquet", list(schema.names), _tag(schema.metadata))
 
 
 def read_recipe_tag(path: str | os.PathLike) -> dict[str, Any] | None:
@@ -100,7 +100,7 @@ def claimants(facts: FileFacts, recipes: Sequence[R]) -> list[R]:
     """The recipes that claim a file: the one its recorded recipe names, else those whose signature it matches."""
     if facts.tag is not None:
         return [recipe for recipe in recipes if recipe.name == facts.tag["recipe"]]
-    return [recipe for recipe in recipes if any(s.matches(facts.suffix, facts.columns) for s in recipe.signatures)]
+    return [recipe for recipe in recipes if any(s.matches(facts.format, facts.columns) for s in recipe.signatures)]
 
 
 def owner(path: str | os.PathLike, facts: FileFacts, recipes: Sequence[R]) -> R:

@@ -1,8 +1,8 @@
 """The one interface every benchmark form implements (`Recipe`), recipe-neutral, in parts.
 
 Each part is declared beside the core that uses it, with a mixin of the defaults most recipes
-share: files and ownership (`RecipeFiles`, here), checking (`mrcr_gen.validate.CheckingRecipe`),
-evaluation (`mrcr_gen.eval.EvalRecipe`). A recipe
+share: files and ownership (`RecipeFiles`, here), generation (`mrcr_gen.generate.GenerationRecipe`),
+checking (`mrcr_gen.validate.CheckingRecipe`), evaluation (`mrcr_gen.eval.EvalRecipe`). A recipe
 subclasses `BaseRecipe` and declares only what is its own. The layers below name no recipe: they
 take what they need of one as an argument. The recipes live in `mrcr_gen/recipes/` or in packages of
 their own, and `mrcr_gen.recipes.RECIPES` is the one registry the commands and the public API
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from ._ownership import FileSignature
-from ._request import Generated, GenerateRequest, ProgressBar
 from .eval._items import EvalDefaults, EvalRecipe
+from .generate import GenerationDefaults, GenerationRecipe
 from .validate import CheckingDefaults, CheckingRecipe
 
 if TYPE_CHECKING:
@@ -64,15 +64,12 @@ class FilesDefaults:
         raise PoolError(f"{path}: {self.title} files hold no writings a pool can harvest")
 
 
-class Recipe(RecipeFiles, CheckingRecipe, EvalRecipe, Protocol):
+class Recipe(RecipeFiles, GenerationRecipe, CheckingRecipe, EvalRecipe, Protocol):
     """A benchmark form as every command sees it: its files (`RecipeFiles`), generation
-    (`generate`), validation (`CheckingRecipe`: its checking declaration, clean and fix),
+    (`GenerationRecipe`: its options, its job of files and row specs, its summary), validation
+    (`CheckingRecipe`: its checking declaration, clean and fix),
     evaluation (`EvalRecipe`: reading, grading, the answer form, floors and report extras) and
     `mrcr-grade` (`grade_responses`, `grade_report`)."""
-
-    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        """Write the dataset `request` asks for (`mrcr-gen`); RequestError when it cannot."""
-        ...
 
     def grade_responses(
         self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
@@ -86,5 +83,31 @@ class Recipe(RecipeFiles, CheckingRecipe, EvalRecipe, Protocol):
         ...
 
 
-class BaseRecipe(FilesDefaults, CheckingDefaults, EvalDefaults):
+class GradeDefaults:
+    """`mrcr-grade` through the core: the replies graded with the recipe's `grade`, per-bin means,
+    and a headline line."""
+
+    def grade_responses(
+        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+    ) -> dict[str, Any]:
+        from ._errors import RequestError
+        from .eval._items import FileError
+        from .eval._responses import ResponsesError, grade_responses
+
+        try:
+            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing)  # type: ignore[arg-type]
+        except (ResponsesError, FileError) as exc:
+            raise RequestError(str(exc)) from None
+        except (OSError, ValueError) as exc:
+            raise RequestError(f"cannot read {data}: {exc}".splitlines()[0]) from None
+
+    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
+        lines = [f"mean score {mean} over {result['n_rows']} rows"]
+        if result["missing"]:
+            lines.append(f"{len(result['missing'])} rows had no response and were not graded")
+        return lines, []
+
+
+class BaseRecipe(FilesDefaults, GenerationDefaults, CheckingDefaults, EvalDefaults, GradeDefaults):
     """What recipes usually share; a recipe subclasses it and declares what is its own."""

@@ -681,8 +681,8 @@ def check_v2_generated_with_tokenizer(ws: Workspace, command: Command, run: Run)
     check_v2_generated(ws, command, run)
     out = ws.root / option(command.text, "--out")
     assert card_tokenizer((out / "README.md").read_text()) == option(command.text, "--tokenizer")
-    builds = [json.loads(path.read_text()) for path in out.rglob("*.build.json")]
-    assert builds and {b["tokenizer"]["spec"] for b in builds} == {option(command.text, "--tokenizer")}
+    records = [json.loads(line) for path in out.rglob("*.samples.jsonl") for line in path.read_text().splitlines()]
+    assert records and {r["tokenizer"] for r in records} == {option(command.text, "--tokenizer")}
 
 
 def check_eval_counted(ws: Workspace, command: Command, run: Run) -> None:

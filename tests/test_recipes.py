@@ -102,6 +102,8 @@ def test_each_schema_stem_belongs_to_one_recipe() -> None:
 
 
 def test_official_files_are_claimed_as_before(tmp_path: Path) -> None:
+    # A Hub download is a blob named by its hash, with no suffix: parquet, as before.
+    assert recipe_claiming(_parquet(tmp_path / "b3ee754031f6", OFFICIAL_OPENAI)) is OPENAI_MRCR
     assert recipe_claiming(_parquet(tmp_path / "a.parquet", OFFICIAL_OPENAI)) is OPENAI_MRCR
     assert recipe_claiming(_parquet(tmp_path / "b.parquet", OFFICIAL_V2)) is MRCR_V2
     assert recipe_claiming(_csv(tmp_path / "c.csv", ",".join(OFFICIAL_V2))) is MRCR_V2
@@ -152,16 +154,16 @@ class _Declared(BaseRecipe):
 COLUMNS = st.lists(st.sampled_from(["prompt", "answer", "queries", "random_string_to_prepend", "x", "y"]), unique=True)
 
 
-@given(columns=COLUMNS, suffix=st.sampled_from([".parquet", ".csv"]), reverse=st.booleans())
-def test_ownership_never_depends_on_registry_order(columns, suffix, reverse) -> None:
+@given(columns=COLUMNS, file_format=st.sampled_from(["parquet", "csv"]), reverse=st.booleans())
+def test_ownership_never_depends_on_registry_order(columns, file_format, reverse) -> None:
     """Whatever the columns: the claimants are the recipes whose signature matches, the same set in
     any registry order, and `owner` answers only when exactly one claims the file."""
     recipes = [recipe for recipe in RECIPES if recipe.name in ("openai-mrcr", "mrcr-v2")]
-    recipes.append(_Declared("prompt-answer", (FileSignature(frozenset({"prompt", "answer"}), (".parquet",)),)))
+    recipes.append(_Declared("prompt-answer", (FileSignature(frozenset({"prompt", "answer"}), ("parquet",)),)))
     ordered = recipes[::-1] if reverse else recipes
-    facts = FileFacts(suffix, columns, None)
+    facts = FileFacts(file_format, columns, None)
     found = {recipe.name for recipe in claimants(facts, ordered)}
-    assert found == {r.name for r in recipes if any(s.matches(suffix, columns) for s in r.signatures)}
+    assert found == {r.name for r in recipes if any(s.matches(file_format, columns) for s in r.signatures)}
     if len(found) == 1:
         assert owner("f", facts, ordered).name == found.pop()
     else:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -12,8 +15,8 @@ from rich.table import Table
 
 from .._request import GenerateRequest
 from .._schemas import export_schemas, stale_schemas
+from ..generate import GenOption
 from ..recipes import RECIPES, recipe_named
-from ..recipes.openai_mrcr._config import DEFAULT_DATE_ADDED
 from ._common import TOKENIZER_HELP, CommandError, generating_bar, stderr
 
 app = typer.Typer(
@@ -25,155 +28,203 @@ app = typer.Typer(
 )
 
 
+#: The options every recipe shares, before and after the recipes' own (`GenOption`s), as `--help`
+#: lists them: (parameter name, annotation, typer.Option).
+HEAD_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    (
+        "recipe",
+        str,
+        typer.Option(
+            "openai-mrcr",
+            "--recipe",
+            help=(
+                "openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text "
+                "per row, CSV or parquet)."
+            ),
+        ),
+    ),
+    (
+        "needles",
+        list[int],
+        typer.Option(
+            [],
+            "--needles",
+            "-n",
+            help="Needle count (repeatable); 2, 4 and 8 are the standard ones. (default 4; mrcr-v2: 8)",
+            show_default=False,
+        ),
+    ),
+    (
+        "bins",
+        list[str] | None,
+        typer.Option(
+            None,
+            "--bin",
+            "-b",
+            show_default=False,
+            help=(
+                "Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up "
+                "to 1048576, 'all' goes on to 8388608)."
+            ),
+        ),
+    ),
+    ("samples", int, typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count.")),
+    ("seed", int, typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files.")),
+    (
+        "out",
+        Path | None,
+        typer.Option(
+            None,
+            "--out",
+            "-o",
+            help="Output directory (default mrcr-data; mrcr-v2: mrcr-v2-data).",
+            show_default=False,
+        ),
+    ),
+    (
+        "writer",
+        str,
+        typer.Option(
+            "offline", "--writer", help="Source of writings: offline, pool (--pool PATH) or openai (--model M)."
+        ),
+    ),
+)
+TAIL_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    (
+        "tokens",
+        int | None,
+        typer.Option(
+            None,
+            "--tokens",
+            help=(
+                "Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every "
+                "row lies in a bin). Not with --bin."
+            ),
+        ),
+    ),
+    (
+        "shard",
+        str,
+        typer.Option("1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."),
+    ),
+    (
+        "overwrite",
+        bool,
+        typer.Option(
+            False,
+            "--overwrite",
+            help=(
+                "Replace what another generation (other options) wrote to --out: the files its card lists are "
+                "removed first. Without it such a folder is refused; a rerun of the same command resumes."
+            ),
+        ),
+    ),
+    (
+        "workers",
+        int | None,
+        typer.Option(
+            None,
+            "--workers",
+            "-w",
+            min=1,
+            help=(
+                "Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every "
+                "value."
+            ),
+        ),
+    ),
+    (
+        "engine",
+        str,
+        typer.Option(
+            "local",
+            "--engine",
+            help=(
+                "local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip "
+                "install 'mrcr-gen[ray]'); --out must then be on a filesystem every node sees."
+            ),
+        ),
+    ),
+    (
+        "address",
+        str | None,
+        typer.Option(
+            None,
+            "--address",
+            help=(
+                "--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's "
+                "cores)."
+            ),
+        ),
+    ),
+    (
+        "tokenizer",
+        str,
+        typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Rows are binned by its count."),
+    ),
+)
+
+
+def recipe_options() -> dict[str, GenOption]:
+    """Every recipe's own options by name, in registry order (an option two recipes declare once)."""
+    found: dict[str, GenOption] = {}
+    for recipe in RECIPES:
+        for option in declared_options(recipe):
+            found.setdefault(option.name, option)
+    return found
+
+
+def declared_options(recipe: Any) -> tuple[GenOption, ...]:
+    """A recipe's own options (none for a recipe that declares no generation part)."""
+    return tuple(getattr(recipe, "generation_options", ()))
+
+
+def _typer_option(option: GenOption) -> Any:
+    return typer.Option(option.default, *option.flags, help=option.help, min=option.min)
+
+
+def _signature(func: Callable[..., None]) -> Callable[..., None]:
+    """`func(ctx, **values)` with the command's options as its signature, so typer (and --help)
+    sees the shared options and every recipe's declared ones."""
+    declared = [(o.name, o.annotation, _typer_option(o)) for o in recipe_options().values()]
+    parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    annotations: dict[str, Any] = {"ctx": typer.Context, "return": None}
+    for name, annotation, default in (*HEAD_OPTIONS, *declared, *TAIL_OPTIONS):
+        parameters.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        )
+        annotations[name] = annotation
+    func.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    func.__annotations__ = annotations
+    return func
+
+
 @app.callback(invoke_without_command=True)
-def generate(
-    ctx: typer.Context,
-    recipe: str = typer.Option(
-        "openai-mrcr",
-        "--recipe",
-        help=(
-            "openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text per "
-            "row, CSV or parquet)."
-        ),
-    ),
-    needles: list[int] = typer.Option(
-        [],
-        "--needles",
-        "-n",
-        help="Needle count (repeatable); 2, 4 and 8 are the standard ones. (default 4; mrcr-v2: 8)",
-        show_default=False,
-    ),
-    bins: list[str] | None = typer.Option(
-        None,
-        "--bin",
-        "-b",
-        show_default=False,
-        help=(
-            "Upper edge of a token bin (repeatable), e.g. 65536, or 'all' (default all; mrcr-v2: the buckets up to "
-            "1048576, 'all' goes on to 8388608)."
-        ),
-    ),
-    samples: int = typer.Option(100, "--samples", "-s", min=1, help="Rows per bin and needle count."),
-    seed: int = typer.Option(0, "--seed", help="Seed; the same command and seed give byte-identical files."),
-    out: Path | None = typer.Option(
-        None, "--out", "-o", help="Output directory (default mrcr-data; mrcr-v2: mrcr-v2-data).", show_default=False
-    ),
-    file_format: str = typer.Option(
-        "csv", "--format", help="mrcr-v2 only: csv (the upstream layout) or parquet (the same columns)."
-    ),
-    rows_per_transcript: int = typer.Option(
-        8,
-        "--rows-per-transcript",
-        min=1,
-        help="mrcr-v2 only: rows drawn from one transcript at most (its (key, ordinal) pairs).",
-    ),
-    writer: str = typer.Option(
-        "offline", "--writer", help="Source of writings: offline, pool (--pool PATH) or openai (--model M)."
-    ),
-    pool: Path | None = typer.Option(
-        None, "--pool", help="Pool parquet file: read by --writer pool, written by --writer openai."
-    ),
-    model: str | None = typer.Option(None, "--model", help="--writer openai: model name (e.g. gpt-4o)."),
-    base_url: str | None = typer.Option(
-        None, "--base-url", help="--writer openai: API base URL (default $OPENAI_BASE_URL, else OpenAI)."
-    ),
-    per_pair: int = typer.Option(1, "--per-pair", min=1, help="--writer openai: writings per distractor ask."),
-    concurrency: int = typer.Option(16, "--concurrency", min=1, help="--writer openai: requests in flight at most."),
-    cache_dir: Path | None = typer.Option(
-        None, "--cache-dir", help="--writer openai: writing cache (default ~/.cache/mrcr-gen)."
-    ),
-    temperature: float | None = typer.Option(None, "--temperature", help="--writer openai: sampling temperature."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="--writer openai: max_tokens per writing."),
-    price_in: float | None = typer.Option(
-        None, "--price-in", help="--writer openai: USD per 1M prompt tokens (cost estimate)."
-    ),
-    price_out: float | None = typer.Option(None, "--price-out", help="--writer openai: USD per 1M completion tokens."),
-    tokens: int | None = typer.Option(
-        None,
-        "--tokens",
-        help=(
-            "Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every row "
-            "lies in a bin). Not with --bin."
-        ),
-    ),
-    shard: str = typer.Option(
-        "1/1", "--shard", help="Write only part K of N of the files, so N machines build one dataset."
-    ),
-    overwrite: bool = typer.Option(
-        False,
-        "--overwrite",
-        help=(
-            "Replace what another generation (other options) wrote to --out: the files its card lists are removed "
-            "first. Without it such a folder is refused; a rerun of the same command resumes."
-        ),
-    ),
-    rows_per_file: int = typer.Option(
-        400, "--rows-per-file", min=1, help="Rows per parquet file ({n}needle_{k}.parquet)."
-    ),
-    date_added: str = typer.Option(DEFAULT_DATE_ADDED, "--date-added", help="date_added column (MM-DD-YYYY)."),
-    workers: int | None = typer.Option(
-        None,
-        "--workers",
-        "-w",
-        min=1,
-        help=(
-            "Processes (local engine) or local Ray CPUs [default: all cores]. Output is byte-identical for every value."
-        ),
-    ),
-    engine: str = typer.Option(
-        "local",
-        "--engine",
-        help=(
-            "local: a process pool on this machine; ray: one Ray task per file or chunk of a large file (pip install "
-            "'mrcr-gen[ray]'); --out must then be on a filesystem every node sees."
-        ),
-    ),
-    address: str | None = typer.Option(
-        None,
-        "--address",
-        help=(
-            "--engine ray: the cluster to join (default $RAY_ADDRESS, else a local Ray instance on this machine's "
-            "cores)."
-        ),
-    ),
-    tokenizer: str = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP + " Rows are binned by its count."),
-) -> None:
+@_signature
+def generate(ctx: typer.Context, **values: Any) -> None:
     if ctx.invoked_subcommand is not None:
         return
-    if tokens is not None and bins:
+    if values["tokens"] is not None and values["bins"]:
         raise CommandError("--tokens and --bin are exclusive: --tokens N replaces the bins with one token target")
     try:
-        chosen = recipe_named(recipe)
+        chosen = recipe_named(values["recipe"])
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     request = GenerateRequest(
-        needles=tuple(needles),
-        bins=tuple(bins or ()),
-        tokens=tokens,
-        samples=samples,
-        seed=seed,
-        out=out,
-        file_format=file_format,
-        rows_per_transcript=rows_per_transcript,
-        rows_per_file=rows_per_file,
-        shard=shard,
-        overwrite=overwrite,
-        date_added=date_added,
-        tokenizer=tokenizer,
-        writer=writer,
-        pool=pool,
-        model=model,
-        base_url=base_url,
-        per_pair=per_pair,
-        concurrency=concurrency,
-        cache_dir=cache_dir,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        price_in=price_in,
-        price_out=price_out,
-        workers=workers,
-        engine=engine,
-        address=address,
+        needles=tuple(values["needles"]),
+        bins=tuple(values["bins"] or ()),
+        tokens=values["tokens"],
+        samples=values["samples"],
+        seed=values["seed"],
+        out=values["out"],
+        shard=values["shard"],
+        overwrite=values["overwrite"],
+        tokenizer=values["tokenizer"],
+        writer=values["writer"],
+        workers=values["workers"],
+        engine=values["engine"],
+        address=values["address"],
+        options=_chosen_options(ctx, chosen, values),
         command=shlex.join(["mrcr-gen", *sys.argv[1:]]),
         messages=stderr,
     )
@@ -184,6 +235,17 @@ def generate(
     for row in written.rows:
         table.add_row(*row)
     Console().print(table)
+
+
+def _chosen_options(ctx: typer.Context, chosen: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The chosen recipe's own options; one given that it does not declare is refused."""
+    own = {option.name for option in declared_options(chosen)}
+    for name, option in recipe_options().items():
+        source = ctx.get_parameter_source(name)
+        given = source is not None and source.name != "DEFAULT"  # typed on the command line (or from the environment)
+        if given and name not in own:
+            raise CommandError(f"{option.flag} is not an option of --recipe {chosen.name}")
+    return {name: values[name] for name in own}
 
 
 @app.command()

@@ -127,7 +127,7 @@ def build_command(
     if max_tokens_field not in MAX_TOKENS_FIELDS:
         raise CommandError(f"--max-tokens-field: choose {' or '.join(MAX_TOKENS_FIELDS)}, got {max_tokens_field!r}")
     from ..pool._pool import PoolError
-    from ..recipes.openai_mrcr._pool_llm import plan_asks
+    from ..recipes.openai_mrcr import plan_asks
 
     names = [name.strip() for value in formats for name in value.split(",") if name.strip()]
     try:
@@ -177,7 +177,7 @@ def run_build(
     """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
     from .._prices import PriceError
     from ..pool._pool import PoolError
-    from ..recipes.openai_mrcr._pool_llm import BuildError, _params, build_pool_openai, price_for, print_build_report
+    from ..recipes.openai_mrcr import BuildError, build_pool_openai, price_for, print_build_report, writing_params
 
     try:
         report = build_pool_openai(
@@ -187,7 +187,7 @@ def run_build(
             base_url=base_url,
             out=out,
             cache_dir=cache_dir,
-            params=_params(temperature, max_tokens, None, max_tokens_field),
+            params=writing_params(temperature, max_tokens, None, max_tokens_field),
             price=price_for(model, price_in, price_out),
             timeout=timeout,
             console=stderr,

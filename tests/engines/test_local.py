@@ -115,7 +115,6 @@ def test_the_default_path_never_imports_ray() -> None:
 def test_writings_composed_once_and_shared_give_the_same_bytes(tmp_path, monkeypatch) -> None:
     import hashlib
 
-    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
     from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
 
     from .units import FewSharedKeysWriter
@@ -129,9 +128,12 @@ def test_writings_composed_once_and_shared_give_the_same_bytes(tmp_path, monkeyp
     alone = config(tmp_path / "alone")
     generate_dataset(alone, OfflineWriter(0), engine=LocalEngine(1))
     shared_dirs = []
-    share = generate_module._share_writings
-    monkeypatch.setattr(generate_module, "PAIR_TOKENS", 1)  # any job is large enough to share
-    monkeypatch.setattr(generate_module, "_share_writings", lambda *a: shared_dirs.append(share(*a)) or shared_dirs[-1])
+    import mrcr_gen.generate._pipeline as pipeline_module
+    import mrcr_gen.generate._share as share_module
+
+    share = share_module.share_writings
+    monkeypatch.setattr(share_module, "PAIR_TOKENS", 1)  # any job is large enough to share
+    monkeypatch.setattr(pipeline_module, "share_writings", lambda *a: shared_dirs.append(share(*a)) or shared_dirs[-1])
     shared = config(tmp_path / "shared")
     generate_dataset(shared, FewSharedKeysWriter(0), engine=LocalEngine(2))
     assert shared_dirs and shared_dirs[0] is not None and not shared_dirs[0].exists()  # used, then removed

@@ -87,22 +87,21 @@ class FewSharedKeysWriter(OfflineWriter):
         return super().shared_keys()[:3000]
 
 
-def write_chunk_dying_on_2needle_chunk_1(*unit):
+def write_chunk_dying_on_2needle_chunk_1(unit):
     """`write_chunk`, except that the worker given chunk 1 of the 2-needle file dies."""
-    from mrcr_gen.recipes.openai_mrcr._generate import write_chunk
+    from mrcr_gen.generate import write_chunk
 
-    path, parts, index = unit[5], unit[6], unit[7]
-    if parts is not None and index == 1 and path.name.startswith("2needle"):
+    if unit.parts is not None and unit.index == 1 and unit.path.name.startswith("2needle"):
         os._exit(1)
-    return write_chunk(*unit)
+    return write_chunk(unit)
 
 
 def cut_files_into_chunks(monkeypatch) -> list:
     """Make generation cut every file into chunks of one row, then join them; returns the names of
     the files joined by this process (the caller's, with a local engine), to check that they were."""
-    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
+    import mrcr_gen.generate._pipeline as generate_module
 
-    monkeypatch.setattr(generate_module, "plan_chunks", lambda files, workers: [[(s,) for s in f] for f in files])
+    monkeypatch.setattr(generate_module, "plan_chunks", lambda files, workers, whole=(): [[(s,) for s in f] for f in files])
     joined: list = []
 
     class CountedJoin(generate_module.Join):

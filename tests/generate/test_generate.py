@@ -122,7 +122,9 @@ def test_progress_moves_as_rows_are_composed_not_only_when_a_file_ends(tmp_path,
 def test_an_interrupted_pool_stops_its_workers_at_once_and_leaves_no_partial_file(tmp_path, monkeypatch):
     import mrcr_gen.recipes.openai_mrcr._generate as generate_module
 
-    monkeypatch.setattr(generate_module, "SHARE_WHEN", float("inf"))  # straight to the files
+    import mrcr_gen.generate._share as share_module
+
+    monkeypatch.setattr(share_module, "SHARE_WHEN", float("inf"))  # straight to the files
     cfg = config(tmp_path / "out", needles=(8,), bins=(bin_by_upper(262144),), samples=256, rows_per_file=128)
     reported = []
 
@@ -232,7 +234,7 @@ def test_a_folder_holds_one_generation_another_is_refused_unless_overwrite(tmp_p
 
 
 def test_shards_of_one_generation_share_a_folder_and_an_interrupted_run_is_known(tmp_path, monkeypatch):
-    import mrcr_gen.recipes.openai_mrcr._generate as gen
+    import mrcr_gen.generate._pipeline as gen
     from mrcr_gen._card import FolderTaken
 
     for k in (1, 2):
@@ -259,7 +261,9 @@ def test_a_crash_between_parquet_and_sidecar_never_reuses_the_old_sidecar(tmp_pa
 
     cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), rows_per_file=3)
     run(cfg)
-    real = generate_module.write_text_atomic
+    import mrcr_gen.generate._units as units_module
+
+    real = units_module.write_text_atomic
 
     def crash_before_the_sidecar(path, text):
         if str(path).endswith(".samples.jsonl"):
@@ -269,7 +273,7 @@ def test_a_crash_between_parquet_and_sidecar_never_reuses_the_old_sidecar(tmp_pa
     # Another generation (another writer, --overwrite) replaces the parquet, then dies before
     # writing its sidecar; the same command run again must make that file again, not keep it
     # beside a sidecar of other rows.
-    monkeypatch.setattr(generate_module, "write_text_atomic", crash_before_the_sidecar)
+    monkeypatch.setattr(units_module, "write_text_atomic", crash_before_the_sidecar)
     with pytest.raises(KeyboardInterrupt):
         generate_dataset(cfg, OfflineWriter(cfg.seed + 1), engine=LocalEngine(1), overwrite=True)
     monkeypatch.undo()
@@ -336,7 +340,7 @@ def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeyp
 
 
 def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_it(tmp_path, monkeypatch):
-    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
+    import mrcr_gen.generate._pipeline as pipeline_module
     from mrcr_gen.engines import LocalEngine
 
     from ..engines.units import write_chunk_dying_on_2needle_chunk_1
@@ -346,7 +350,7 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
     cut_files_into_chunks(monkeypatch)  # a row per chunk: the file is joined
     cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     with monkeypatch.context() as patched:
-        patched.setattr(generate_module, "write_chunk", write_chunk_dying_on_2needle_chunk_1)
+        patched.setattr(pipeline_module, "write_chunk", write_chunk_dying_on_2needle_chunk_1)
         with LocalEngine(2) as engine, pytest.raises(FileFailed, match="2needle_0.parquet") as failed:
             generate_dataset(cfg, OfflineWriter(cfg.seed), engine=engine)
     assert [Path(path).name for path, _ in failed.value.failures] == ["2needle_0.parquet"]
@@ -362,7 +366,7 @@ def rows_in_bin(n: int, upper: int = 1048576) -> tuple:
 
 
 def test_files_are_whole_units_unless_they_would_end_after_the_even_spread():
-    from mrcr_gen.recipes.openai_mrcr._generate import UNIT_BYTES, plan_chunks
+    from mrcr_gen.generate import UNIT_BYTES, plan_chunks
 
     eight_files = [rows_in_bin(100) for _ in range(8)]
     assert plan_chunks(eight_files, workers=2) == [[f] for f in eight_files]  # 4 files per worker: whole
@@ -395,8 +399,8 @@ def list_schedule(units: list[int], workers: int) -> int:
 def test_chunks_keep_every_row_in_order_and_the_workers_end_together(sizes, uppers, workers):
     from unittest import mock
 
-    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
-    from mrcr_gen.recipes.openai_mrcr._generate import MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks
+    import mrcr_gen.generate._chunks as generate_module
+    from mrcr_gen.generate._chunks import MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks
 
     unit_bytes = 16 << 20  # chunks much smaller than files, as in a real job of large files
     files = [rows_in_bin(size, upper) for size, upper in zip(sizes, uppers)]

@@ -23,7 +23,7 @@ def test_a_rerun_removes_what_a_killed_run_left(tmp_path: Path) -> None:
     data.parent.mkdir(parents=True)
     left = [  # as a process killed while writing them leaves them
         data.with_name(f".{data.name}.0123456789ab.partial"),
-        data.with_name(f".{data.name}.build.json.ba9876543210.partial"),
+        data.with_name(".mrcr_v2_2needle_in_(4096,8192).samples.jsonl.ba9876543210.partial"),
         tmp_path / ".README.md.00aa11bb22cc.partial",
     ]
     for path in left:

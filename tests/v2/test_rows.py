@@ -143,7 +143,7 @@ def test_a_folder_holds_one_generation_another_is_refused_unless_overwrite(tmp_p
         generate_v2(parquet, V2OfflineWriter(4))
     generate_v2(parquet, V2OfflineWriter(4), overwrite=True)
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
-    assert files == ["2needle/mrcr_v2_2needle_in_(4096,8192).parquet", "2needle/mrcr_v2_2needle_in_(4096,8192).parquet.build.json", "README.md"]
+    assert files == ["2needle/mrcr_v2_2needle_in_(4096,8192).parquet", "2needle/mrcr_v2_2needle_in_(4096,8192).samples.jsonl", "README.md"]
 
 
 def test_shards_write_disjoint_files_that_together_are_the_whole(tmp_path):

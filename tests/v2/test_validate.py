@@ -142,7 +142,9 @@ def test_parquet_and_csv_copies_validate_alike(v2_csv, tmp_path):
 def test_a_csv_with_a_byte_order_mark_reads_as_its_header_says(v2_csv, tmp_path):
     """Excel and some writers start a UTF-8 CSV with a byte-order mark: it is not part of the first
     column's name, so the file validates clean and is recognised as MRCR v2."""
-    from mrcr_gen.recipes import MRCR_V2, group_inputs
+    from mrcr_gen.recipes import group_inputs, recipe_named
+
+    MRCR_V2 = recipe_named("mrcr-v2")
 
     with_bom = tmp_path / "bom.csv"
     with_bom.write_bytes(b"\xef\xbb\xbf" + v2_csv.read_bytes())
@@ -301,7 +303,9 @@ def test_v2_goes_through_the_core_pipeline_with_provenance_from_its_sidecar(v2_c
     writes it) is read by the same code as openai/mrcr's: a row whose recount leaves the bin it was
     generated for is a `token_bin` error, and --clean drops it."""
     from mrcr_gen._card import sidecar_path
-    from mrcr_gen.recipes import MRCR_V2
+    from mrcr_gen.recipes import recipe_named
+
+    MRCR_V2 = recipe_named("mrcr-v2")
     from mrcr_gen.recipes.mrcr_v2._validate import SPEC
     from mrcr_gen.validate import validate_paths
 
@@ -331,7 +335,9 @@ def test_v2_goes_through_the_core_pipeline_with_provenance_from_its_sidecar(v2_c
 
 
 def test_v2_fix_is_refused_and_a_broken_file_is_not_written(v2_csv, tmp_path):
-    from mrcr_gen.recipes import MRCR_V2
+    from mrcr_gen.recipes import recipe_named
+
+    MRCR_V2 = recipe_named("mrcr-v2")
 
     assert MRCR_V2.repair_refusal("fix") == "--fix does not apply to MRCR v2 files (column 'queries'); use --clean"
     broken = tmp_path / "broken.csv"

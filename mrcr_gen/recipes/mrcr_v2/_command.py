@@ -1,6 +1,6 @@
-"""`mrcr-gen --recipe mrcr-v2`: the request's options checked and turned into a `V2Config`, the
-writer chosen (offline, or a model's writings fetched up front) and the files generated. The
-command itself only parses options and prints (`mrcr_gen.cli._gen`)."""
+"""`mrcr-gen --recipe mrcr-v2`: its options declared, the request's options checked and turned into
+a `V2Config`, and the writer chosen (offline, or a model's writings fetched up front); the core
+(`mrcr_gen.generate`) opens the engine and runs the job."""
 
 from __future__ import annotations
 
@@ -9,28 +9,49 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
-from ..._budget import AssemblyError
-from ..._card import FolderTaken
-from ..._request import (
-    EXIT_FAILED,
+from ..._errors import EXIT_FAILED, RequestError
+from ...generate import (
+    MODEL_WRITER_OPTIONS,
     Generated,
     GenerateRequest,
-    ProgressBar,
-    RequestError,
+    GenerationJob,
+    GenerationResult,
+    GenOption,
     check_out_folder,
     checked_tokenizer,
     option_error,
     parse_bins,
     parse_shard,
 )
-from ._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, V2Config, generate_v2, v2_bucket
+from ._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, V2Config, file_summary, v2_bucket, v2_job
 from ._offline import V2OfflineWriter
 
 SUMMARY_COLUMNS = ("needles", "bucket", "rows", "transcripts", "min context_len", "median", "max")
 
+#: MRCR v2's own options of `mrcr-gen` (the shared ones are `GenerateRequest`'s fields).
+OPTIONS: tuple[GenOption, ...] = (
+    GenOption(
+        "file_format",
+        ("--format",),
+        str,
+        "csv",
+        "mrcr-v2 only: csv (the upstream layout) or parquet (the same columns).",
+    ),
+    GenOption(
+        "rows_per_transcript",
+        ("--rows-per-transcript",),
+        int,
+        8,
+        "mrcr-v2 only: rows drawn from one transcript at most (its (key, ordinal) pairs).",
+        min=1,
+    ),
+    *MODEL_WRITER_OPTIONS,
+)
 
-def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
-    """Generate the MRCR v2 files `request` asks for; RequestError for a request it cannot meet."""
+
+def plan_generation(request: GenerateRequest) -> GenerationJob:
+    """The job `request` asks for, its writer chosen; RequestError for a request it cannot meet."""
+    options = request.options
     shard = parse_shard(request.shard)
     tokenizer = checked_tokenizer(request.tokenizer)
     try:
@@ -41,35 +62,24 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
             samples=request.samples,
             seed=request.seed,
             out=request.out or Path("mrcr-v2-data"),
-            format=cast(Any, request.file_format),  # checked by V2Config: csv or parquet
-            rows_per_transcript=request.rows_per_transcript,
+            format=cast(Any, options["file_format"]),  # checked by V2Config: csv or parquet
+            rows_per_transcript=options["rows_per_transcript"],
             shard=shard,
             tokenizer_spec=tokenizer,
         )
     except ValidationError as exc:
         raise RequestError(option_error(exc)) from None
     check_out_folder(config.out)
-    chosen = _writer(request, tokenizer)
-    total = request.samples * len(config.shard_files())
-    with progress(total) as advance:
-        try:
-            summaries = generate_v2(
-                config,
-                chosen,
-                command=request.command,
-                on_row=lambda _: advance(1),
-                on_reused=advance,
-                overwrite=request.overwrite,
-            )
-        except (AssemblyError, FolderTaken) as exc:
-            raise RequestError(str(exc)) from None
-        except OSError as exc:
-            raise RequestError(f"cannot write {exc.filename or config.out}: {exc.strerror or exc}") from None
+    return v2_job(config, _writer(request, tokenizer))
+
+
+def generation_summary(job: GenerationJob, result: GenerationResult) -> Generated:
+    summaries = [file_summary(file) for file in result.files]
     rows = [
         tuple(str(s[k]) for k in ("n_needles", "bucket", "rows", "transcripts", "min", "median", "max"))
         for s in summaries
     ]
-    return Generated(title=f"MRCR v2 rows written to {config.out}", columns=SUMMARY_COLUMNS, rows=rows)
+    return Generated(title=f"MRCR v2 rows written to {job.out}", columns=SUMMARY_COLUMNS, rows=rows)
 
 
 def _writer(request: GenerateRequest, tokenizer: str) -> Any:
@@ -77,7 +87,8 @@ def _writer(request: GenerateRequest, tokenizer: str) -> Any:
         return V2OfflineWriter(request.seed, tokenizer=tokenizer)
     if request.writer != "openai":
         raise RequestError(f"--recipe mrcr-v2 takes --writer offline or openai, got {request.writer!r}")
-    if not request.model:
+    options = request.options
+    if not options["model"]:
         raise RequestError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
     from ..._openai import ChatError
     from ...pool import PoolError
@@ -85,19 +96,19 @@ def _writer(request: GenerateRequest, tokenizer: str) -> Any:
 
     try:
         writer = V2OpenAIWriter(
-            request.model,
-            base_url=request.base_url,
-            cache_dir=request.cache_dir,
-            concurrency=request.concurrency or 16,
-            temperature=request.temperature,
-            max_tokens=request.max_tokens,
+            options["model"],
+            base_url=options["base_url"],
+            cache_dir=options["cache_dir"],
+            concurrency=options["concurrency"] or 16,
+            temperature=options["temperature"],
+            max_tokens=options["max_tokens"],
             tokenizer=tokenizer,
         )
     except PoolError as exc:  # e.g. a cache of an older mrcr-gen
         raise RequestError(str(exc)) from None
     keys = writer.catalog_keys()
     request.messages.print(
-        f"requesting the catalog's {len(keys)} writings from {request.model} (cached ones are reused)"
+        f"requesting the catalog's {len(keys)} writings from {options['model']} (cached ones are reused)"
     )
     try:
         writer.prefetch(keys)

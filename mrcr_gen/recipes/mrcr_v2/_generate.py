@@ -11,26 +11,27 @@ Rows of one transcript are written one after another (prefix caches hit when sen
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
+import secrets
 import statistics
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from ..._bins import Bin
 from ..._budget import AssemblyError
-from ..._card import claim_folder, generation_lines
-from ..._files import remove_partials, write_text_atomic
 from ..._models import _Frozen
+from ..._ownership import recipe_metadata
 from ..._seeding import derive_seed, derived_rng
 from ..._tokens import load_tokenizer, tokenizer_threads
 from ..._version import __version__
+from ...engines import Engine
+from ...generate import CardFrame, GenerationJob, GenerationResult, PlannedFile, RowBatch, WrittenFile, run_job
 from ._assembler import Transcript, V2Assembler, counts_add_up
 from ._catalog import V2Key, load_v2_catalog
 from ._rows import V2FileWriter, V2Row
@@ -217,97 +218,172 @@ def generate_v2(
     writer,
     *,
     command: str = "",
-    on_row: Callable[[V2Row], None] | None = None,
+    engine: Engine | None = None,
+    on_rows: Callable[[int], None] | None = None,
     on_reused: Callable[[int], None] | None = None,
     overwrite: bool = False,
 ) -> list[dict]:
-    """Write this shard's files (each appears atomically when complete) and the dataset card;
-    returns one summary record per file. A file an identical earlier run completed (as the
-    `.build.json` beside it records) is kept, so an interrupted run resumes where it stopped.
-    A folder holds one generation: another one's card there is refused (`FolderTaken`), unless
-    `overwrite`, which first removes the files that card lists."""
+    """Write this shard's files through the core pipeline (`run_job`: a bucket's file is one work
+    unit on `engine`, default a local process pool; each file appears atomically when complete,
+    with its sidecar; a rerun keeps what an identical run completed; a folder holds one generation
+    unless `overwrite`) and the dataset card; returns one summary record per file."""
+    result = run_job(
+        v2_job(config, writer),
+        command=command,
+        engine=engine,
+        on_rows=on_rows,
+        on_reused=on_reused,
+        overwrite=overwrite,
+    )
+    return [file_summary(file) for file in result.files]
+
+
+def v2_job(config: V2Config, writer) -> GenerationJob:
+    """The core's job for `config`: this shard's files (one whole bucket each), their builder, the
+    folder's record and card."""
     writer_tokenizer = getattr(writer, "tokenizer", config.tokenizer_spec)
     if writer_tokenizer != config.tokenizer_spec:
         raise ValueError(f"the writer counts with {writer_tokenizer}, the config with {config.tokenizer_spec}")
-    assembler = V2Assembler(
-        writer=writer, catalog=getattr(writer, "catalog", None) or load_v2_catalog(), tokenizer=config.tokenizer_spec
-    )
-    counted_by = load_tokenizer(config.tokenizer_spec).describe()
     index, count = config.shard
-    card = "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
-    claim_folder(config.out, v2_generation(config, writer), overwrite)
-    # What a run killed before this one left (the folder is this run's now); `.build.json` included.
-    for target in [*(config.out / relative for *_, relative in config.shard_files()), config.out / card]:
-        remove_partials(target)
-    # The card names this generation and its files from the start: an interrupted run is known too.
-    write_text_atomic(config.out / card, v2_card_header(config, counted_by, writer) + V2_IN_PROGRESS)
-    summaries = []
-    for n_needles, label, where, relative in config.shard_files():
-        path = config.out / relative
-        build = _build_fingerprint(config, writer, n_needles, label, counted_by)
-        previous = _reusable(path, build)
-        if previous is not None:
-            summaries.append(previous)
-            if on_reused is not None:
-                on_reused(previous["rows"])
-            continue
-        build_path(path).unlink(missing_ok=True)  # never vouches for a file being replaced
-        lengths, transcripts = [], set()
-        with V2FileWriter(path, config.format) as out:
-            for transcript_index, row in bucket_rows(assembler, config, n_needles, where):
-                out.write(row)
-                lengths.append(row.context_len)
-                transcripts.add(transcript_index)
-                if on_row is not None:
-                    on_row(row)
-        summaries.append(
-            {
-                "file": str(relative),
-                "n_needles": n_needles,
-                "bucket": label,
-                "rows": len(lengths),
-                "transcripts": len(transcripts),
-                "min": min(lengths),
-                "median": int(statistics.median(lengths)),
-                "max": max(lengths),
-            }
+    files = tuple(
+        PlannedFile(
+            relative_path=relative.as_posix(),
+            rows=tuple(BucketRow(where.upper, i) for i in range(config.samples)),
+            whole=True,  # a bucket's rows come from a sequence of transcripts
+            info=BucketFile(n_needles, label, where),
         )
-        write_text_atomic(
-            build_path(path), json.dumps({"build": build, "summary": summaries[-1], "tokenizer": counted_by}) + "\n"
-        )
-    write_text_atomic(config.out / card, v2_dataset_card(config, writer, summaries, command))
-    return summaries
+        for n_needles, label, where, relative in config.shard_files()
+    )
+    return GenerationJob(
+        out=config.out,
+        files=files,
+        builder=V2Builder(writer, config, secrets.token_hex(8)),
+        generation=v2_generation(config, writer),
+        tokenizer=config.tokenizer_spec,
+        frame=v2_card_frame(config),
+        card_name="README.md" if count == 1 else f"README.shard-{index}-of-{count}.md",
+        card_body=lambda result, command: v2_card_body(config, writer, result, command),
+        preload=worker_preload(config.tokenizer_spec),
+    )
 
 
-def build_path(path: Path) -> Path:
-    return path.with_name(path.name + ".build.json")
+def worker_preload(tokenizer: str = "o200k_base") -> tuple[str, ...]:
+    """Modules a local pool's fork server imports first (o200k built when it is the tokenizer)."""
+    modules = ("mrcr_gen.recipes.mrcr_v2._generate",)
+    return (*modules, "mrcr_gen._preload_o200k") if tokenizer == "o200k_base" else modules
 
 
-def _build_fingerprint(config: V2Config, writer, n_needles: int, label: str, counted_by: dict) -> str:
-    """What determines a file's bytes: version, writer, catalog, tokenizer and the file's part of the config."""
-    key = [
-        __version__,
-        writer.describe(),
-        load_v2_catalog().sha256,
-        n_needles,
-        label,
-        config.samples,
-        config.rows_per_transcript,
-        config.seed,
-        config.format,
-        counted_by,
-    ]
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+@dataclass(frozen=True)
+class BucketRow:
+    """A row of a bucket's file, as the core sizes it: the bucket's upper edge bounds its tokens."""
+
+    upper: int
+    index: int
+
+    @property
+    def max_tokens(self) -> int:
+        return self.upper
 
 
-def _reusable(path: Path, build: str) -> dict | None:
-    try:
-        record = json.loads(build_path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+@dataclass(frozen=True)
+class BucketFile:
+    """What a bucket's file is: its needle count, label (or tokens=N) and token range."""
+
+    n_needles: int
+    label: str
+    where: Bin
+
+
+_ASSEMBLERS: dict[str, V2Assembler] = {}
+
+
+@dataclass(frozen=True)
+class V2Builder:
+    """Makes a bucket's rows in a worker (the whole file in one sequence: see `bucket_rows`), and
+    writes them as CSV or parquet; `run_key` keeps one assembler per run and process."""
+
+    writer: Any
+    config: V2Config
+    run_key: str
+
+    @property
+    def tokenizer(self) -> str:
+        return self.config.tokenizer_spec
+
+    def build_key(self, file: PlannedFile) -> list:
+        """Writer, catalog, tokenizer and the file's part of the config (the core adds the version)."""
+        info, c = file.info, self.config
+        counted_by = load_tokenizer(c.tokenizer_spec).describe()
+        catalog = getattr(self.writer, "catalog", None) or load_v2_catalog()
+        return [
+            self.writer.describe(),
+            catalog.sha256,
+            info.n_needles,
+            info.label,
+            c.samples,
+            c.rows_per_transcript,
+            c.seed,
+            c.format,
+            counted_by,
+        ]
+
+    def batches(self, file: PlannedFile, rows: tuple, store: Path | None) -> Iterator[RowBatch]:
+        info: BucketFile = file.info
+        for transcript, row in bucket_rows(self._assembler(), self.config, info.n_needles, info.where):
+            record = {"bin": info.label, "n_tokens": row.context_len, "n_needles": info.n_needles}
+            yield RowBatch([row], [record | {"transcript": transcript}])
+
+    def open_file(self, path: Path) -> V2Sink:
+        metadata = recipe_metadata("mrcr-v2", "1") if self.config.format == "parquet" else None
+        return V2Sink(V2FileWriter(path, self.config.format, metadata=metadata))
+
+    def sharing_writer(self) -> None:
         return None
-    if not path.is_file() or not isinstance(record, dict) or record.get("build") != build:
-        return None
-    return record.get("summary")
+
+    def release(self) -> None:
+        _ASSEMBLERS.clear()
+
+    def _assembler(self) -> V2Assembler:
+        if self.run_key not in _ASSEMBLERS:
+            _ASSEMBLERS.clear()
+            catalog = getattr(self.writer, "catalog", None) or load_v2_catalog()
+            _ASSEMBLERS[self.run_key] = V2Assembler(
+                writer=self.writer, catalog=catalog, tokenizer=self.config.tokenizer_spec
+            )
+        return _ASSEMBLERS[self.run_key]
+
+
+class V2Sink:
+    """A `V2FileWriter` as the core's file sink: rows added in order, the file in place on close."""
+
+    def __init__(self, writer: V2FileWriter) -> None:
+        self.writer = writer
+
+    def add(self, rows: list[V2Row]) -> None:
+        for row in rows:
+            self.writer.write(row)
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def abort(self) -> None:
+        self.writer.close(RuntimeError("aborted"))
+
+
+def file_summary(file: WrittenFile) -> dict:
+    """What the card and the summary table show of a written file, from its sidecar records."""
+    info: BucketFile = file.planned.info
+    lengths = [record["n_tokens"] for record in file.records]
+    return {
+        "file": file.relative_path,
+        "n_needles": info.n_needles,
+        "bucket": info.label,
+        "rows": len(lengths),
+        "transcripts": len({record["transcript"] for record in file.records}),
+        "min": min(lengths),
+        "median": int(statistics.median(lengths)),
+        "max": max(lengths),
+    }
 
 
 def v2_generation(config: V2Config, writer) -> dict:
@@ -326,43 +402,23 @@ def v2_generation(config: V2Config, writer) -> dict:
     }
 
 
-V2_IN_PROGRESS = """# MRCR v2 dataset generated by mrcr-gen
-
-Being generated, or interrupted: rerun the same command to complete it.
-"""
+V2_TITLE = "# MRCR v2 dataset generated by mrcr-gen"
 
 
-def v2_card_header(config: V2Config, counted_by: dict, writer) -> str:
-    """The Hub's YAML header: a `datasets` config per needle count, which tokenizer counted
-    (read back by mrcr-validate, as for openai/mrcr cards), and the generation and its files
-    (read back by the next run into the folder)."""
-    lines = [
-        "---",
-        "license: mit",
-        "pretty_name: MRCR v2 (generated by mrcr-gen)",
-        "tags:",
-        "- long-context",
-        "- mrcr",
-        "configs:",
-    ]
-    for n in dict.fromkeys(config.needles):
-        lines += [
-            f"- config_name: {n}needle",
-            "  data_files:",
-            "  - split: train",
-            f"    path: {n}needle/*.{config.format}",
-        ]
-    lines += ["mrcr_gen:", f"  version: {json.dumps(__version__)}", "  recipe: mrcr-v2"]
-    lines += [
-        f"  tokenizer{'' if key == 'spec' else '_' + key}: {json.dumps(value)}" for key, value in counted_by.items()
-    ]
-    files = [path.as_posix() for *_, path in config.shard_files()]
-    files += [build_path(Path(name)).as_posix() for name in files]
-    lines += generation_lines(v2_generation(config, writer), files)
-    return "\n".join(lines) + "\n---\n\n"
+def v2_card_frame(config: V2Config) -> CardFrame:
+    """The Hub's YAML lines: a `datasets` config per needle count (the core adds which tokenizer
+    counted, read back by mrcr-validate, and the generation and its files)."""
+    return CardFrame(
+        hub=("license: mit", "pretty_name: MRCR v2 (generated by mrcr-gen)", "tags:", "- long-context", "- mrcr"),
+        configs=tuple((f"{n}needle", f"{n}needle/*.{config.format}") for n in dict.fromkeys(config.needles)),
+        recorded=(("recipe", "mrcr-v2"),),
+        title=V2_TITLE,
+    )
 
 
-def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: str) -> str:
+def v2_card_body(config: V2Config, writer, result: GenerationResult, command: str) -> str:
+    """The card's text below the YAML header."""
+    summaries = [file_summary(file) for file in result.files]
     catalog = load_v2_catalog()
     counted_by = load_tokenizer(config.tokenizer_spec).describe()
     catalog_line = (
@@ -381,8 +437,8 @@ def v2_dataset_card(config: V2Config, writer, summaries: list[dict], command: st
     )
     index, count = config.shard
     return (
-        v2_card_header(config, counted_by, writer)
-        + f"""# MRCR v2 dataset generated by mrcr-gen
+        V2_TITLE
+        + f"""
 
 | | |
 |---|---|

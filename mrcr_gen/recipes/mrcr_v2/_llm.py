@@ -82,6 +82,8 @@ class V2OpenAIWriter:
         from ...pool._cache import cache_key
 
         missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
+        if not missing:  # all in memory (in a worker: prefetched before the writer was sent)
+            return
         requests = {k: _Request(request_text(self.catalog, *k)) for k in missing}
         cache_keys = {k: cache_key(self.endpoint, self.model, self.params, requests[k].text, k[1]) for k in missing}
         cached = self.cache.get_many(list(cache_keys.values()))
@@ -128,6 +130,10 @@ class V2OpenAIWriter:
         if failures:
             raise WritingsFailed(f"{len(failures)} writings failed (first: {failures[0]})")
         return texts
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to the workers without its cache (an open database): they read what was prefetched."""
+        return {**self.__dict__, "cache": None}
 
     def writings(self, keys: Sequence[tuple[V2Key, int]]) -> list[Writing]:
         self.prefetch(keys)

@@ -14,12 +14,13 @@ from pydantic import BaseModel
 
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
+from ..._request import Generated, GenerateRequest, RequestError
 from ...eval._floors import Floor
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
+    from ...generate import GenerationJob, GenerationResult, GenOption
     from ...pool._harvest import HarvestedPair
     from ...validate import CheckSpec
 
@@ -44,7 +45,7 @@ class MrcrV2(BaseRecipe):
     name = NAME
     title = "MRCR v2"
     #: Upstream's CSV (google-deepmind/eval_hub) and the same columns in parquet.
-    signatures: tuple[FileSignature, ...] = (FileSignature(frozenset({"queries", "answer"}), (".csv", ".parquet")),)
+    signatures: tuple[FileSignature, ...] = (FileSignature(frozenset({"queries", "answer"}), ("csv", "parquet")),)
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         from ._rows import V2Row
@@ -53,10 +54,26 @@ class MrcrV2(BaseRecipe):
 
     # --- generation --------------------------------------------------------------------------
 
-    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        from ._command import generate
+    @property
+    def generation_options(self) -> tuple[GenOption, ...]:
+        from ._command import OPTIONS
 
-        return generate(request, progress)
+        return OPTIONS
+
+    def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
+        from ._generate import worker_preload
+
+        return worker_preload(request.tokenizer)
+
+    def plan_generation(self, request: GenerateRequest) -> GenerationJob:
+        from ._command import plan_generation
+
+        return plan_generation(request)
+
+    def generation_summary(self, job: GenerationJob, result: GenerationResult) -> Generated:
+        from ._command import generation_summary
+
+        return generation_summary(job, result)
 
     # --- validation --------------------------------------------------------------------------
 

@@ -322,7 +322,10 @@ def _quoted_csv_cell(text: str) -> str | None:
 class V2FileWriter:
     """Streams rows into a CSV or parquet file that appears atomically when closed without error."""
 
-    def __init__(self, path: str | os.PathLike, format: str = "csv") -> None:
+    def __init__(
+        self, path: str | os.PathLike, format: str = "csv", metadata: dict[bytes, bytes] | None = None
+    ) -> None:
+        """`metadata`: parquet key-value metadata (e.g. the recipe that generated the file)."""
         if format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
         self.path = Path(path)
@@ -338,7 +341,8 @@ class V2FileWriter:
                 self._csv = csv.writer(self._handle)
                 self._csv.writerow(V2_COLUMNS)
             else:
-                self._parquet = pq.ParquetWriter(self._tmp, V2_SCHEMA, compression="zstd")
+                schema = V2_SCHEMA.with_metadata(metadata) if metadata else V2_SCHEMA
+                self._parquet = pq.ParquetWriter(self._tmp, schema, compression="zstd")
         except BaseException as exc:
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
             raise

@@ -1,6 +1,6 @@
-"""`mrcr-gen` for openai/mrcr: the request's options checked and turned into a `GenerateConfig`, the
-writer chosen (offline, a pool, or a pool built from a model), the engine opened and the dataset
-generated. The command itself only parses options and prints (`mrcr_gen.cli._gen`)."""
+"""`mrcr-gen` for openai/mrcr: its options declared, the request's options checked and turned into a
+`GenerateConfig`, and the writer chosen (offline, a pool, or a pool built from a model); the core
+(`mrcr_gen.generate`) opens the engine and runs the job."""
 
 from __future__ import annotations
 
@@ -11,70 +11,76 @@ from pydantic import ValidationError
 
 from ..._bins import BINS
 from ..._budget import AssemblyError
-from ..._card import FolderTaken
-from ..._request import (
-    EXIT_FAILED,
+from ..._errors import EXIT_FAILED, RequestError
+from ...generate import (
+    MODEL_WRITER_OPTIONS,
     Generated,
     GenerateRequest,
-    ProgressBar,
-    RequestError,
+    GenerationJob,
+    GenerationResult,
+    GenOption,
     check_out_folder,
     checked_tokenizer,
-    open_engine,
     option_error,
     parse_bins,
     parse_shard,
 )
-from ._config import DEFAULT_DATE_ADDED, GenerateConfig
+from ._config import DEFAULT_DATE_ADDED, ROWS_PER_FILE, GenerateConfig
 from ._dataset_card import summarize
 from ._fit import check_needles_fit
-from ._generate import FileFailed, generate_dataset, worker_preload
+from ._generate import openai_job
 from ._offline import OfflineWriter
 
 SUMMARY_COLUMNS = ("needles", "bin", "rows", "min tokens", "median", "max tokens")
 
+#: openai/mrcr's own options of `mrcr-gen` (the shared ones are `GenerateRequest`'s fields).
+OPTIONS: tuple[GenOption, ...] = (
+    GenOption(
+        "pool", ("--pool",), Path | None, None, "Pool parquet file: read by --writer pool, written by --writer openai."
+    ),
+    MODEL_WRITER_OPTIONS[0],
+    MODEL_WRITER_OPTIONS[1],
+    GenOption("per_pair", ("--per-pair",), int, 1, "--writer openai: writings per distractor ask.", min=1),
+    *MODEL_WRITER_OPTIONS[2:],
+    GenOption(
+        "price_in", ("--price-in",), float | None, None, "--writer openai: USD per 1M prompt tokens (cost estimate)."
+    ),
+    GenOption("price_out", ("--price-out",), float | None, None, "--writer openai: USD per 1M completion tokens."),
+    GenOption(
+        "rows_per_file",
+        ("--rows-per-file",),
+        int,
+        ROWS_PER_FILE,
+        "Rows per parquet file ({n}needle_{k}.parquet).",
+        min=1,
+    ),
+    GenOption("date_added", ("--date-added",), str, DEFAULT_DATE_ADDED, "date_added column (MM-DD-YYYY)."),
+)
 
-def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
-    """Generate the dataset `request` asks for; RequestError for a request it cannot meet."""
-    out = request.out or Path("mrcr-data")
-    needles = request.needles or (4,)
-    # A local engine's workers start loading now, while the job is prepared (Ray starts later:
-    # a usage error must not wait for a cluster).
-    preload = worker_preload(request.tokenizer)
-    runner = (
-        open_engine(request.engine, request.workers, request.address, preload=preload)
-        if request.engine == "local"
-        else None
-    )
+
+def plan_generation(request: GenerateRequest) -> GenerationJob:
+    """The job `request` asks for, its writer chosen; RequestError for a request it cannot meet."""
+    options = request.options
     try:
         config = GenerateConfig(
-            needles=tuple(needles),
+            needles=tuple(request.needles or (4,)),
             **({"tokens": request.tokens} if request.tokens is not None else {"bins": parse_bins(request.bins)}),
             samples=request.samples,
             seed=request.seed,
-            out=out,
-            rows_per_file=request.rows_per_file,
+            out=request.out or Path("mrcr-data"),
+            rows_per_file=options["rows_per_file"],
             shard=parse_shard(request.shard),
-            date_added=request.date_added or DEFAULT_DATE_ADDED,
+            date_added=options["date_added"] or DEFAULT_DATE_ADDED,
             tokenizer=checked_tokenizer(request.tokenizer),
         )
     except ValidationError as exc:
         raise RequestError(option_error(exc)) from None
     check_out_folder(config.out)
-    total = sum(len(f.rows) for f in config.shard_plan())
+    writer_options = {k: options[k] for k in WRITER_OPTIONS}
     chosen_writer = make_writer(
         request.writer,
         request.seed,
-        pool=request.pool,
-        model=request.model,
-        base_url=request.base_url,
-        per_pair=request.per_pair,
-        concurrency=request.concurrency,
-        cache_dir=request.cache_dir,
-        temperature=request.temperature,
-        max_tokens=request.max_tokens,
-        price_in=request.price_in,
-        price_out=request.price_out,
+        **writer_options,
         needles=config.needles,
         bins=config.bins,
         tokens=config.tokens,
@@ -87,29 +93,30 @@ def generate(request: GenerateRequest, progress: ProgressBar) -> Generated:
             request.messages.print(f"note: {note}", markup=False, highlight=False)
     except AssemblyError as exc:
         raise RequestError(str(exc)) from None
-    runner = runner or open_engine(request.engine, request.workers, request.address, preload=preload)
-    with runner, progress(total) as advance:
-        try:
-            result = generate_dataset(
-                config,
-                chosen_writer,
-                command=request.command,
-                engine=runner,
-                on_rows=advance,
-                on_reused=advance,
-                overwrite=request.overwrite,
-            )
-        except (AssemblyError, FolderTaken) as exc:
-            raise RequestError(str(exc)) from None
-        except FileFailed as exc:
-            raise RequestError(str(exc), EXIT_FAILED) from None
-        except OSError as exc:  # e.g. --out names a file, or a directory we may not write to
-            raise RequestError(f"cannot write {exc.filename or config.out}: {exc.strerror or exc}") from None
+    return openai_job(config, chosen_writer)
+
+
+WRITER_OPTIONS = (
+    "pool",
+    "model",
+    "base_url",
+    "per_pair",
+    "concurrency",
+    "cache_dir",
+    "temperature",
+    "max_tokens",
+    "price_in",
+    "price_out",
+)
+
+
+def generation_summary(job: GenerationJob, result: GenerationResult) -> Generated:
+    samples = [record | {"n_needles": file.planned.info} for file in result.files for record in file.records]
     rows = [
         tuple(str(group[k]) for k in ("n_needles", "bin", "rows", "min", "median", "max"))
-        for group in summarize(result.samples)
+        for group in summarize(samples)
     ]
-    return Generated(title=f"Rows written to {config.out}", columns=SUMMARY_COLUMNS, rows=rows)
+    return Generated(title=f"Rows written to {job.out}", columns=SUMMARY_COLUMNS, rows=rows)
 
 
 def make_writer(kind: str, seed: int, **options: Any):

@@ -43,6 +43,11 @@ class RowSpec(_Frozen):
         where = self.bin.upper if self.bin is not None else f"tokens={self.tokens}"
         return derive_seed(self.seed, self.n_needles, where, self.index)
 
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens the row can have (the core sizes work units by it)."""
+        return self.bin.upper if self.bin is not None else self.tokens or 0
+
 
 class FilePlan(_Frozen):
     n_needles: int

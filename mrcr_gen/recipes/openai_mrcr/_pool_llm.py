@@ -137,7 +137,7 @@ def plan_asks(
     return {ask: (max(per_pair, needle_variants) if i < needle_asks else per_pair) for i, ask in enumerate(asks)}
 
 
-def _params(
+def writing_params(
     temperature: float | None,
     max_tokens: int | None,
     extra: Mapping[str, Any] | None,

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest, ProgressBar, RequestError
+from ..._request import Generated, GenerateRequest
 from ...eval._floors import Floor
 from ...eval._items import EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
+    from ...generate import GenerationJob, GenerationResult, GenOption
     from ...pool._harvest import HarvestedPair
     from ...validate import CheckSpec
 
@@ -63,10 +64,26 @@ class OpenaiMrcr(BaseRecipe):
 
     # --- generation --------------------------------------------------------------------------
 
-    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
-        from ._command import generate
+    @property
+    def generation_options(self) -> tuple[GenOption, ...]:
+        from ._command import OPTIONS
 
-        return generate(request, progress)
+        return OPTIONS
+
+    def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
+        from ._generate import worker_preload
+
+        return worker_preload(request.tokenizer)
+
+    def plan_generation(self, request: GenerateRequest) -> GenerationJob:
+        from ._command import plan_generation
+
+        return plan_generation(request)
+
+    def generation_summary(self, job: GenerationJob, result: GenerationResult) -> Generated:
+        from ._command import generation_summary
+
+        return generation_summary(job, result)
 
     # --- validation --------------------------------------------------------------------------
 
@@ -83,26 +100,6 @@ class OpenaiMrcr(BaseRecipe):
         return harvest_rows(path)
 
     # --- mrcr-grade --------------------------------------------------------------------------
-
-    def grade_responses(
-        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
-    ) -> dict[str, Any]:
-        from ...eval._items import FileError
-        from ...eval._responses import ResponsesError, grade_responses
-
-        try:
-            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing)
-        except (ResponsesError, FileError) as exc:
-            raise RequestError(str(exc)) from None
-        except (OSError, ValueError) as exc:
-            raise RequestError(f"cannot read {data}: {exc}".splitlines()[0]) from None
-
-    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
-        mean = "-" if result["mean"] is None else f"{result['mean']:.4f}"
-        lines = [f"mean score {mean} over {result['n_rows']} rows"]
-        if result["missing"]:
-            lines.append(f"{len(result['missing'])} rows had no response and were not graded")
-        return lines, []
 
     # --- eval -------------------------------------------------------------------------------
 

@@ -22,7 +22,15 @@ from ...pool._cache import default_cache_dir
 from ...pool._pool import PoolError, PoolTooSmall, PoolWriter
 from ._assembler import Assembler
 from ._catalog import load_catalog
-from ._pool_llm import DEFAULT_CONCURRENCY, BuildError, BuildReport, _params, build_pool_openai, plan_asks, price_for
+from ._pool_llm import (
+    DEFAULT_CONCURRENCY,
+    BuildError,
+    BuildReport,
+    build_pool_openai,
+    plan_asks,
+    price_for,
+    writing_params,
+)
 
 MAX_NEEDLE_ASKS = 32  # asks written often enough to be needles, at most
 MIN_NEEDLE_ASKS = 2  # the preamble's worked example needs an ask with 2 writings besides the needle ask
@@ -132,7 +140,7 @@ def build_pool_for_request(
         needle_asks,
     )
     path = Path(pool_path) if pool_path is not None else default_pool_path(cache_dir, model, settings)
-    params = _params(temperature, max_tokens_per_writing, None)
+    params = writing_params(temperature, max_tokens_per_writing, None)
     price = price_for(model, price_in, price_out)
     for _ in range(MAX_ROUNDS):
         chosen = dict(plan[:count])

@@ -1,0 +1,66 @@
+"""The recipe-neutral generation core: one pipeline for every recipe (work units and their chunks
+on an engine, shared writings, joins, atomic publishing, sidecars, resume, one generation per
+folder, the dataset card's frame) and what a recipe supplies to it (`GenerationRecipe`)."""
+
+from ._card import card_header, in_progress_card, planned_names
+from ._chunks import BYTES_PER_TOKEN, MIN_UNIT_BYTES, UNIT_BYTES, UNITS_PER_WORKER, RowChunk, plan_chunks, split_rows
+from ._job import CardFrame, FileBuilder, FileSink, GenerationJob, GenerationResult, PlannedFile, RowBatch, WrittenFile
+from ._options import MODEL_WRITER_OPTIONS, GenOption, option_values
+from ._pipeline import JOIN_SLACK, FileFailed, run_job
+from ._recipe import GenerationDefaults, GenerationRecipe, generate_for
+from ._request import (
+    Generated,
+    GenerateRequest,
+    ProgressBar,
+    check_out_folder,
+    checked_tokenizer,
+    open_engine,
+    option_error,
+    parse_bins,
+    parse_shard,
+)
+from ._units import ChunkUnit, Join, JoinUnit, join_parts, write_chunk
+
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "JOIN_SLACK",
+    "MIN_UNIT_BYTES",
+    "MODEL_WRITER_OPTIONS",
+    "UNITS_PER_WORKER",
+    "UNIT_BYTES",
+    "CardFrame",
+    "ChunkUnit",
+    "FileBuilder",
+    "FileFailed",
+    "FileSink",
+    "GenOption",
+    "GenerateRequest",
+    "Generated",
+    "GenerationDefaults",
+    "GenerationJob",
+    "GenerationRecipe",
+    "GenerationResult",
+    "Join",
+    "JoinUnit",
+    "PlannedFile",
+    "ProgressBar",
+    "RowBatch",
+    "RowChunk",
+    "WrittenFile",
+    "card_header",
+    "check_out_folder",
+    "checked_tokenizer",
+    "generate_for",
+    "in_progress_card",
+    "join_parts",
+    "open_engine",
+    "option_error",
+    "option_values",
+    "parse_bins",
+    "parse_shard",
+    "plan_chunks",
+    "planned_names",
+    "run_job",
+    "split_rows",
+    "write_chunk",
+]

@@ -1,0 +1,108 @@
+"""The generation part of a recipe (`GenerationRecipe`), what recipes usually share of it
+(`GenerationDefaults`), and the flow every recipe's `mrcr-gen` runs (`generate_for`): options
+checked, the recipe's job planned, an engine opened, the pipeline run, the summary returned."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol, runtime_checkable
+
+from .._budget import AssemblyError
+from .._card import FolderTaken
+from .._errors import EXIT_FAILED, RequestError
+from ..engines import Engine
+from ._job import GenerationJob, GenerationResult
+from ._options import GenOption, option_values
+from ._pipeline import FileFailed, run_job
+from ._request import Generated, GenerateRequest, ProgressBar, open_engine
+
+
+@runtime_checkable
+class GenerationRecipe(Protocol):
+    """What a recipe supplies to generate: its options, its job (files with row specs, the builder
+    that makes their rows and opens their files, its card text) and its summary table."""
+
+    name: str
+    #: The recipe's own version, recorded in the files it generates.
+    version: str
+
+    @property
+    def generation_options(self) -> tuple[GenOption, ...]:
+        """The recipe's own options of `mrcr-gen` (the shared ones are `GenerateRequest`'s fields)."""
+        ...
+
+    def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
+        """Modules a local engine's workers import before their first unit."""
+        ...
+
+    def plan_generation(self, request: GenerateRequest) -> GenerationJob:
+        """The job `request` asks for (its writer chosen); RequestError for one it cannot meet."""
+        ...
+
+    def generation_summary(self, job: GenerationJob, result: GenerationResult) -> Generated: ...
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated: ...
+
+
+class GenerationDefaults:
+    """Defaults of the generation part: no options of its own, no preloads, a table of the files
+    written, and `generate` through the core's flow. A recipe that generates supplies
+    `plan_generation`."""
+
+    name: str
+    version: str = "1"
+
+    @property
+    def generation_options(self) -> tuple[GenOption, ...]:
+        return ()
+
+    def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
+        return ()
+
+    def plan_generation(self, request: GenerateRequest) -> GenerationJob:
+        raise RequestError(f"--recipe {self.name} does not generate files")
+
+    def generation_summary(self, job: GenerationJob, result: GenerationResult) -> Generated:
+        rows: list[tuple[str, ...]] = [(file.relative_path, str(len(file.records))) for file in result.files]
+        return Generated(title=f"Rows written to {job.out}", columns=("file", "rows"), rows=rows)
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        return generate_for(self, request, progress)
+
+
+def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: ProgressBar) -> Generated:
+    """Generate what `request` asks of `recipe`; RequestError for a request it cannot meet."""
+    try:
+        request = replace(request, options=option_values(recipe.generation_options, request.options, recipe.name))
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+    preload = recipe.worker_preload(request)
+    # A local engine's workers start loading now, while the job is planned (Ray starts later: a
+    # usage error must not wait for a cluster).
+    early = (
+        open_engine("local", request.workers, request.address, preload=preload) if request.engine == "local" else None
+    )
+    try:
+        job = recipe.plan_generation(request)
+        engine = early or open_engine(request.engine, request.workers, request.address, preload=preload)
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
+    with engine, progress(sum(len(f.rows) for f in job.files)) as advance:
+        result = _run(job, engine, advance, request)
+    return recipe.generation_summary(job, result)
+
+
+def _run(job: GenerationJob, engine: Engine, advance, request: GenerateRequest) -> GenerationResult:
+    """`run_job`, its refusals and failures as one-line errors."""
+    try:
+        return run_job(
+            job, command=request.command, engine=engine, on_rows=advance, on_reused=advance, overwrite=request.overwrite
+        )
+    except (AssemblyError, FolderTaken) as exc:
+        raise RequestError(str(exc)) from None
+    except FileFailed as exc:
+        raise RequestError(str(exc), EXIT_FAILED) from None
+    except OSError as exc:  # e.g. --out names a file, or a directory we may not write to
+        raise RequestError(f"cannot write {exc.filename or job.out}: {exc.strerror or exc}") from None

@@ -1,0 +1,61 @@
+"""The shared-writings cache: writings that every worker would compose, composed once for the job
+and spread over the workers, into parts under the output folder that every worker reads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from .._tokens import DEFAULT_TOKENIZER
+from .._version import __version__
+from ..engines import Engine
+from ..writers._base import SharingWriter
+from ._chunks import RowChunk, _row_tokens
+
+#: Tokens of a row's bin (its upper edge) per distractor pair it draws, about (offline writer:
+#: 2,100 pairs in a row of the 1M bin), to foresee how many pairs a job draws.
+PAIR_TOKENS = 500
+#: Share when the workers, each composing what it draws, would compose this many times the
+#: writings that composing them once costs.
+SHARE_WHEN = 1.2
+#: Shared writings composed per work unit.
+SHARED_PART_KEYS = 2048
+
+
+def share_writings(
+    writer: SharingWriter | None,
+    chunks: Sequence[RowChunk],
+    engine: Engine,
+    out: Path,
+    tokenizer: str = DEFAULT_TOKENIZER,
+) -> Path | None:
+    """When the job draws so many distractor pairs that every worker would compose most of the
+    writer's shared writings, compose them once instead, spread over the workers, into parts under
+    `out` that every worker reads. None when not worth it (or the writer cannot)."""
+    if engine.workers < 2 or not isinstance(writer, SharingWriter):
+        return None
+    tokens = sum(_row_tokens(spec) for rows in chunks for spec in rows)
+    n_keys, workers = len(writer.shared_keys()), engine.workers
+    # Each worker draws tokens / PAIR_TOKENS / workers pairs uniformly from n_keys writings.
+    composed_alone = workers * (1 - math.exp(-tokens / PAIR_TOKENS / workers / n_keys))
+    if composed_alone < SHARE_WHEN:
+        return None
+    key = json.dumps([__version__, writer.describe(), tokenizer], sort_keys=True, default=str)
+    key = hashlib.sha256(key.encode()).hexdigest()[:16]
+    store = out.absolute() / f".writings-{key}"
+    units = [
+        (writer, start, min(start + SHARED_PART_KEYS, n_keys), store)
+        for start in range(0, n_keys, SHARED_PART_KEYS)
+        if not (store / f"{start}.arrow").is_file()
+    ]
+    for _ in engine.map(compose_shared, units):
+        pass  # a part that failed is composed by the workers that need it, as without sharing
+    return store
+
+
+def compose_shared(writer: SharingWriter, start: int, stop: int, store: Path) -> None:
+    """Work unit: compose and count shared writings `start:stop` into a part under `store`."""
+    writer.compose_part(start, stop, store)

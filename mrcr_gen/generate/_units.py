@@ -1,0 +1,174 @@
+"""The work units of a generation and what they leave on disk: a whole file with its sidecar, or a
+chunk of a large file's rows as a part, joined in order into the file (`Join`). Also what makes a
+finished file reusable by a rerun: its build fingerprint, recorded on every sidecar line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .._card import sidecar_path
+from .._files import write_text_atomic
+from .._parquet import read_arrow, write_arrow_atomic
+from .._tokens import load_tokenizer
+from .._version import __version__
+from ..engines import report_progress
+from ._chunks import RowChunk
+from ._job import FileBuilder, FileSink, PlannedFile
+
+
+@dataclass(frozen=True)
+class ChunkUnit:
+    """Work unit: `rows` of `file`, written as the whole file `path` (`parts` None) or as part
+    `index` under `parts`; `store` holds writings composed ahead for the job (or is None)."""
+
+    builder: FileBuilder
+    file: PlannedFile
+    rows: RowChunk
+    build: str
+    path: Path
+    parts: Path | None
+    index: int
+    store: Path | None = None
+
+
+@dataclass(frozen=True)
+class JoinUnit:
+    """Work unit: the file `path` from the `count` finished parts under `parts`."""
+
+    builder: FileBuilder
+    path: Path
+    parts: Path
+    count: int
+
+
+def write_chunk(unit: ChunkUnit) -> None:
+    """Work unit: generate the unit's rows; write them as the whole file with its sidecar, or, when
+    the file has several chunks, as part `index` (see `join_parts`)."""
+    counted_by = load_tokenizer(unit.builder.tokenizer).describe()["spec"]
+    records: list[str] = []
+
+    def batches() -> Iterator[Any]:
+        for batch in unit.builder.batches(unit.file, unit.rows, unit.store):
+            report_progress(len(batch.records))
+            records.extend(sidecar_line(unit.build, record, counted_by) for record in batch.records)
+            yield batch.data
+
+    if unit.parts is None:
+        _write_file(unit.builder, unit.path, batches(), records)
+        return
+    write_arrow_atomic(pa.concat_tables(batches()), unit.parts / f"{unit.index}.arrow")
+    write_text_atomic(unit.parts / f"{unit.index}.jsonl", "".join(records))  # last: it marks the part finished
+
+
+def sidecar_line(build: str, record: dict[str, Any], tokenizer: str) -> str:
+    return json.dumps({"build": build, **record, "tokenizer": tokenizer}) + "\n"
+
+
+def join_parts(unit: JoinUnit) -> None:
+    """Work unit: the file from its finished parts, in order. The parts stay: the engine's caller
+    moves the file into place when it takes the result, and removes them after."""
+    Join(unit.builder, unit.path, unit.parts, unit.count).write()
+
+
+class Join:
+    """A large file written from its finished parts, in order, as they finish (see `advance`)."""
+
+    def __init__(self, builder: FileBuilder, path: Path, parts: Path, count: int) -> None:
+        self.builder, self.path, self.parts, self.count = builder, path, parts, count
+        self._added = 0
+        self._records: list[str] = []
+        self._writer: FileSink | None = None
+
+    def advance(self) -> None:
+        """Add the parts finished so far that follow the last one added."""
+        while self._added < self.count and (records := finished_part(self.parts, self._added)) is not None:
+            if self._writer is None:
+                # The sidecar vouches for the file beside it: drop the old one before the file
+                # is replaced, or a crash in between would leave it vouching for different rows.
+                sidecar_path(self.path).unlink(missing_ok=True)
+                self._writer = self.builder.open_file(self.path)
+            self._writer.add(read_arrow(self.parts / f"{self._added}.arrow"))
+            self._records.append(records)
+            self._added += 1
+
+    def finish(self) -> None:
+        """Put the file and its sidecar in place once every part is added; then the parts go."""
+        self.write()
+        shutil.rmtree(self.parts, ignore_errors=True)
+
+    def write(self) -> None:
+        """Write the file and its sidecar once every part is added (see `finish`)."""
+        self.advance()
+        if self._added < self.count:
+            raise FileNotFoundError(f"part {self._added} of {self.path} is missing from {self.parts}")
+        assert self._writer is not None
+        writer, self._writer = self._writer, None
+        writer.close()
+        write_text_atomic(sidecar_path(self.path), "".join(self._records))
+
+    def abort(self) -> None:
+        """Drop the file being written, if any (its parts stay for a rerun)."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.abort()
+
+
+def _write_file(builder: FileBuilder, path: Path, batches: Iterator[Any], records: list[str]) -> None:
+    """The file from `batches`, then its sidecar from `records` (filled as the batches are made)."""
+    sidecar_path(path).unlink(missing_ok=True)  # see Join.advance
+    sink = builder.open_file(path)
+    try:
+        for data in batches:
+            sink.add(data)
+    except BaseException:
+        sink.abort()
+        raise
+    sink.close()
+    write_text_atomic(sidecar_path(path), "".join(records))
+
+
+def parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:
+    """Where a large file's chunks wait to be joined: named by its build and its chunking, so a
+    rerun with another chunking (another worker count) never mixes parts."""
+    cut = hashlib.sha256(json.dumps([len(c) for c in chunks]).encode()).hexdigest()[:8]
+    return path.with_name(f".{path.name.removesuffix('.parquet')}.{build}.{cut}.parts")
+
+
+def finished_part(parts: Path, index: int) -> str | None:
+    try:
+        if (parts / f"{index}.arrow").is_file():
+            return (parts / f"{index}.jsonl").read_text(encoding="utf-8")
+    except OSError:
+        pass
+    return None
+
+
+def build_fingerprint(builder: FileBuilder, file: PlannedFile) -> str:
+    """What determines a file's bytes: the mrcr-gen version and the recipe's `build_key`."""
+    key = json.dumps([__version__, *builder.build_key(file)], sort_keys=True, default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def reusable_sidecar(path: Path, build: str, n_rows: int) -> list[dict] | None:
+    """The sidecar records of a complete file from an identical run, else None."""
+    sidecar = sidecar_path(path)
+    if not (path.is_file() and sidecar.is_file()):
+        return None
+    try:
+        records = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
+        if len(records) != n_rows or any(not isinstance(r, dict) or r.get("build") != build for r in records):
+            return None
+        if path.suffix == ".parquet" and pq.ParquetFile(path).metadata.num_rows != n_rows:
+            return None
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return records
