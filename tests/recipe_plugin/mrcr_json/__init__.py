@@ -34,17 +34,5 @@ class MrcrJson(BaseRecipe):
     def transcript(self, item: EvalItem) -> Any:
         return _answers.transcript(item)
 
-    def grade_responses(self, data: Any, responses: Any, *, allow_missing: bool = False) -> dict[str, Any]:
-        from mrcr_gen._errors import RequestError
-        from mrcr_gen.eval._responses import ResponsesError, grade_responses
-
-        try:
-            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing)
-        except (ResponsesError, OSError, ValueError) as exc:
-            raise RequestError(str(exc).splitlines()[0]) from None
-
-    def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
-        return [f"mean score {result['mean']} over {result['n_rows']} rows"], []
-
 
 RECIPE = MrcrJson()

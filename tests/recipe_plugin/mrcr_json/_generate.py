@@ -12,8 +12,16 @@ from mrcr_gen._errors import RequestError
 from mrcr_gen._ownership import recipe_metadata
 from mrcr_gen._parquet import RowGroupWriter
 from mrcr_gen._seeding import derive_seed
-from mrcr_gen.generate import CardFrame, GenerateRequest, GenerationJob, PlannedFile, RowBatch
-from mrcr_gen.generate import checked_tokenizer, parse_bins, parse_shard
+from mrcr_gen.generate import (
+    CardFrame,
+    GenerateRequest,
+    GenerationJob,
+    PlannedFile,
+    RowBatch,
+    checked_tokenizer,
+    parse_bins,
+    parse_shard,
+)
 
 from ._answers import NAME
 from ._rows import SCHEMA, JsonWriter, RowSpec, build_row
