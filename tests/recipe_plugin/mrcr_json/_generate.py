@@ -73,7 +73,7 @@ def plan(request: GenerateRequest) -> GenerationJob:
         out=request.out or Path("mrcr-json-data"),
         files=tuple(f for i, f in enumerate(every) if i % count == index - 1),
         builder=Builder(writer, tokenizer),
-        generation=generation | {"samples": request.samples, "writer": writer.describe()},
+        generation=generation | {"samples": request.samples, "writer": writer.describe(), "tokenizer": tokenizer},
         tokenizer=tokenizer,
         frame=CardFrame(hub=("license: mit",), configs=tuple((f"{n}needle", f"{n}needle/*.parquet") for n in needles)),
         card_name="README.md" if count == 1 else f"README.shard-{index}-of-{count}.md",
