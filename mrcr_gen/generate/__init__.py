@@ -19,6 +19,7 @@ from ._request import (
     parse_bins,
     parse_shard,
 )
+from ._rowjob import BuildRow, RowBuilder, RowSpec, row_job, shard_card_name
 from ._units import ChunkUnit, Join, JoinUnit, join_parts, write_chunk
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "MODEL_WRITER_OPTIONS",
     "UNITS_PER_WORKER",
     "UNIT_BYTES",
+    "BuildRow",
     "CardFrame",
     "ChunkUnit",
     "FileBuilder",
@@ -45,7 +47,9 @@ __all__ = [
     "PlannedFile",
     "ProgressBar",
     "RowBatch",
+    "RowBuilder",
     "RowChunk",
+    "RowSpec",
     "WrittenFile",
     "card_header",
     "check_out_folder",
@@ -60,7 +64,9 @@ __all__ = [
     "parse_shard",
     "plan_chunks",
     "planned_names",
+    "row_job",
     "run_job",
+    "shard_card_name",
     "split_rows",
     "write_chunk",
 ]

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import string
 from collections import namedtuple
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from mrcr_gen._bins import Bin
 from mrcr_gen._budget import AssemblyError, fill_budget
 from mrcr_gen._models import Ask, ordinal
 from mrcr_gen._seeding import derived_rng
 from mrcr_gen._tokens import count_tokens_batch
+from mrcr_gen.generate import RowSpec
 from mrcr_gen.writers import MemoizedWriter
 from mrcr_gen.writers._lexicon import lexicon
 
@@ -48,19 +47,6 @@ class JsonWriter(MemoizedWriter):
 
     def describe(self) -> dict:
         return {"name": self.name, "tokenizer": self.tokenizer}
-
-
-@dataclass(frozen=True)
-class RowSpec:
-    """One row to build: its seed, needle count and the token bin its total (prompt + answer) falls in."""
-
-    seed: int
-    n_needles: int
-    bin: Bin
-
-    @property
-    def max_tokens(self) -> int:
-        return self.bin.upper
 
 
 def build_row(spec: RowSpec, writer: JsonWriter) -> tuple[dict, dict]:
