@@ -16,7 +16,7 @@ from .._bins import Bin
 from .._ownership import METADATA_KEY, recipe_metadata
 from .._parquet import RowGroupWriter
 from .._seeding import derive_seed
-from ..writers._base import SharingWriter, Writer
+from ..writers._base import SharingWriter
 from ._job import CardFrame, GenerationJob, PlannedFile, RowBatch
 from ._request import GenerateRequest, checked_tokenizer, parse_bins, parse_shard
 
@@ -43,7 +43,7 @@ class RowBuilder:
     module-level function and each row a pure function of its spec and the writer."""
 
     build: BuildRow
-    writer: Writer
+    writer: Any  # what `build` draws its writings from; its `describe()` is recorded
     schema: pa.Schema  # with the recipe record in its metadata
     tokenizer: str
 
@@ -79,7 +79,7 @@ def row_job(
     version: str,
     schema: pa.Schema,
     build: BuildRow,
-    writer: Callable[[str], Writer],
+    writer: Callable[[str], Any],
     needles: tuple[int, ...] = (2, 4, 8),
 ) -> GenerationJob:
     """The job of `request`: `request.samples` rows per needle count (default `needles`) and bin,
