@@ -37,6 +37,12 @@ class FolderTaken(ValueError):
     """The output folder holds another generation's files (one line for the user)."""
 
 
+def shard_card_name(shard: tuple[int, int]) -> str:
+    """The dataset card of shard K/N: README.md for 1/1, else README.shard-K-of-N.md."""
+    index, count = shard
+    return "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
+
+
 def card_names(out: Path) -> list[Path]:
     """The dataset cards in `out`: README.md and the cards of shards (README.shard-K-of-N.md)."""
     return [p for p in [out / "README.md", *sorted(out.glob("README.shard-*-of-*.md"))] if p.is_file()]

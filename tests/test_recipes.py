@@ -208,3 +208,14 @@ def test_the_docs_tables_list_every_built_in_recipe(name: str) -> None:
              if line.startswith("| `mrcr_gen/")]
     assert f"`mrcr_gen/{inspect_task_name(recipe_named(name))}`" in tasks
     assert len(tasks) == len({"openai-mrcr", "mrcr-v2"})
+
+
+def test_a_plugin_imported_before_mrcr_gen_is_registered() -> None:
+    """The registry loads on first use, so a plugin that imports mrcr_gen itself is found complete."""
+    import subprocess
+    import sys
+
+    code = "import mrcr_json\nfrom mrcr_gen.recipes import RECIPES\nprint(','.join(r.name for r in RECIPES))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.split() == ["openai-mrcr,mrcr-v2,mrcr-json"]

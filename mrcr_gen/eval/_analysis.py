@@ -30,6 +30,8 @@ needles only and, below the threshold, is `not_in_context`.
 from __future__ import annotations
 
 import difflib
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -71,6 +73,37 @@ class Transcript:
     prefix: str  # the random string / hash the reply must start with
     length: int  # characters of the whole conversation
     query: str = ""  # the final query, as the row asks it
+
+
+# "write a {format} about {entity}": formats never hold " about ", entities may.
+ASK_PATTERN = re.compile(r"write an? (?P<format>.+?) about (?P<entity>.+)\Z", re.DOTALL)
+
+
+def chat_transcript(
+    messages: Sequence[dict], *, needle_ask: str, target: int, prefix: str, query: str | None = None
+) -> Transcript:
+    """A chat's transcript: every assistant writing that follows a user ask (before the final query),
+    indexed by its ask's message index, with the writings of `needle_ask` as its needles."""
+    offsets = [0]
+    for message in messages:
+        offsets.append(offsets[-1] + len(message["content"]))
+    writings = []
+    for i in range(1, len(messages) - 1):
+        if messages[i]["role"] != "assistant" or messages[i - 1]["role"] != "user":
+            continue
+        ask = messages[i - 1]["content"]
+        parsed = ASK_PATTERN.match(ask)
+        form, entity = (parsed["format"], parsed["entity"]) if parsed else ("", ask)
+        text = messages[i]["content"]
+        writings.append(Writing(index=i - 1, text=text, ask=ask, format=form, entity=entity, offset=offsets[i - 1]))
+    return Transcript(
+        writings=tuple(writings),
+        needles=tuple(k for k, w in enumerate(writings) if w.ask == needle_ask),
+        target=target,
+        prefix=prefix,
+        length=offsets[-1],
+        query=messages[-1]["content"] if query is None else query,
+    )
 
 
 class RowAnalysis(BaseModel):

@@ -2,6 +2,7 @@
 on an engine, shared writings, joins, atomic publishing, sidecars, resume, one generation per
 folder, the dataset card's frame) and what a recipe supplies to it (`GenerationRecipe`)."""
 
+from .._card import shard_card_name
 from ._card import card_header, in_progress_card, planned_names
 from ._chunks import BYTES_PER_TOKEN, MIN_UNIT_BYTES, UNIT_BYTES, UNITS_PER_WORKER, RowChunk, plan_chunks, split_rows
 from ._job import CardFrame, FileBuilder, FileSink, GenerationJob, GenerationResult, PlannedFile, RowBatch, WrittenFile
@@ -19,7 +20,7 @@ from ._request import (
     parse_bins,
     parse_shard,
 )
-from ._rowjob import BuildRow, RowBuilder, RowSpec, row_job, shard_card_name
+from ._rowjob import BuildRow, RowBuilder, RowSpec, row_job
 from ._units import ChunkUnit, Join, JoinUnit, join_parts, write_chunk
 
 __all__ = [

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from .._bins import Bin
+from .._card import shard_card_name
 from .._ownership import METADATA_KEY, recipe_metadata
 from .._parquet import RowGroupWriter
 from .._seeding import derive_seed
@@ -64,12 +65,6 @@ class RowBuilder:
 
     def release(self) -> None:
         pass
-
-
-def shard_card_name(shard: tuple[int, int]) -> str:
-    """The dataset card of shard K/N: README.md for 1/1, else README.shard-K-of-N.md."""
-    index, count = shard
-    return "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
 
 
 def row_job(

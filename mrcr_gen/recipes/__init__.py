@@ -65,22 +65,39 @@ def missing_members(recipe: object) -> list[str]:
     return sorted(name for name in members if not hasattr(recipe, name))
 
 
-#: Every installed recipe, built-ins first.
-RECIPES: tuple[Recipe, ...] = load_recipes()
+_loaded: tuple[Recipe, ...] | None = None
+
+
+def registry() -> tuple[Recipe, ...]:
+    """Every installed recipe, built-ins first, loaded on first use: a plugin may import mrcr_gen
+    before mrcr_gen looks for it (its entry point then finds it complete)."""
+    global _loaded
+    if _loaded is None:
+        _loaded = load_recipes()
+    return _loaded
+
+
+def __getattr__(name: str) -> tuple[Recipe, ...]:
+    if name == "RECIPES":  # `from mrcr_gen.recipes import RECIPES`: the registry, loaded on first use
+        return registry()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+RECIPES: tuple[Recipe, ...]  # see `__getattr__`
 
 
 def recipe_named(name: str) -> Recipe:
     """The recipe called `name` (`--recipe`); ValueError naming the choices otherwise."""
-    for recipe in RECIPES:
+    for recipe in registry():
         if recipe.name == name:
             return recipe
-    raise ValueError(f"unknown recipe {name!r}; choose {', '.join(r.name for r in RECIPES)}")
+    raise ValueError(f"unknown recipe {name!r}; choose {', '.join(r.name for r in registry())}")
 
 
 def recipe_claiming(path: str | os.PathLike) -> Recipe:
     """The recipe that owns the file (see `mrcr_gen._ownership`); UnclaimedFile, one line, when it
     cannot be read or no recipe, or more than one, claims it."""
-    recipe = owner_of(path, RECIPES)
+    recipe = owner_of(path, registry())
     if recipe is None:
         raise UnclaimedFile(unreadable(path))
     return recipe
@@ -88,7 +105,7 @@ def recipe_claiming(path: str | os.PathLike) -> Recipe:
 
 def found_csv(path: str | os.PathLike) -> bool:
     """Whether a CSV file found in a folder is a recipe's (by its signature): other CSVs are left alone."""
-    return found_by_signature(path, RECIPES)
+    return found_by_signature(path, registry())
 
 
 def group_inputs(paths: Sequence[str | os.PathLike]) -> list[tuple[Recipe, list[str]]]:
@@ -97,13 +114,13 @@ def group_inputs(paths: Sequence[str | os.PathLike]) -> list[tuple[Recipe, list[
     UnclaimedFile for a readable file no recipe (or more than one) claims. An input that names
     nothing, and a file that cannot be read, go to the first recipe, whose report says why."""
     files, problems = find_parquet_files(paths, found_csv)
-    groups: dict[str, list[str]] = {recipe.name: [] for recipe in RECIPES}
-    unreadable: list[str] = []
+    groups: dict[str, list[str]] = {recipe.name: [] for recipe in registry()}
+    unread: list[str] = []
     for file in files:
-        recipe = owner_of(file, RECIPES)
-        (groups[recipe.name] if recipe is not None else unreadable).append(str(file))
-    groups[RECIPES[0].name] += unreadable + [text for text, _ in problems]
-    return [(recipe, groups[recipe.name]) for recipe in RECIPES if groups[recipe.name]]
+        recipe = owner_of(file, registry())
+        (groups[recipe.name] if recipe is not None else unread).append(str(file))
+    groups[registry()[0].name] += unread + [text for text, _ in problems]
+    return [(recipe, groups[recipe.name]) for recipe in registry() if groups[recipe.name]]
 
 
 __all__ = [
@@ -116,4 +133,5 @@ __all__ = [
     "load_recipes",
     "recipe_claiming",
     "recipe_named",
+    "registry",
 ]

@@ -30,6 +30,7 @@ from mrcr_gen.generate import (
     parse_shard,
     plan_chunks,
     run_job,
+    shard_card_name,
 )
 
 SCHEMA = pa.schema([("index", pa.int64()), ("text", pa.string())])
@@ -81,7 +82,7 @@ class ToyRecipe(GenerationDefaults):
             generation={"recipe": self.name, "samples": request.samples, "word": request.options["word"]},
             tokenizer="o200k_base",
             frame=CardFrame(hub=("license: mit",), configs=(("toy", "*.parquet"),), title="# Toy"),
-            card_name="README.md" if count == 1 else f"README.shard-{index}-of-{count}.md",
+            card_name=shard_card_name((index, count)),
         )
 
 

@@ -31,7 +31,16 @@ from ..._seeding import derive_seed, derived_rng
 from ..._tokens import load_tokenizer, tokenizer_threads
 from ..._version import __version__
 from ...engines import Engine
-from ...generate import CardFrame, GenerationJob, GenerationResult, PlannedFile, RowBatch, WrittenFile, run_job
+from ...generate import (
+    CardFrame,
+    GenerationJob,
+    GenerationResult,
+    PlannedFile,
+    RowBatch,
+    WrittenFile,
+    run_job,
+    shard_card_name,
+)
 from ._assembler import Transcript, V2Assembler, counts_add_up
 from ._catalog import V2Key, load_v2_catalog
 from ._rows import V2FileWriter, V2Row
@@ -261,7 +270,7 @@ def v2_job(config: V2Config, writer) -> GenerationJob:
         generation=v2_generation(config, writer),
         tokenizer=config.tokenizer_spec,
         frame=v2_card_frame(config),
-        card_name="README.md" if count == 1 else f"README.shard-{index}-of-{count}.md",
+        card_name=shard_card_name((index, count)),
         card_body=lambda result, command: v2_card_body(config, writer, result, command),
         preload=worker_preload(config.tokenizer_spec),
     )

@@ -16,11 +16,6 @@ from ._catalog import load_catalog
 from ._config import GenerateConfig, GenerateResult
 
 
-def card_name(shard: tuple[int, int]) -> str:
-    index, count = shard
-    return "README.md" if count == 1 else f"README.shard-{index}-of-{count}.md"
-
-
 def generation(config: GenerateConfig, writer: Writer) -> dict:
     """What makes the folder's files, by option name: a rerun that differs is another generation
     (see `mrcr_gen._card.claim_folder`). Shards of one generation share it."""

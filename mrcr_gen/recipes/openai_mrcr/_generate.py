@@ -12,11 +12,11 @@ from ..._ownership import recipe_metadata
 from ..._parquet import ROW_GROUP_BYTES, RowGroupWriter
 from ..._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ...engines import Engine
-from ...generate import FileFailed, GenerationJob, PlannedFile, RowBatch, run_job, split_rows
+from ...generate import FileFailed, GenerationJob, PlannedFile, RowBatch, run_job, shard_card_name, split_rows
 from ...writers._base import SharingWriter, Writer
 from ._assembler import LAYOUT_REVISION, Assembler
 from ._config import DEFAULT_DATE_ADDED, FilePlan, GenerateConfig, GenerateResult, RowSpec
-from ._dataset_card import card_body, card_frame, card_name, generation
+from ._dataset_card import card_body, card_frame, generation
 from ._fit import check_needles_fit
 from ._models import Sample
 from ._rows import MRCR_SCHEMA, rows_to_table
@@ -59,7 +59,7 @@ def openai_job(config: GenerateConfig, writer: Writer) -> GenerationJob:
         generation=generation(config, writer),
         tokenizer=config.tokenizer,
         frame=card_frame(config),
-        card_name=card_name(config.shard),
+        card_name=shard_card_name(config.shard),
         card_body=lambda result, command: card_body(config, writer, _result(result), command),
         preload=worker_preload(config.tokenizer),
     )

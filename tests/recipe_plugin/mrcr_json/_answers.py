@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from mrcr_gen._tokens import count_tokens_batch
-from mrcr_gen.eval._analysis import SplitReply, Transcript, Writing
+from mrcr_gen.eval._analysis import SplitReply, Transcript, chat_transcript
 from mrcr_gen.eval._items import EvalItem, ItemError, bin_upper_of_tokens
 
 NAME = "mrcr-json"
@@ -66,20 +66,12 @@ class JsonAnswer:
 
 
 def transcript(item: EvalItem) -> Transcript | None:
-    """The row's writings (each indexed by its message) and needles, for the failure analysis."""
+    """The row's writings and needles, for the failure analysis."""
     try:
         row = parse(item.messages)
     except ValueError:
         return None
-    offsets, writings = [0], []
-    for message in item.messages:
-        offsets.append(offsets[-1] + len(message["content"]))
-    for i in range(1, len(item.messages) - 1, 2):
-        ask, text = item.messages[i - 1]["content"], item.messages[i]["content"]
-        form, _, entity = ask.removeprefix("write a ").partition(" about ")
-        writings.append(Writing(index=i, text=text, ask=ask, format=form, entity=entity, offset=offsets[i - 1]))
-    needles = tuple(n for n, w in enumerate(writings) if w.index in row.needles)
-    return Transcript(tuple(writings), needles, row.k, item.prefix, offsets[-1], item.messages[-1]["content"])
+    return chat_transcript(item.messages, needle_ask=row.ask, target=row.k, prefix=item.prefix)
 
 
 def read_items(path: Any, tokenizer: str, skip: Any) -> Any:
