@@ -39,7 +39,9 @@ HEAD_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
             "--recipe",
             help=(
                 "openai-mrcr (parquet in the openai/mrcr schema) or mrcr-v2 (Google DeepMind's MRCR v2: one flat text "
-                "per row, CSV or parquet)."
+                "per row, CSV or parquet)"
+                + "".join(f"; {r.name} ({r.title})" for r in RECIPES if r.name not in ("openai-mrcr", "mrcr-v2"))
+                + "."
             ),
         ),
     ),
@@ -175,8 +177,8 @@ def recipe_options() -> dict[str, GenOption]:
 
 
 def declared_options(recipe: Any) -> tuple[GenOption, ...]:
-    """A recipe's own options (none for a recipe that declares no generation part)."""
-    return tuple(getattr(recipe, "generation_options", ()))
+    """A recipe's own options (`GenerationRecipe.generation_options`)."""
+    return tuple(recipe.generation_options)
 
 
 def _typer_option(option: GenOption) -> Any:
