@@ -17,7 +17,7 @@ from mrcr_gen import summarize_run as summarize
 from mrcr_gen._ownership import FileSignature
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.eval import EvalConfig, EvalError, EvalFatal
-from mrcr_gen.recipes.openai_mrcr import _eval as _mrcr
+from mrcr_gen.eval import _chat
 from tests.support.chat_server import CACHED_TOKENS, REASONING_TOKENS, ChatServer, Fault
 from tests.support.rowkit import make_row
 
@@ -228,8 +228,8 @@ def test_read_ahead_is_bounded_by_concurrency_whatever_the_row_group(tmp_path, a
     pq.write_table(pa.Table.from_pylist(rows, schema=MRCR_SCHEMA), data, row_group_size=1000)
     assert pq.ParquetFile(data).num_row_groups == 1
     made = []
-    real = _mrcr.make_item
-    monkeypatch.setattr(_mrcr, "make_item", lambda *a, **k: made.append(1) or real(*a, **k))
+    real = _chat.chat_item
+    monkeypatch.setattr(_chat, "chat_item", lambda *a, **k: made.append(1) or real(*a, **k))
     ahead = []
 
     def watch(number, body):

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import namedtuple
 from difflib import SequenceMatcher
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from mrcr_gen._tokens import count_tokens_batch
 from mrcr_gen.eval._analysis import SplitReply, Transcript, chat_transcript
-from mrcr_gen.eval._items import EvalItem, ItemError, bin_upper_of_tokens
+from mrcr_gen.eval._chat import ChatRows, read_chat_items
+from mrcr_gen.eval._items import EvalItem
 
 NAME = "mrcr-json"
 QUERY = re.compile(
@@ -74,29 +71,22 @@ def transcript(item: EvalItem) -> Transcript | None:
     return chat_transcript(item.messages, needle_ask=row.ask, target=row.k, prefix=item.prefix)
 
 
+def check(messages: list[dict]) -> tuple[str, str] | None:
+    """Why a row cannot be sent (its last message is no query for a JSON object), else None."""
+    try:
+        parse(messages)
+    except ValueError as exc:
+        return "final_query", str(exc)
+    return None
+
+
+def count_needles(messages: list[dict]) -> int:
+    return len(parse(messages).needles)
+
+
+#: Its rows are chat rows: the core reads them into items (`mrcr_gen.eval._chat`).
+ROWS = ChatRows(NAME, count_needles, check)
+
+
 def read_items(path: Any, tokenizer: str, skip: Any) -> Any:
-    """The items of a mrcr-json parquet file in row order (`skip(row, digest)` true: a bare item)."""
-    with pq.ParquetFile(path) as parquet:
-        batches = parquet.iter_batches(
-            batch_size=1, columns=["prompt", "answer", "random_string_to_prepend", "n_needles"]
-        )
-        for index, (prompt, answer, prefix, n_needles) in enumerate(r.values() for b in batches for r in b.to_pylist()):
-            digest = hashlib.sha256(json.dumps([prompt, answer, prefix]).encode()).hexdigest()
-            item = EvalItem(source=str(path), row=index, recipe=NAME, digest=digest)
-            if skip is not None and skip(index, digest):
-                yield item
-                continue
-            try:
-                messages = parse(json.loads(prompt)).messages
-            except (ValueError, TypeError) as exc:
-                yield item.model_copy(update={"error": ItemError(check="final_query", message=str(exc))})
-                continue
-            counts = count_tokens_batch([m["content"] for m in messages] + [answer], tokenizer=tokenizer)
-            yield item.model_copy(
-                update={"messages": messages, "answer": answer, "prefix": prefix, "n_needles": n_needles}
-                | {
-                    "bin_upper": bin_upper_of_tokens(sum(counts)),
-                    "prompt_tokens": sum(counts[:-1]),
-                    "total_tokens": sum(counts),
-                }
-            )
+    return read_chat_items(ROWS, path, tokenizer_spec=tokenizer, skip=skip)
