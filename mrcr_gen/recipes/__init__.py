@@ -1,7 +1,7 @@
 """Benchmark forms ("recipes"), each a package over the recipe-neutral core; they never import each
-other. `RECIPES` is the one registry every command and the public API dispatch through: the
-recipes installed under the entry-point group `mrcr_gen.recipes` (mrcr-gen registers its own two
-there), so a recipe can live in a package of its own."""
+other. `RECIPES` (or `registry()`) is the one registry every command and the public API dispatch
+through: the recipes installed under the entry-point group `mrcr_gen.recipes` (mrcr-gen registers
+its own two there), so a recipe can live in a package of its own. It is loaded on first use."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def _warn(message: str) -> None:
 
 def load_recipes() -> tuple[Recipe, ...]:
     """The installed recipes: built-ins first, then plugins by entry-point name. A plugin that fails
-    to load, or reuses a recipe's name, is left out with a one-line warning (the others still work)."""
+    to load, reuses a recipe's name or lacks a member of the `Recipe` protocol is left out with a
+    one-line warning (the others still work)."""
     from importlib.metadata import EntryPoint, entry_points
 
     declared = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
