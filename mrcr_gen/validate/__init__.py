@@ -14,6 +14,7 @@ from ._parquet_rows import ParquetRows, read_range
 from ._recipe import CheckingDefaults, CheckingRecipe, RepairRefused, ValidateOptions, validate_inputs
 from ._repair import FileRepair, RepairResult, repair
 from ._spec import Batch, CheckContext, CheckSpec, FileScan, RowChecker, RowReader, RowWriter
+from ._truth import GroundTruth, Truth, TruthChecker
 
 __all__ = [
     "Batch",
@@ -24,6 +25,7 @@ __all__ = [
     "FileRepair",
     "FileScan",
     "Finding",
+    "GroundTruth",
     "ParquetRows",
     "ProgressCallback",
     "RepairRefused",
@@ -33,6 +35,8 @@ __all__ = [
     "RowResult",
     "RowWriter",
     "Summary",
+    "Truth",
+    "TruthChecker",
     "ValidateOptions",
     "ValidationReport",
     "default_workers",

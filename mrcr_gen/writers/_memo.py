@@ -36,6 +36,10 @@ class MemoizedWriter:
         self.tokenizer = tokenizer
         load_tokenizer(tokenizer)  # a bad spec fails here, not in a background thread
 
+    def describe(self) -> dict:
+        """What the card records: its name and tokenizer (a writer with settings of its own adds them)."""
+        return {"name": self.name, "tokenizer": self.tokenizer}
+
     def asks(self) -> Sequence[Ask]:
         raise NotImplementedError
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mrcr_json._answers import grade, parse, read_items, transcript
-from mrcr_json._checks import Checks, fix_record
+from mrcr_json._answers import grade, parse, transcript
+from mrcr_json._checks import GROUND_TRUTH
 from mrcr_json._rows import SCHEMA, JsonWriter, RowSpec, build_row
 
 from mrcr_gen._bins import bin_by_upper
@@ -32,7 +32,7 @@ def oracle(row: dict) -> str:
 
 
 def findings(row: dict, tokens: bool = True) -> list[str]:
-    checks = Checks(CheckContext(file="f.parquet", count_tokens=tokens, tokenizer="o200k_base"))
+    checks = GROUND_TRUTH.checker(CheckContext(file="f.parquet", count_tokens=tokens, tokenizer="o200k_base"))
     return [f.check for f in checks.check(row, 0).findings]
 
 
@@ -87,10 +87,10 @@ def test_a_wrong_answer_or_count_is_found_and_fixed() -> None:
     row, _ = build_row(RowSpec(3, 4, bin_by_upper(8192)), WRITER)
     broken = row | {"answer": "something else", "n_needles": 2}
     assert findings(broken, tokens=False) == ["needle_count", "answer"]
-    fixed = fix_record(broken)
+    fixed = GROUND_TRUTH.fix(broken)
     assert fixed is not None and fixed[0] == row and len(fixed[1]) == 2
     assert findings(row | {"random_string_to_prepend": "other"}) == ["final_query"]
-    assert fix_record(row | {"random_string_to_prepend": "other"}) is None
+    assert GROUND_TRUTH.fix(row | {"random_string_to_prepend": "other"}) is None
     assert findings(row | {"prompt": "[]"}) == ["final_query"]
 
 
@@ -98,7 +98,7 @@ def test_the_reader_gives_items_and_transcripts(tmp_path: Path) -> None:
     rows = [build_row(RowSpec(seed, 2, bin_by_upper(8192)), WRITER)[0] for seed in range(3)]
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
-    items = list(read_items(path, "o200k_base", lambda row, digest: row == 1))
+    items = list(RECIPE.read_items(path, tokenizer_spec="o200k_base", skip=lambda row, digest: row == 1))
     assert [item.row for item in items] == [0, 1, 2] and items[1].messages == []
     for item, row in zip((items[0], items[2]), (rows[0], rows[2]), strict=True):
         assert item.bin_upper == 8192 and item.answer == row["answer"] and item.n_needles == 2

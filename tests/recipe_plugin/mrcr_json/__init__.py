@@ -6,27 +6,36 @@ from __future__ import annotations
 
 from typing import Any
 
+from mrcr_gen._errors import RequestError
 from mrcr_gen._recipe import BaseRecipe
+from mrcr_gen.eval._chat import read_chat_items
 from mrcr_gen.eval._items import AnswerForm, EvalItem
+from mrcr_gen.generate import GenerateRequest, GenerationJob, row_job
 
-from . import _answers, _checks, _generate
+from . import _answers, _checks
+from ._rows import SCHEMA, JsonWriter, build_row
 
 
 class MrcrJson(BaseRecipe):
     """2, 4 or 8 identical asks in a long chat; the reply returns the one asked for, by ordinal, in JSON.
     `BaseRecipe` supplies every member not declared here."""
 
-    name, title, version = _answers.NAME, "MRCR answered in JSON", _generate.VERSION
+    name, title, version = _answers.NAME, "MRCR answered in JSON", "1"
     answer_form: AnswerForm = _answers.JsonAnswer()
 
-    def plan_generation(self, request: Any) -> Any:
-        return _generate.plan(request)
+    def plan_generation(self, request: GenerateRequest) -> GenerationJob:
+        """`samples` rows per needle count and bin (`row_job`), from the offline writer."""
+        if request.tokens is not None or request.writer != "offline":
+            raise RequestError(f"--recipe {self.name} takes neither --tokens nor a --writer other than offline")
+        return row_job(
+            request, recipe=self.name, version=self.version, schema=SCHEMA, build=build_row, writer=JsonWriter
+        )
 
     def checking(self) -> Any:
         return _checks.SPEC
 
     def read_items(self, path: Any, *, tokenizer_spec: str = "o200k_base", skip: Any = None) -> Any:
-        return _answers.read_items(path, tokenizer_spec, skip)
+        return read_chat_items(_answers.ROWS, path, tokenizer_spec=tokenizer_spec, skip=skip)
 
     def grade(self, response: str, item: EvalItem) -> float:
         return _answers.grade(response, item.answer, item.prefix)

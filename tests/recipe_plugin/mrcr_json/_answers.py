@@ -1,4 +1,4 @@
-"""A mrcr-json row read back (`parse`), its grade, its answer form and its eval reader."""
+"""A mrcr-json row read back (`parse`), its grade, its answer form and how the core reads its rows (`ROWS`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from mrcr_gen.eval._analysis import SplitReply, Transcript, chat_transcript
-from mrcr_gen.eval._chat import ChatRows, read_chat_items
+from mrcr_gen.eval._chat import ChatRows
 from mrcr_gen.eval._items import EvalItem
 
 NAME = "mrcr-json"
@@ -86,7 +86,3 @@ def count_needles(messages: list[dict]) -> int:
 
 #: Its rows are chat rows: the core reads them into items (`mrcr_gen.eval._chat`).
 ROWS = ChatRows(NAME, count_needles, check)
-
-
-def read_items(path: Any, tokenizer: str, skip: Any) -> Any:
-    return read_chat_items(ROWS, path, tokenizer_spec=tokenizer, skip=skip)

@@ -45,9 +45,6 @@ class JsonWriter(MemoizedWriter):
             lines.append("{}, {} {} {} the {} {}.".format(*words))
         return "\n".join(lines)
 
-    def describe(self) -> dict:
-        return {"name": self.name, "tokenizer": self.tokenizer}
-
 
 def build_row(spec: RowSpec, writer: JsonWriter) -> tuple[dict, dict]:
     """The row `spec` draws (its columns) and its sidecar record; AssemblyError when it cannot fit its bin."""
