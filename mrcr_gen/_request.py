@@ -1,7 +1,5 @@
-"""What a command asks of a recipe (`GenerateRequest` and its checks, from the generation core;
-`ValidateRequest`) and what comes back. A request the recipe cannot meet raises `RequestError`: one
-line for the user, and the exit code scripts rely on (2: bad input or usage; 1: some output failed).
-"""
+"""What `mrcr-validate` asks of a recipe (`ValidateRequest`). `mrcr-gen`'s request and its checks
+live with the generation core (`mrcr_gen.generate`), `RequestError` in `mrcr_gen._errors`."""
 
 from __future__ import annotations
 
@@ -10,19 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ._errors import EXIT_FAILED, EXIT_USAGE, RequestError
 from .engines import Engine
-from .generate import (
-    Generated,
-    GenerateRequest,
-    ProgressBar,
-    check_out_folder,
-    checked_tokenizer,
-    open_engine,
-    option_error,
-    parse_bins,
-    parse_shard,
-)
 
 
 @dataclass(frozen=True)
@@ -40,18 +26,4 @@ class ValidateRequest:
     on_change: Callable[[str], None] | None = None  # one line per fixed or dropped row
 
 
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_USAGE",
-    "GenerateRequest",
-    "Generated",
-    "ProgressBar",
-    "RequestError",
-    "ValidateRequest",
-    "check_out_folder",
-    "checked_tokenizer",
-    "open_engine",
-    "option_error",
-    "parse_bins",
-    "parse_shard",
-]
+__all__ = ["ValidateRequest"]

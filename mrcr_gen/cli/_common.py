@@ -23,9 +23,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._errors import RequestError
 from .._ownership import UnclaimedFile
 from .._paths import find_parquet_files
-from .._request import RequestError, checked_tokenizer, open_engine
+from ..generate import checked_tokenizer, open_engine
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 #: As a shell reports them: 128 + the signal's number.

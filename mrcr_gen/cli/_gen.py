@@ -13,9 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._request import GenerateRequest
 from .._schemas import export_schemas, stale_schemas
-from ..generate import GenOption
+from ..generate import GenerateRequest, GenOption
 from ..recipes import RECIPES, recipe_named
 from ._common import TOKENIZER_HELP, CommandError, generating_bar, stderr
 

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from ..._errors import RequestError
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest, RequestError
 from ...eval._floors import Floor
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
-    from ...generate import GenerationJob, GenerationResult, GenOption
+    from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption
     from ...pool._harvest import HarvestedPair
     from ...validate import CheckSpec
 

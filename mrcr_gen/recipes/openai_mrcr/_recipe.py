@@ -13,13 +13,12 @@ from pydantic import BaseModel
 
 from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
-from ..._request import Generated, GenerateRequest
 from ...eval._floors import Floor
 from ...eval._items import EvalItem
 
 if TYPE_CHECKING:
     from ...eval._analysis import Transcript
-    from ...generate import GenerationJob, GenerationResult, GenOption
+    from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption
     from ...pool._harvest import HarvestedPair
     from ...validate import CheckSpec
 
