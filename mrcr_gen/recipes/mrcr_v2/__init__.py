@@ -13,7 +13,7 @@ _NAMES = {
     "_catalog": ["V2Catalog", "V2Key", "load_v2_catalog"],
     "_offline": ["V2OfflineWriter", "compose_v2_writing"],
     "_assembler": ["Transcript", "V2Assembler", "counts_add_up"],
-    "_rows": ["V2_COLUMNS", "V2_SCHEMA", "V2FileWriter", "V2Row", "is_v2_file", "iter_records", "iter_v2_rows"],
+    "_rows": ["V2_COLUMNS", "V2_SCHEMA", "V2FileWriter", "V2Row", "iter_records", "iter_v2_rows"],
     "_generate": [
         "DEFAULT_V2_BUCKETS",
         "V2_BUCKETS",

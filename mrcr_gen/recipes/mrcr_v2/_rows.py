@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from ..._files import atomic_path
 from ..._models import _Frozen
-from ..._paths import file_columns, raise_csv_limit
+from ..._paths import raise_csv_limit
 
 V2_COLUMNS: tuple[str, ...] = (
     "queries",
@@ -89,29 +89,6 @@ class V2Row(_Frozen):
             "index_positions_of_seeds": list(self.index_positions_of_seeds),
             "relevant_context_positions": [list(p) for p in self.relevant_context_positions],
         }
-
-
-# --- detection ---------------------------------------------------------------------------------
-
-
-#: A CSV found in a folder is an MRCR v2 file only when its header has these columns.
-V2_CSV_MARKERS = ("queries", "answer")
-
-
-def is_v2_csv(path: str | os.PathLike) -> bool:
-    """Whether a CSV file's header has MRCR v2's `queries` and `answer` columns (other CSVs in a
-    data folder are left alone)."""
-    columns = file_columns(path)
-    return columns is not None and all(name in columns for name in V2_CSV_MARKERS)
-
-
-def is_v2_file(path: str | os.PathLike) -> bool:
-    """Recipe detection by columns: a `queries` column means MRCR v2 (a CSV named on its own is
-    taken as v2, so a broken one gets the v2 schema findings)."""
-    if Path(path).suffix.lower() == ".csv":
-        return True
-    columns = file_columns(path)
-    return columns is not None and "queries" in columns
 
 
 # --- reading -----------------------------------------------------------------------------------
