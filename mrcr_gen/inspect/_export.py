@@ -14,6 +14,7 @@ summary exactly.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -23,8 +24,8 @@ from typing import Any
 from inspect_ai.log import (
     EvalConfig,
     EvalDataset,
+    EvalError,
     EvalLog,
-    EvalMetric,
     EvalPlan,
     EvalResults,
     EvalSample,
@@ -33,17 +34,20 @@ from inspect_ai.log import (
     EvalStats,
     write_eval_log,
 )
-from inspect_ai.model import ChatMessageAssistant, ModelOutput, ModelUsage
-from inspect_ai.scorer import Score
+from inspect_ai.log._log import EvalScorer  # a field of EvalSpec that inspect_ai.log does not export
+from inspect_ai.model import ChatMessageAssistant, GenerateConfig, ModelOutput, ModelUsage
+from inspect_ai.scorer import SampleScore, Score
 
 from .._files import atomic_path
+from .._prices import cache_aware_cost
 from ..eval._floors import floor_names
 from ..eval._items import FileError
 from ..eval._report import _is_current, read_run_dir, summarize_records
 from ..eval._results import RESULTS_NAME, latest_records
 from ..recipes import RECIPES, recipe_named
-from ._dataset import chat_messages
-from ._import import RECORD_KEY, RUN_KEY, SCORER, inspect_task_name
+from ._dataset import chat_messages, file_labels, sample_id
+from ._import import LENIENT_KEY, OVER_WINDOW, PACKAGE, RECORD_KEY, RUN_KEY, SCORE_KEY, SCORER, inspect_task_name
+from ._tasks import TASK_VERSION, metric_definitions, metric_results
 
 
 class ExportError(ValueError):
@@ -74,48 +78,73 @@ def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[d
     return found
 
 
-def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]) -> EvalSample:
+def inspect_usage(usage: dict[str, Any], price: dict[str, float] | None) -> ModelUsage:
+    """A record's usage (`prompt_tokens`, `completion_tokens`, `reasoning_tokens`, `cached_tokens`)
+    as Inspect's ModelUsage, with its cost at `price` (USD per 1M tokens) where the price is known.
+    The one place an exported log's tokens and cost are made."""
+    prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+    cached = usage.get("cached_tokens") or 0
+    return ModelUsage(
+        input_tokens=prompt,
+        output_tokens=completion,
+        total_tokens=prompt + completion,
+        reasoning_tokens=usage.get("reasoning_tokens"),
+        input_tokens_cache_read=usage.get("cached_tokens"),
+        total_cost=None if price is None else cache_aware_cost(price, prompt, cached, completion)["cost_usd"],
+    )
+
+
+def _score(record: dict[str, Any]) -> Score:
+    """The record's Score, as the task scores the row (see `_tasks.grade_reply`, `_tasks.not_sent`)."""
+    status = record.get("status")
+    metadata = {
+        "status": status,
+        "score_lenient": record.get("score_lenient"),
+        "finish_reason": record.get("finish_reason"),
+        "analysis": record.get("analysis"),
+    } | {k: record[k] for k in (*floor_names(RECIPES), "error", "check") if k in record}
+    if status == "ok":
+        lenient = record.get("score_lenient")
+        value = {SCORE_KEY: float(record["score"]), LENIENT_KEY: math.nan if lenient is None else float(lenient)}
+    else:
+        value = {SCORE_KEY: math.nan if status == "skipped" else 0.0, LENIENT_KEY: math.nan}
+    return Score(
+        value=value,
+        answer=record.get("response") or "",
+        explanation=f"status {status}" + (f": {record.get('error')}" if status == "error" else ""),
+        reason=OVER_WINDOW if status == "skipped" else None,
+        metadata=metadata,
+    )
+
+
+def _official(score: Score) -> float:
+    value = score.value
+    return float(value[SCORE_KEY]) if isinstance(value, dict) else math.nan
+
+
+def _sample(record: dict[str, Any], model: str, inputs: dict, sample_id: str, price: dict | None) -> EvalSample:
     status = record.get("status")
     messages, answer = inputs.get((record["file"], int(record["row"])), (None, ""))
     if messages is None:
         why = "not sent" if status != "ok" else "not exported"
         input_value: Any = f"({why}: {record['file']} row {record['row']})"
     else:
-        input_value = chat_messages(messages, str(record.get("digest") or ""))
-    sample_id = str(record.get("digest") or f"{record['file']}:{record['row']}")
-    if sample_id in used_ids:
-        sample_id = f"{sample_id}-{record['row']}"
-    used_ids.add(sample_id)
+        input_value = chat_messages(messages, sample_id)
     response = record.get("response") or ""
-    usage = record.get("usage") or {}
     output = ModelOutput.from_content(model, response) if status == "ok" else ModelOutput(model=model)
-    if status == "ok":
-        output.usage = ModelUsage(
-            input_tokens=usage.get("prompt_tokens") or 0,
-            output_tokens=usage.get("completion_tokens") or 0,
-            total_tokens=(usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0),
-            reasoning_tokens=usage.get("reasoning_tokens"),
-            input_tokens_cache_read=usage.get("cached_tokens"),
-        )
-    score_metadata = {
-        "status": status,
-        "score_lenient": record.get("score_lenient"),
-        "finish_reason": record.get("finish_reason"),
-        "analysis": record.get("analysis"),
-    } | {k: record[k] for k in (*floor_names(RECIPES), "error", "check") if k in record}
-    score = Score(
-        value=float(record["score"]) if status == "ok" else 0.0,
-        answer=response,
-        explanation=f"status {status}" + (f": {record.get('error')}" if status == "error" else ""),
-        metadata=score_metadata,
-    )
+    usage = inspect_usage(record.get("usage") or {}, price) if status == "ok" else None
+    output.usage = usage
     conversation = (input_value if isinstance(input_value, list) else []) + (
         [ChatMessageAssistant(content=response)] if status == "ok" else []
     )
+    # A request that failed is Inspect's sample error (`inspect eval-retry` runs it again); a row
+    # that could not be read was never sent (0 attempts): scored 0, as the task scores it.
+    failed = status == "error" and record.get("attempts") != 0
     metadata = {
         "file": record["file"],
         "row": record["row"],
         "digest": record.get("digest"),
+        "data_sha256": record.get("data_sha256"),
         "recipe": record.get("recipe"),
         "bin": record.get("bin"),
         "bin_upper": record.get("bin_upper"),
@@ -131,27 +160,86 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]
         target=answer,
         messages=conversation,
         output=output,
-        scores={SCORER: score},
+        scores={SCORER: _score(record)},
         metadata=metadata,
+        model_usage={model: usage} if usage is not None else {},
         total_time=record.get("latency_s"),
+        error=EvalError(message=str(record.get("error") or "request failed"), traceback="", traceback_ansi="")
+        if failed
+        else None,
     )
 
 
-def _results(summary: dict[str, Any], records: list[dict[str, Any]]) -> EvalResults:
-    numbers: dict[str, float | None] = {
-        "mean": summary["mean_score"],
-        "lenient": summary["mean_score_lenient"],
-        "auc_128k": summary["auc_128k"],
-        "auc_1m": summary["auc_1m"],
-    }
-    upper = {r["bin"]: r.get("bin_upper") for r in records}  # as the task's metrics name them: bin_4095 for "<4096"
-    numbers |= {f"bin_{upper[b['bin']]}": b["mean_score"] for b in summary["bins"] if upper.get(b["bin"])}
-    numbers |= {f"needles_{n['n_needles']}": n["mean_score"] for n in summary["by_needles"]}
-    metrics = {name: EvalMetric(name=name, value=float(value)) for name, value in numbers.items() if value is not None}
+def _results(samples: list[EvalSample], window: int | None) -> EvalResults:
+    """The log's results: the task's metrics (`_tasks.metric_results`) over the samples' scores."""
+    scores = [
+        SampleScore(score=s.scores[SCORER], sample_id=s.id, sample_metadata=s.metadata) for s in samples if s.scores
+    ]
+    unscored = sum(1 for s in scores if math.isnan(_official(s.score)))
     return EvalResults(
-        total_samples=len(records),
-        completed_samples=summary["n_scored"],
-        scores=[EvalScore(name=SCORER, scorer=SCORER, metrics=metrics)],
+        total_samples=len(samples),
+        completed_samples=sum(1 for s in samples if s.error is None),
+        scores=[
+            EvalScore(
+                name=SCORER,
+                scorer=SCORER,
+                metrics=metric_results(scores, window),
+                scored_samples=len(scores) - unscored,
+                unscored_samples=unscored,
+            )
+        ],
+    )
+
+
+def _model_usage(samples: list[EvalSample], model: str, cost: float | None) -> dict[str, ModelUsage]:
+    """The run's usage (every sample's), its total cost the run summary's."""
+    total = ModelUsage()
+    for sample in samples:
+        if model in sample.model_usage:
+            total = total + sample.model_usage[model]
+    total.total_cost = cost
+    return {model: total} if samples else {}
+
+
+def inspect_model(model: str) -> str:
+    """A mrcr-eval run's model as Inspect names it: Inspect's OpenAI provider, `openai/MODEL`, which
+    `inspect eval-retry` calls at the run's base URL (mrcr-eval speaks the OpenAI chat API)."""
+    return f"openai/{model}"
+
+
+def _part(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """`record[name]` where it is a dict, else empty (a run.json of an earlier version lacks it)."""
+    found = record.get(name)
+    return found if isinstance(found, dict) else {}
+
+
+def _task_args(run: dict[str, Any], files: list[str]) -> dict[str, Any]:
+    """The task arguments that select the run's rows as `mrcr-eval` selected them."""
+    options, settings = _part(run, "options"), _part(run, "settings")
+    extra_body = _part(settings, "request").get("extra_body")
+    args = {
+        "data": files,
+        "max_context_window": run.get("max_context_window"),
+        "needles": options.get("needles"),
+        "bins": options.get("bins"),
+        "limit": options.get("limit") or None,
+        "tokenizer": options.get("tokenizer_spec"),
+        "per_bin": options.get("per_bin"),
+        "per_bin_seed": options.get("per_bin_seed") or None,
+        "control": settings.get("control"),
+        "strip_think": settings.get("strip_think") or None,
+        "extra_body": extra_body,
+    }
+    return {name: value for name, value in args.items() if value is not None}
+
+
+def _generate_config(run: dict[str, Any]) -> GenerateConfig:
+    """The run's sampling parameters as Inspect's generation config."""
+    request = _part(_part(run, "settings"), "request")
+    return GenerateConfig(
+        temperature=request.get("temperature"),
+        max_tokens=request.get("max_completion_tokens") or request.get("max_tokens"),
+        reasoning_effort=request.get("reasoning_effort"),
     )
 
 
@@ -171,31 +259,50 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
     summary = summarize_records(all_records, run, recipes=RECIPES)
     records = [r for r in latest_records(all_records).values() if _is_current(r, run)]
     records.sort(key=lambda r: (r["file"], int(r["row"])))
-    model = str(run.get("model") or "unknown")
+    model = inspect_model(str(run.get("model") or "unknown"))
+    price = run.get("price_per_1m") if isinstance(run.get("price_per_1m"), dict) else None
     inputs = _inputs(records) if include_input else {}
-    used: set[str] = set()
-    samples = [_sample(record, model, inputs, used) for record in records]
+    files = sorted({r["file"] for r in records})
+    labels = file_labels(files)
+    samples = [
+        _sample(record, model, inputs, sample_id(labels[record["file"]], int(record["row"])), price)
+        for record in records
+    ]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     recipes = sorted({str(r.get("recipe")) for r in records})
-    files = sorted({r["file"] for r in records})
+    window = run.get("max_context_window")
+    task_args = _task_args(run, files)
     spec = EvalSpec(
         created=created,
         task=_task_of(recipes),
-        task_args={"data": files, "max_context_window": run.get("max_context_window")},
+        task_registry_name=_task_of(recipes),
+        task_version=TASK_VERSION,
+        task_args=task_args,
+        task_args_passed=task_args,
         dataset=EvalDataset(
             name=", ".join(recipes), location=str(run_dir), samples=len(samples), sample_ids=[s.id for s in samples]
         ),
         model=model,
         model_base_url=run.get("base_url"),
-        config=EvalConfig(),
+        model_generate_config=_generate_config(run),
+        config=EvalConfig(epochs=1),
+        scorers=[
+            EvalScorer(
+                name=f"{PACKAGE}/{SCORER}",
+                options={"strip_think": bool(_part(run, "settings").get("strip_think"))},
+                metrics=list(metric_definitions(window)),
+            )
+        ],
         metadata={RUN_KEY: run, "exported_from": str(run_dir), "exported_by": "mrcr-eval export-inspect"},
     )
     log = EvalLog(
         status="success" if summary["complete"] else "error",
         eval=spec,
-        plan=EvalPlan(),
-        results=_results(summary, records),
-        stats=EvalStats(started_at=created, completed_at=created),
+        plan=EvalPlan(config=_generate_config(run)),
+        results=_results(samples, window),
+        stats=EvalStats(
+            started_at=created, completed_at=created, model_usage=_model_usage(samples, model, summary["cost_usd"])
+        ),
         samples=samples,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -207,4 +314,4 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
 def _task_of(recipes: list[str]) -> str:
     """The Inspect task of a run's recipe; a run over several recipes' files takes the first registered one's."""
     known = [recipe_named(name) for name in recipes if name in {r.name for r in RECIPES}]
-    return f"mrcr_gen/{inspect_task_name(known[0] if len(known) == 1 else RECIPES[0])}"
+    return f"{PACKAGE}/{inspect_task_name(known[0] if len(known) == 1 else RECIPES[0])}"
