@@ -54,14 +54,15 @@ class ExportError(ValueError):
     """A run directory that cannot be exported: one line."""
 
 
-def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[dict], str]]:
-    """(messages, answer) of each record's row, read from its data file where its digest still matches."""
+def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[dict], str, str]]:
+    """(messages, answer, random string) of each record's row, read from its data file where its
+    digest still matches: what `inspect score` needs to grade the row again."""
     from ..eval._items import read_items
 
     wanted: dict[str, dict[int, str]] = defaultdict(dict)
     for record in records:
         wanted[record["file"]][int(record["row"])] = record.get("digest") or ""
-    found: dict[tuple[str, int], tuple[list[dict], str]] = {}
+    found: dict[tuple[str, int], tuple[list[dict], str, str]] = {}
     for path, rows in wanted.items():
         if not Path(path).is_file():
             continue
@@ -72,7 +73,7 @@ def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[d
         try:
             for item in read_items(path, recipes=RECIPES, skip=other_row):
                 if item.row in rows and item.digest == rows[item.row] and item.messages:
-                    found[(path, item.row)] = (item.messages, item.answer)
+                    found[(path, item.row)] = (item.messages, item.answer, item.prefix)
         except FileError:
             continue
     return found
@@ -124,7 +125,7 @@ def _official(score: Score) -> float:
 
 def _sample(record: dict[str, Any], model: str, inputs: dict, sample_id: str, price: dict | None) -> EvalSample:
     status = record.get("status")
-    messages, answer = inputs.get((record["file"], int(record["row"])), (None, ""))
+    messages, answer, prefix = inputs.get((record["file"], int(record["row"])), (None, "", None))
     if messages is None:
         why = "not sent" if status != "ok" else "not exported"
         input_value: Any = f"({why}: {record['file']} row {record['row']})"
@@ -149,6 +150,7 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, sample_id: str, pr
         "bin": record.get("bin"),
         "bin_upper": record.get("bin_upper"),
         "n_needles": record.get("n_needles"),
+        "random_string": prefix,
         "target_depth": (record.get("analysis") or {}).get("target_depth"),
         "status": status,
         RECORD_KEY: record,
@@ -207,6 +209,16 @@ def inspect_model(model: str) -> str:
     return f"openai/{model}"
 
 
+def _data_files(run: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
+    """The files the run's last command read (run.json `selection`), in its order: the task's
+    `data`, so that its filters select the same rows; the records' files for an older run.json."""
+    selected = _part(run, "selection").get("files")
+    found = {r["file"] for r in records}
+    if isinstance(selected, list) and found <= set(selected):
+        return [str(path) for path in selected]
+    return sorted(found)
+
+
 def _part(record: dict[str, Any], name: str) -> dict[str, Any]:
     """`record[name]` where it is a dict, else empty (a run.json of an earlier version lacks it)."""
     found = record.get(name)
@@ -262,7 +274,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
     model = inspect_model(str(run.get("model") or "unknown"))
     price = run.get("price_per_1m") if isinstance(run.get("price_per_1m"), dict) else None
     inputs = _inputs(records) if include_input else {}
-    files = sorted({r["file"] for r in records})
+    files = _data_files(run, records)
     labels = file_labels(files)
     samples = [
         _sample(record, model, inputs, sample_id(labels[record["file"]], int(record["row"])), price)
