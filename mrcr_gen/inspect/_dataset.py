@@ -381,9 +381,15 @@ def mrcr_dataset(
     labels = file_labels(files)
     spill = _Spill()
     candidates: list[_Candidate] = []
+
+    def enough() -> bool:  # `limit` rows taken, when no `per_bin` choice among all the rows comes first
+        return chosen.per_bin is None and chosen.limit is not None and len(candidates) >= chosen.limit
+
     for path in files:
+        if enough():
+            break
         for item in _items(path, tokenizer):
-            if chosen.per_bin is None and chosen.limit is not None and len(candidates) >= chosen.limit:
+            if enough():
                 break
             if item.recipe != own.name:
                 other = inspect_task_name(recipe_named(item.recipe))
