@@ -73,6 +73,37 @@ def harvest_command(
         + (f", {report.unparsed:,} unparsable pairs skipped" if report.unparsed else "")
     )
     print(f"catalog {report.catalog}")
+    print_quality(out)
+
+
+def print_quality(pool: Path) -> None:
+    """The quality report written beside `pool`, as a table on stderr."""
+    from ..pool._quality import QualityReport, quality_lines, quality_report_path
+
+    report = QualityReport.model_validate_json(quality_report_path(pool).read_text(encoding="utf-8"))
+    for line in quality_lines(report):
+        print(line, file=sys.stderr)
+
+
+@pool_app.command("quality")
+def quality_command(
+    pool: Path = typer.Argument(..., help="Pool parquet file (its report goes beside it)."),
+    compare: Path | None = typer.Option(
+        None, "--compare", help="A pool whose writings are the reference (e.g. harvested from the official files)."
+    ),
+) -> None:
+    """Write a pool's quality report (`<pool>.quality.json`) and print it: writing tokens per format
+    beside the reference, duplicates, and empty, refusing or off-ask replies (kept out of needle slots)."""
+    from .._api import pool_quality
+    from ..pool import PoolError
+
+    try:
+        pool_quality(pool, compare)
+    except PoolError as exc:
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot write the report of {pool}: {exc.strerror or exc}") from None
+    print_quality(pool)
 
 
 @pool_app.command("build")
@@ -120,13 +151,16 @@ def build_command(
     timeout: float = typer.Option(
         600.0, "--timeout", min=0.1, help="Seconds before one request times out (then it is retried)."
     ),
+    compare: Path | None = typer.Option(
+        None, "--compare", help="Quality report: a pool whose writings are the reference (default: the catalog's)."
+    ),
 ) -> None:
     """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`."""
     if writer != "openai":
         raise CommandError(f"unknown pool writer {writer!r}; choose openai")
     if max_tokens_field not in MAX_TOKENS_FIELDS:
         raise CommandError(f"--max-tokens-field: choose {' or '.join(MAX_TOKENS_FIELDS)}, got {max_tokens_field!r}")
-    from ..pool._pool import PoolError
+    from ..pool._pool import PoolError, read_pool
     from ..recipes.openai_mrcr import plan_asks
 
     names = [name.strip() for value in formats for name in value.split(",") if name.strip()]
@@ -139,6 +173,8 @@ def build_command(
             needle_asks=needle_asks,
             needle_variants=needle_variants,
         )
+        if compare is not None:  # a bad reference is refused before anything is asked for
+            read_pool(compare)
     except PoolError as exc:
         raise CommandError(str(exc)) from None
     report = run_build(
@@ -154,6 +190,7 @@ def build_command(
         price_in=price_in,
         price_out=price_out,
         timeout=timeout,
+        compare=compare,
     )
     if report.failed:
         raise CommandError(f"{len(report.failed)} writings failed (see above); the pool has the others", EXIT_FINDINGS)
@@ -173,6 +210,7 @@ def run_build(
     price_out,
     timeout=600.0,
     max_tokens_field="max_tokens",
+    compare=None,
 ):
     """Build (or complete from the cache) a pool, print its summary to stderr, return the report."""
     from .._prices import PriceError
@@ -191,10 +229,12 @@ def run_build(
             price=price_for(model, price_in, price_out),
             timeout=timeout,
             console=stderr,
+            compare=compare,
         )
     except (BuildError, PoolError, PriceError) as exc:
         raise CommandError(str(exc)) from None
     except OSError as exc:  # the cache or --out cannot be written
         raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
     print_build_report(report, stderr)
+    print_quality(out)
     return report

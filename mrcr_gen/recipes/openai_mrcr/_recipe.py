@@ -98,6 +98,12 @@ class OpenaiMrcr(BaseRecipe):
 
         return harvest_rows(path)
 
+    def writing_reference(self) -> dict[str, tuple[int, int, int]]:
+        """The official GPT-4o writings' figures, as the catalog records them (formats/formats.json)."""
+        from ._catalog import load_catalog
+
+        return {f.name: (f.tokens.median, f.tokens.p10, f.tokens.p90) for f in load_catalog().formats}
+
     # --- mrcr-grade --------------------------------------------------------------------------
 
     # --- eval -------------------------------------------------------------------------------
