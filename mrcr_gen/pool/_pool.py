@@ -129,6 +129,19 @@ def write_pool(writings: Iterable[PoolWriting], path: str | os.PathLike, tokeniz
     return Path(path)
 
 
+def write_pool_of(
+    finished: Sequence[tuple[Ask, str]], source: str, out: str | os.PathLike
+) -> tuple[list[PoolWriting], int]:
+    """Write the pool of model-written (ask, text) pairs, each counted with o200k and recorded as
+    written by `source`; (its writings, identical writings merged)."""
+    counts = count_tokens_batch([text for _, text in finished])
+    writings, duplicates = dedupe(
+        PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(finished, counts, strict=True)
+    )
+    write_pool(writings, out)
+    return writings, duplicates
+
+
 def read_pool(path: str | os.PathLike) -> list[PoolWriting]:
     """Every writing of a pool file (validated)."""
     path = Path(path)

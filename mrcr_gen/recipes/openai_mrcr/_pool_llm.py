@@ -34,9 +34,8 @@ from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
-from ..._tokens import count_tokens_batch
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
-from ...pool._pool import PoolError, PoolWriting, dedupe, write_pool
+from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
 from ._catalog import Catalog, load_catalog
 
@@ -363,12 +362,9 @@ class _PoolBuild:
         """Write the pool (its writings deduplicated) and its build report beside it; the report."""
         billed = self.billed
         finished = [(ask, self.done[key]) for ask, _, key in jobs if key in self.done]
-        counts = count_tokens_batch([text for _, (text, _) in finished])
-        writings, duplicates = dedupe(
-            PoolWriting.make(ask, text, n, f"{self.model} @ {self.where}")
-            for (ask, (text, _)), n in zip(finished, counts, strict=True)
+        writings, duplicates = write_pool_of(
+            [(ask, text) for ask, (text, _) in finished], f"{self.model} @ {self.where}", out
         )
-        write_pool(writings, out)
         report = BuildReport(
             model=self.model,
             endpoint=self.where,
