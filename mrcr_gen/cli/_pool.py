@@ -314,8 +314,7 @@ def import_results_command(
     from .._prices import PriceError
     from ..pool import PoolError
     from ..pool._batchfiles import read_manifest
-    from ..recipes.openai_mrcr._pool_batch import import_results
-    from ..recipes.openai_mrcr._pool_llm import price_for
+    from ..recipes.openai_mrcr import import_results, price_for
 
     try:
         price = price_for(read_manifest(requests).model, price_in, price_out)

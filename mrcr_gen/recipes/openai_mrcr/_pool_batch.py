@@ -26,6 +26,7 @@ from ...pool._batchfiles import RequestSet, read_manifest, store_replies
 from ...pool._cache import WritingCache, default_cache_dir
 from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
+from ._catalog import writing_reference
 from ._pool_llm import GPT4O_REFERENCE, Failure, build_report_path
 
 
@@ -190,7 +191,5 @@ def import_results(
         tokens=sum(w.n_tokens for w in writings),
     )
     write_text_atomic(build_report_path(out), report.model_dump_json(indent=2) + "\n")
-    from ._recipe import RECIPE
-
-    write_quality_report(out, RECIPE.writing_reference(), GPT4O_REFERENCE, compare=compare)
+    write_quality_report(out, writing_reference(), GPT4O_REFERENCE, compare=compare)
     return report

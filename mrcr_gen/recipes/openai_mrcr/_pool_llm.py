@@ -37,7 +37,7 @@ from ..._seeding import derived_rng
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
 from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
-from ._catalog import Catalog, load_catalog
+from ._catalog import Catalog, load_catalog, writing_reference
 
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
 FATAL_STATUSES = {400, 401, 403, 404, 422}
@@ -392,9 +392,7 @@ class _PoolBuild:
             max_in_flight=self.runner.max_in_flight,
         )
         write_text_atomic(build_report_path(out), report.model_dump_json(indent=2) + "\n")
-        from ._recipe import RECIPE
-
-        write_quality_report(out, RECIPE.writing_reference(), GPT4O_REFERENCE, compare=self.compare)
+        write_quality_report(out, writing_reference(), GPT4O_REFERENCE, compare=self.compare)
         return report
 
 

@@ -99,10 +99,9 @@ class OpenaiMrcr(BaseRecipe):
         return harvest_rows(path)
 
     def writing_reference(self) -> dict[str, tuple[int, int, int]]:
-        """The official GPT-4o writings' figures, as the catalog records them (formats/formats.json)."""
-        from ._catalog import load_catalog
+        from ._catalog import writing_reference
 
-        return {f.name: (f.tokens.median, f.tokens.p10, f.tokens.p90) for f in load_catalog().formats}
+        return writing_reference()
 
     # --- mrcr-grade --------------------------------------------------------------------------
 
