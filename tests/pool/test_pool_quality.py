@@ -80,7 +80,11 @@ def needle_pool() -> list[PoolWriting]:
         writing("poem", "cats", "I'm sorry, but I can't write a poem about cats."),
         writing("poem", "cats", "Could you please specify which cats you would like the poem to be about?"),
     ]
-    pool += [writing("riddle", f"thing {i}", f"Riddle {i} {j}: what has keys but no locks?", 14) for i in range(30) for j in range(2)]
+    pool += [
+        writing("riddle", f"thing {i}", f"Riddle {i} {j}: what has keys but no locks?", 14)
+        for i in range(30)
+        for j in range(2)
+    ]
     return pool
 
 
