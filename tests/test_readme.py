@@ -25,7 +25,8 @@ documented text                               run as
 ``--bin all`` / ``--bin N`` (any N)           ``--bin 8192`` (repeats collapsed to one)
 ``mrcr-gen`` generation without ``--bin``     ``... --bin 8192`` appended
 (or ``--tokens``) / without ``--samples``     ``... --samples 1`` appended
-``mrcr-gen pool build`` without ``--entities``  ``... --entities 3`` appended (240 requests, not 4,600)
+``mrcr-gen pool build``/``export-requests``  ``... --entities 3`` appended (240 requests, not 4,600)
+without ``--entities``
 ``--base-url http://localhost:8000/v1``       ``--base-url <the test chat server>``
 ``-T bins=N`` (``inspect eval``)              ``-T bins=8192``
 ============================================  ==============================================
@@ -35,7 +36,8 @@ What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr
 ``bad.parquet`` (a generated file with one row's answer swapped for a distractor writing),
 ``POOL.parquet`` (harvested from ``mrcr/``), ``responses.jsonl`` (the right answers of
 ``mrcr/2needle/2needle_0.parquet``), ``results.jsonl`` (what ``vllm run-batch`` writes for the
-documented ``requests.jsonl``: the test server's answers as its output lines). The Hugging Face Hub is a small fake Hub on 127.0.0.1
+documented ``requests.jsonl``: the test server's answers as its output lines), ``pool-results.jsonl``
+(the same for ``pool-requests.jsonl``). The Hugging Face Hub is a small fake Hub on 127.0.0.1
 (tests/support/hub_server.py, through ``HF_ENDPOINT`` and a private ``HF_HOME``) serving ``mrcr/``
 as the dataset ``openai/mrcr`` and, as the model ``Qwen/Qwen2.5-7B-Instruct``, a tokenizer trained
 in the test (tests/support/tiny_tokenizer.py) with a chat template. Commands that call a model talk to the project's own
@@ -202,7 +204,9 @@ def scale(text: str, server_url: str) -> str:
             text += " --bin 8192"
         if not _has(text, "--samples"):
             text += " --samples 1"
-    if words[:3] == ["mrcr-gen", "pool", "build"] and not _has(text, "--entities"):
+    if words[:3] in (["mrcr-gen", "pool", "build"], ["mrcr-gen", "pool", "export-requests"]) and not _has(
+        text, "--entities"
+    ):
         text += " --entities 3"
     return text
 
@@ -272,7 +276,12 @@ class Workspace:
         """Run one command line with bash in the workspace (globs expand as for a reader)."""
         proc = subprocess.run(
             ["bash", "-c", f"shopt -s failglob\n{text}"],
-            cwd=self.root, env=self.env(), capture_output=True, text=True, timeout=TIMEOUT, check=False,
+            cwd=self.root,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
         )
         return Run(text, proc.returncode, proc.stdout, proc.stderr)
 
@@ -329,7 +338,8 @@ def setup_bad(ws: Workspace) -> None:
     row = rows[0]
     messages = json.loads(row.prompt)
     wrong = next(
-        m["content"] for i, m in enumerate(messages[1:-1], 1)
+        m["content"]
+        for i, m in enumerate(messages[1:-1], 1)
         if m["role"] == "assistant" and m["content"] != messages[row.desired_msg_index + 1]["content"]
     )
     rows[0] = row.model_copy(update={"answer": row.random_string_to_prepend + wrong})
@@ -375,25 +385,35 @@ def setup_hub(ws: Workspace) -> None:
     ws.hub.add_commit("models", "Qwen/Qwen2.5-7B-Instruct", files)
 
 
-def setup_vllm_results(ws: Workspace) -> None:
+def setup_vllm_results(ws: Workspace, requests: str = "requests.jsonl", results: str = "results.jsonl") -> None:
     """results.jsonl: `vllm run-batch -i requests.jsonl -o results.jsonl`'s output, the test server answering."""
     import urllib.request
 
     lines = []
-    for n, text in enumerate((ws.root / "requests.jsonl").read_text().splitlines()):
+    for n, text in enumerate((ws.root / requests).read_text().splitlines()):
         request = json.loads(text)
         post = urllib.request.Request(
-            ws.server.base_url + "/chat/completions", json.dumps(request["body"]).encode(), {"Content-Type": "application/json"}
+            ws.server.base_url + "/chat/completions",
+            json.dumps(request["body"]).encode(),
+            {"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(post) as answer:
             body = json.loads(answer.read())
         response = {"status_code": 200, "request_id": f"vllm-batch-{n}", "body": body}
-        lines.append(json.dumps({"id": f"vllm-{n}", "custom_id": request["custom_id"], "response": response, "error": None}))
-    (ws.root / "results.jsonl").write_text("\n".join(lines) + "\n")
+        lines.append(
+            json.dumps({"id": f"vllm-{n}", "custom_id": request["custom_id"], "response": response, "error": None})
+        )
+    (ws.root / results).write_text("\n".join(lines) + "\n")
+
+
+def setup_vllm_pool_results(ws: Workspace) -> None:
+    """pool-results.jsonl: `vllm run-batch -i pool-requests.jsonl -o pool-results.jsonl`'s output."""
+    setup_vllm_results(ws, "pool-requests.jsonl", "pool-results.jsonl")
 
 
 SETUPS: dict[str, Callable[[Workspace], None]] = {
     "vllm-results": setup_vllm_results,
+    "vllm-pool-results": setup_vllm_pool_results,
     "hub": setup_hub,
     "v2-responses": setup_v2_responses,
     "mrcr": setup_mrcr,
@@ -489,6 +509,34 @@ def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
     assert len(read_pool(out)) > 0 and catalog_path(out).is_file()
 
 
+def check_pool_requests(ws: Workspace, command: Command, run: Run) -> None:
+    lines = [json.loads(line) for line in (ws.root / option(command.text, "--out")).read_text().splitlines()]
+    model = option(command.text, "--model")
+    assert len(lines) >= 30 and {(line["url"], line["body"]["model"]) for line in lines} == {
+        ("/v1/chat/completions", model)
+    }
+    assert len({line["custom_id"] for line in lines}) == len(lines)
+
+
+def check_pool_imported(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool import read_pool
+    from mrcr_gen.pool._quality import quality_report_path
+
+    out = ws.root / option(command.text, "--out")
+    requests = (ws.root / option(command.text, "--requests")).read_text().splitlines()
+    pool = read_pool(out)
+    assert len(pool) == len(requests) and {w.source for w in pool} == {"Qwen/Qwen2.5-7B-Instruct @ run-batch"}
+    assert quality_report_path(out).is_file()
+
+
+def check_pool_quality(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool._quality import quality_report_path
+
+    pool = ws.root / shlex.split(command.text)[3]
+    report = json.loads(quality_report_path(pool).read_text())
+    assert report["reference"] == f"pool {option(command.text, '--compare')}" and "reference" in run.stderr
+
+
 def check_eval(ws: Workspace, command: Command, run: Run) -> None:
     out = ws.root / option(command.text, "--out")
     for name in ("results.jsonl", "run.json", "summary.json", "plot.png"):
@@ -525,8 +573,10 @@ def check_eval_batch(ws: Workspace, command: Command, run: Run) -> None:
 def check_batch_export(ws: Workspace, command: Command, run: Run) -> None:
     lines = [json.loads(line) for line in (ws.root / option(command.text, "-o")).read_text().splitlines()]
     assert len(lines) == sum(rows_in(p) for p in ws.root.glob("mrcr/2needle/*.parquet"))
-    assert all(line["url"] == "/v1/chat/completions" and line["body"]["model"] == option(command.text, "--model")
-               for line in lines)
+    assert all(
+        line["url"] == "/v1/chat/completions" and line["body"]["model"] == option(command.text, "--model")
+        for line in lines
+    )
     assert all(line["body"]["max_tokens"] == int(option(command.text, "--max-output-tokens")) for line in lines)
 
 
@@ -569,7 +619,9 @@ def check_eval_per_bin(ws: Workspace, command: Command, run: Run) -> None:
 def check_eval_control(ws: Workspace, command: Command, run: Run) -> None:
     summary = json.loads((ws.root / option(command.text, "--out") / "summary.json").read_text())
     assert summary["control"] == "query-only" and not summary["official"] and summary["complete"]
-    sent = [r for r in ws.server.requests if len(r["messages"]) == 2 and r.get("model") == option(command.text, "--model")]
+    sent = [
+        r for r in ws.server.requests if len(r["messages"]) == 2 and r.get("model") == option(command.text, "--model")
+    ]
     assert len(sent) == summary["n_rows"] > 0  # the preamble and the final query, nothing between
     # fresh generated rows: the model cannot have seen them, the control stays at the floor
     assert not summary["memorization"]["memorized"] and summary["mean_score"] < 0.5
@@ -766,6 +818,13 @@ RULES: dict[str, Rule] = {
         r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated
     ),
     "harvest": Rule(r"^mrcr-gen pool harvest mrcr/", needs=("mrcr",), check=check_harvested),
+    "pool-export": Rule(r"^mrcr-gen pool export-requests ", check=check_pool_requests),
+    "pool-import": Rule(
+        r"^mrcr-gen pool import-results pool-results\.jsonl ",
+        needs=("pool-export", "vllm-pool-results"),
+        check=check_pool_imported,
+    ),
+    "pool-quality": Rule(r"^mrcr-gen pool quality ", needs=("pool-import", "harvest"), check=check_pool_quality),
     "gen-remix": Rule(
         r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated
     ),
@@ -787,28 +846,33 @@ RULES: dict[str, Rule] = {
     "eval-extra-body": Rule(r"^mrcr-eval mrcr/2needle/.*--extra-body ", needs=("mrcr",), check=check_eval),
     "eval-batch": Rule(r"^mrcr-eval mrcr/4needle/\S+ .*--batch ", needs=("mrcr",), check=check_eval_batch),
     "batch-export": Rule(r"^mrcr-eval batch export ", needs=("mrcr",), check=check_batch_export),
-    "batch-import": Rule(
-        r"^mrcr-eval batch import ", needs=("batch-export", "vllm-results"), check=check_batch_import
-    ),
+    "batch-import": Rule(r"^mrcr-eval batch import ", needs=("batch-export", "vllm-results"), check=check_batch_import),
     "eval-compare": Rule(
-        r"^mrcr-eval compare runs/gpt(?!\S* \S+-control$)", needs=("eval-official", "eval-reasoning"), check=check_compare
+        r"^mrcr-eval compare runs/gpt(?!\S* \S+-control$)",
+        needs=("eval-official", "eval-reasoning"),
+        check=check_compare,
     ),
     "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
     "gen-workers": Rule(r"^mrcr-gen .*--workers 8 --out mrcr-1m$", check=check_generated),
     "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
-    "eval-report": Rule(r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report),
+    "eval-report": Rule(
+        r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report
+    ),
     "eval-view": Rule(r"^mrcr-eval view runs/", needs=("eval-generated",), check=check_view),
     "inspect-hub": Rule(r"^inspect eval mrcr_gen/mrcr --model openai/", needs=("hub",), check=check_inspect_eval),
     "inspect-v2": Rule(r"^inspect eval mrcr_gen/mrcr_v2 ", needs=("gen-v2",), check=check_inspect_eval),
-    "inspect-offline": Rule(r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval),
+    "inspect-offline": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval
+    ),
     "inspect-local": Rule(
         r"^inspect eval mrcr_gen/mrcr --model openai-api/local/", needs=("gen-data",), check=check_inspect_eval
     ),
     "export-inspect": Rule(r"^mrcr-eval export-inspect runs/", needs=("eval-generated",), check=check_export_inspect),
     "inspect-report": Rule(r"^mrcr-eval report logs/", needs=("inspect-hub",), check=check_inspect_report),
     "inspect-compare": Rule(
-        r"^mrcr-eval compare runs/mini-generated logs/", needs=("eval-generated", "inspect-offline"),
+        r"^mrcr-eval compare runs/mini-generated logs/",
+        needs=("eval-generated", "inspect-offline"),
         check=check_inspect_compare,
     ),
     "inspect-view": Rule(r"^mrcr-eval view logs/", needs=("inspect-hub",), check=check_inspect_view),
