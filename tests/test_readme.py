@@ -204,9 +204,8 @@ def scale(text: str, server_url: str) -> str:
             text += " --bin 8192"
         if not _has(text, "--samples"):
             text += " --samples 1"
-    if words[:3] in (["mrcr-gen", "pool", "build"], ["mrcr-gen", "pool", "export-requests"]) and not _has(
-        text, "--entities"
-    ):
+    planning = words[:2] == ["mrcr-gen", "pool"] and len(words) > 2 and words[2] in ("build", "export-requests")
+    if planning and not _has(text, "--entities"):
         text += " --entities 3"
     return text
 
@@ -276,12 +275,7 @@ class Workspace:
         """Run one command line with bash in the workspace (globs expand as for a reader)."""
         proc = subprocess.run(
             ["bash", "-c", f"shopt -s failglob\n{text}"],
-            cwd=self.root,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
+            cwd=self.root, env=self.env(), capture_output=True, text=True, timeout=TIMEOUT, check=False,
         )
         return Run(text, proc.returncode, proc.stdout, proc.stderr)
 
@@ -338,8 +332,7 @@ def setup_bad(ws: Workspace) -> None:
     row = rows[0]
     messages = json.loads(row.prompt)
     wrong = next(
-        m["content"]
-        for i, m in enumerate(messages[1:-1], 1)
+        m["content"] for i, m in enumerate(messages[1:-1], 1)
         if m["role"] == "assistant" and m["content"] != messages[row.desired_msg_index + 1]["content"]
     )
     rows[0] = row.model_copy(update={"answer": row.random_string_to_prepend + wrong})
@@ -393,16 +386,12 @@ def setup_vllm_results(ws: Workspace, requests: str = "requests.jsonl", results:
     for n, text in enumerate((ws.root / requests).read_text().splitlines()):
         request = json.loads(text)
         post = urllib.request.Request(
-            ws.server.base_url + "/chat/completions",
-            json.dumps(request["body"]).encode(),
-            {"Content-Type": "application/json"},
+            ws.server.base_url + "/chat/completions", json.dumps(request["body"]).encode(), {"Content-Type": "application/json"}
         )
         with urllib.request.urlopen(post) as answer:
             body = json.loads(answer.read())
         response = {"status_code": 200, "request_id": f"vllm-batch-{n}", "body": body}
-        lines.append(
-            json.dumps({"id": f"vllm-{n}", "custom_id": request["custom_id"], "response": response, "error": None})
-        )
+        lines.append(json.dumps({"id": f"vllm-{n}", "custom_id": request["custom_id"], "response": response, "error": None}))
     (ws.root / results).write_text("\n".join(lines) + "\n")
 
 
@@ -512,9 +501,8 @@ def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
 def check_pool_requests(ws: Workspace, command: Command, run: Run) -> None:
     lines = [json.loads(line) for line in (ws.root / option(command.text, "--out")).read_text().splitlines()]
     model = option(command.text, "--model")
-    assert len(lines) >= 30 and {(line["url"], line["body"]["model"]) for line in lines} == {
-        ("/v1/chat/completions", model)
-    }
+    assert len(lines) >= 30 and {line["url"] for line in lines} == {"/v1/chat/completions"}
+    assert {line["body"]["model"] for line in lines} == {model}
     assert len({line["custom_id"] for line in lines}) == len(lines)
 
 
@@ -573,10 +561,8 @@ def check_eval_batch(ws: Workspace, command: Command, run: Run) -> None:
 def check_batch_export(ws: Workspace, command: Command, run: Run) -> None:
     lines = [json.loads(line) for line in (ws.root / option(command.text, "-o")).read_text().splitlines()]
     assert len(lines) == sum(rows_in(p) for p in ws.root.glob("mrcr/2needle/*.parquet"))
-    assert all(
-        line["url"] == "/v1/chat/completions" and line["body"]["model"] == option(command.text, "--model")
-        for line in lines
-    )
+    assert all(line["url"] == "/v1/chat/completions" and line["body"]["model"] == option(command.text, "--model")
+               for line in lines)
     assert all(line["body"]["max_tokens"] == int(option(command.text, "--max-output-tokens")) for line in lines)
 
 
@@ -619,9 +605,7 @@ def check_eval_per_bin(ws: Workspace, command: Command, run: Run) -> None:
 def check_eval_control(ws: Workspace, command: Command, run: Run) -> None:
     summary = json.loads((ws.root / option(command.text, "--out") / "summary.json").read_text())
     assert summary["control"] == "query-only" and not summary["official"] and summary["complete"]
-    sent = [
-        r for r in ws.server.requests if len(r["messages"]) == 2 and r.get("model") == option(command.text, "--model")
-    ]
+    sent = [r for r in ws.server.requests if len(r["messages"]) == 2 and r.get("model") == option(command.text, "--model")]
     assert len(sent) == summary["n_rows"] > 0  # the preamble and the final query, nothing between
     # fresh generated rows: the model cannot have seen them, the control stays at the floor
     assert not summary["memorization"]["memorized"] and summary["mean_score"] < 0.5
@@ -846,33 +830,28 @@ RULES: dict[str, Rule] = {
     "eval-extra-body": Rule(r"^mrcr-eval mrcr/2needle/.*--extra-body ", needs=("mrcr",), check=check_eval),
     "eval-batch": Rule(r"^mrcr-eval mrcr/4needle/\S+ .*--batch ", needs=("mrcr",), check=check_eval_batch),
     "batch-export": Rule(r"^mrcr-eval batch export ", needs=("mrcr",), check=check_batch_export),
-    "batch-import": Rule(r"^mrcr-eval batch import ", needs=("batch-export", "vllm-results"), check=check_batch_import),
+    "batch-import": Rule(
+        r"^mrcr-eval batch import ", needs=("batch-export", "vllm-results"), check=check_batch_import
+    ),
     "eval-compare": Rule(
-        r"^mrcr-eval compare runs/gpt(?!\S* \S+-control$)",
-        needs=("eval-official", "eval-reasoning"),
-        check=check_compare,
+        r"^mrcr-eval compare runs/gpt(?!\S* \S+-control$)", needs=("eval-official", "eval-reasoning"), check=check_compare
     ),
     "gen-data": Rule(r"^mrcr-gen .*--out data/$", check=check_generated),
     "gen-workers": Rule(r"^mrcr-gen .*--workers 8 --out mrcr-1m$", check=check_generated),
     "validate-workers": Rule(r"^mrcr-validate mrcr-1m/ --workers 8$", needs=("gen-workers",), check=check_validated),
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
-    "eval-report": Rule(
-        r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report
-    ),
+    "eval-report": Rule(r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report),
     "eval-view": Rule(r"^mrcr-eval view runs/", needs=("eval-generated",), check=check_view),
     "inspect-hub": Rule(r"^inspect eval mrcr_gen/mrcr --model openai/", needs=("hub",), check=check_inspect_eval),
     "inspect-v2": Rule(r"^inspect eval mrcr_gen/mrcr_v2 ", needs=("gen-v2",), check=check_inspect_eval),
-    "inspect-offline": Rule(
-        r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval
-    ),
+    "inspect-offline": Rule(r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval),
     "inspect-local": Rule(
         r"^inspect eval mrcr_gen/mrcr --model openai-api/local/", needs=("gen-data",), check=check_inspect_eval
     ),
     "export-inspect": Rule(r"^mrcr-eval export-inspect runs/", needs=("eval-generated",), check=check_export_inspect),
     "inspect-report": Rule(r"^mrcr-eval report logs/", needs=("inspect-hub",), check=check_inspect_report),
     "inspect-compare": Rule(
-        r"^mrcr-eval compare runs/mini-generated logs/",
-        needs=("eval-generated", "inspect-offline"),
+        r"^mrcr-eval compare runs/mini-generated logs/", needs=("eval-generated", "inspect-offline"),
         check=check_inspect_compare,
     ),
     "inspect-view": Rule(r"^mrcr-eval view logs/", needs=("inspect-hub",), check=check_inspect_view),

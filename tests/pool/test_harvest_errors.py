@@ -58,15 +58,8 @@ def v2_files(tmp_path_factory):
     out = tmp_path_factory.mktemp("v2")
     found = {}
     for fmt in ("csv", "parquet"):
-        config = V2Config(
-            needles=(4,),
-            buckets=(v2_bucket(16384),),
-            samples=4,
-            rows_per_transcript=2,
-            seed=3,
-            out=out / fmt,
-            format=fmt,
-        )
+        config = V2Config(needles=(4,), buckets=(v2_bucket(16384),), samples=4, rows_per_transcript=2, seed=3,
+                          out=out / fmt, format=fmt)
         generate_v2(config, V2OfflineWriter(3))
         found[fmt] = next((out / fmt).rglob(f"*.{fmt}"))
     return found
@@ -140,16 +133,8 @@ def test_rows_without_a_single_parsable_pair_are_refused(tmp_path, capsys):
         {"role": "assistant", "content": ""},
         {"role": "user", "content": "query"},
     ]
-    row = MrcrRow(
-        prompt=json.dumps(messages),
-        answer="abcdefghij",
-        random_string_to_prepend="abcdefghij",
-        n_needles=1,
-        desired_msg_index=1,
-        total_messages=6,
-        n_chars=1,
-        date_added="01-01-2025",
-    )
+    row = MrcrRow(prompt=json.dumps(messages), answer="abcdefghij", random_string_to_prepend="abcdefghij",
+                  n_needles=1, desired_msg_index=1, total_messages=6, n_chars=1, date_added="01-01-2025")
     path = tmp_path / "odd.parquet"
     write_rows([row], path)
     message = f"none of the 2 pairs in 1 row(s) of {path} has a parsable ask and a writing: the pool would be empty"
@@ -208,15 +193,13 @@ def test_a_later_bad_file_leaves_no_pool(openai_file, tmp_path, capsys):
 
 def v2_turns(path):
     """(ask, writing) of every turn after the few-shot block of every row, read independently."""
-    records = (
-        list(csv.DictReader(open(path, newline="", encoding="utf-8")))
-        if path.suffix == ".csv"
-        else (pq.read_table(path).to_pylist())
+    records = list(csv.DictReader(open(path, newline="", encoding="utf-8"))) if path.suffix == ".csv" else (
+        pq.read_table(path).to_pylist()
     )
     turns = []
     for record in records:
         transcript = record["queries"][: len(record["queries"]) - len(record["view_ops"])]
-        body = transcript[transcript.index(FEWSHOT_END) + len(FEWSHOT_END) :]
+        body = transcript[transcript.index(FEWSHOT_END) + len(FEWSHOT_END):]
         turns += V2_TURN.findall(body)
     return turns
 
@@ -226,9 +209,7 @@ def test_pool_ask_maps_v2_asks():
 
     ask = pool_ask(ask_text("short story", "tide pools", "formal"))
     assert (ask.format, ask.entity, ask.text) == (
-        "short story",
-        "tide pools in formal style",
-        "write a short story about tide pools in formal style",
+        "short story", "tide pools in formal style", "write a short story about tide pools in formal style"
     )
     ask = pool_ask("Write a poem about thinking about dogs in a noir style.")  # split on the first ' about '
     assert (ask.format, ask.entity) == ("poem", "thinking about dogs in a noir style")
@@ -254,10 +235,8 @@ def test_v2_files_are_harvested_with_their_asks_as_a_pools(v2_files, fmt, tmp_pa
     # the openai/mrcr recipe alone says what the file is
     with pytest.raises(PoolError) as error:
         harvest_openai([path], tmp_path / "openai.parquet")
-    kind = (
-        "a CSV file, not an openai/mrcr parquet file"
-        if fmt == "csv"
-        else ("an MRCR v2 file (column 'queries'), not an openai/mrcr one")
+    kind = "a CSV file, not an openai/mrcr parquet file" if fmt == "csv" else (
+        "an MRCR v2 file (column 'queries'), not an openai/mrcr one"
     )
     assert str(error.value) == f"{path} is {kind}"
 
@@ -284,22 +263,8 @@ def test_openai_and_v2_files_make_one_pool_that_generates_valid_rows(openai_file
     assert len(sources) == 2
     out = tmp_path / "ds"
     with pytest.raises(SystemExit) as exit_info:
-        gen_main(
-            [
-                "--writer",
-                "pool",
-                "--pool",
-                str(pool),
-                "--needles",
-                "2",
-                "--bin",
-                "8192",
-                "--samples",
-                "2",
-                "--out",
-                str(out),
-            ]
-        )
+        gen_main(["--writer", "pool", "--pool", str(pool), "--needles", "2", "--bin", "8192", "--samples", "2",
+                  "--out", str(out)])
     assert exit_info.value.code == 0, capsys.readouterr().err
     assert check_dataset(out) == 2
 

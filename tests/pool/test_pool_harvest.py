@@ -114,14 +114,8 @@ def test_harvest_skips_malformed_messages_and_rejects_prompts_that_are_not_lists
 
     def row(prompt: str) -> MrcrRow:
         return MrcrRow(
-            prompt=prompt,
-            answer="abcdefghij",
-            random_string_to_prepend="abcdefghij",
-            n_needles=1,
-            desired_msg_index=1,
-            total_messages=6,
-            n_chars=1,
-            date_added="01-01-2025",
+            prompt=prompt, answer="abcdefghij", random_string_to_prepend="abcdefghij", n_needles=1,
+            desired_msg_index=1, total_messages=6, n_chars=1, date_added="01-01-2025",
         )
 
     messages = [

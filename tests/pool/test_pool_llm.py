@@ -72,13 +72,7 @@ def test_every_response_that_came_back_is_billed(tmp_path):
 
 def test_gets_through_every_fault(tmp_path):
     plan = plan_asks(formats=["poem", "riddle"], entities=4, needle_asks=1, needle_variants=3)
-    faults = {
-        1: Fault.rate_limit(retry_after=1),
-        2: Fault.server_error(),
-        3: Fault.slow(2.0),
-        4: Fault.malformed(),
-        5: Fault.empty(),
-    }
+    faults = {1: Fault.rate_limit(retry_after=1), 2: Fault.server_error(), 3: Fault.slow(2.0), 4: Fault.malformed(), 5: Fault.empty()}
     with ChatServer(writer_policy, faults) as server:
         started = time.perf_counter()
         report = build(server, plan, tmp_path, concurrency=1, timeout=0.5)
@@ -184,37 +178,14 @@ def subprocess_env() -> dict:
 def test_killed_build_resumes_without_rerequesting(tmp_path):
     cache, pool = tmp_path / "cache", tmp_path / "pool.parquet"
     args = cli(
-        "pool",
-        "build",
-        "--writer",
-        "openai",
-        "--model",
-        "test-model",
-        "--formats",
-        "poem,riddle",
-        "--entities",
-        "30",
-        "--needle-asks",
-        "2",
-        "--needle-variants",
-        "3",
-        "--concurrency",
-        "2",
-        "--cache-dir",
-        str(cache),
-        "--out",
-        str(pool),
-        "--price-in",
-        "2.5",
-        "--price-out",
-        "10",
+        "pool", "build", "--writer", "openai", "--model", "test-model", "--formats", "poem,riddle", "--entities", "30",
+        "--needle-asks", "2", "--needle-variants", "3", "--concurrency", "2", "--cache-dir", str(cache), "--out", str(pool),
+        "--price-in", "2.5", "--price-out", "10",
     )
     outputs = []
     with ChatServer(writer_policy, delay=0.1) as server:
-        args[args.index("--formats") : args.index("--formats")] = ["--base-url", server.base_url]
-        proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(), cwd=tmp_path
-        )
+        args[args.index("--formats"):args.index("--formats")] = ["--base-url", server.base_url]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(), cwd=tmp_path)
         deadline = time.time() + 60
         while server.stats()["completed_requests"] < 12 and time.time() < deadline:
             time.sleep(0.02)
@@ -232,10 +203,7 @@ def test_killed_build_resumes_without_rerequesting(tmp_path):
         after = server.stats()["per_last_user"]
         # the resumed run asked exactly for the writings missing from the cache: finished ones
         # were not requested again, ones in flight at the kill were
-        plan = {
-            a.text: n
-            for a, n in plan_asks(formats=["poem", "riddle"], entities=30, needle_asks=2, needle_variants=3).items()
-        }
+        plan = {a.text: n for a, n in plan_asks(formats=["poem", "riddle"], entities=30, needle_asks=2, needle_variants=3).items()}
         assert sum(plan.values()) == 64
         for ask, n in plan.items():
             assert after[ask] - before.get(ask, 0) == n - finished.get(ask, 0), ask
@@ -256,44 +224,20 @@ def test_writer_openai_shortcut_generates_valid_rows(tmp_path):
     cache, out = tmp_path / "cache", tmp_path / "ds"
     with ChatServer(writer_policy) as server:
         args = cli(
-            "--writer",
-            "openai",
-            "--model",
-            "test-model",
-            "--base-url",
-            server.base_url,
-            "--bin",
-            "8192",
-            "--needles",
-            "2",
-            "--needles",
-            "4",
-            "--samples",
-            "2",
-            "--cache-dir",
-            str(cache),
-            "--out",
-            str(out),
-            "--concurrency",
-            "4",
+            "--writer", "openai", "--model", "test-model", "--base-url", server.base_url, "--bin", "8192",
+            "--needles", "2", "--needles", "4", "--samples", "2", "--cache-dir", str(cache), "--out", str(out),
+            "--concurrency", "4",
         )
         first = subprocess.run(args, capture_output=True, env=subprocess_env(), cwd=tmp_path, timeout=300)
         assert first.returncode == 0, first.stderr.decode()
         requests = list(server.requests)
-        assert requests and all(
-            len(r["messages"]) == 1 and r["messages"][0]["content"].startswith("write a ") for r in requests
-        )
+        assert requests and all(len(r["messages"]) == 1 and r["messages"][0]["content"].startswith("write a ") for r in requests)
         assert check_dataset(out) == 4
         card = (out / "README.md").read_text()
         assert '"name": "pool"' in card and f'"sources": {{"test-model @ {server.base_url}"' in card
         server.reset()
-        second = subprocess.run(
-            args[:-6] + ["--cache-dir", str(cache), "--out", str(tmp_path / "ds2"), "--concurrency", "4"],
-            capture_output=True,
-            env=subprocess_env(),
-            cwd=tmp_path,
-            timeout=300,
-        )
+        second = subprocess.run(args[:-6] + ["--cache-dir", str(cache), "--out", str(tmp_path / "ds2"), "--concurrency", "4"],
+                                capture_output=True, env=subprocess_env(), cwd=tmp_path, timeout=300)
         assert second.returncode == 0 and server.stats()["total_requests"] == 0  # a rerun costs nothing
     for proc in (first, second):
         assert CANARY.encode() not in proc.stdout + proc.stderr
@@ -303,26 +247,10 @@ def test_writer_openai_shortcut_generates_valid_rows(tmp_path):
 def test_writer_openai_shortcut_reports_too_few_distinct_writings(tmp_path, capsys):
     with ChatServer(lambda messages, body: "always the same text") as server:
         with pytest.raises(SystemExit) as exit_info:
-            gen_main(
-                [
-                    "--writer",
-                    "openai",
-                    "--model",
-                    "test-model",
-                    "--base-url",
-                    server.base_url,
-                    "--bin",
-                    "8192",
-                    "--needles",
-                    "2",
-                    "--samples",
-                    "1",
-                    "--cache-dir",
-                    str(tmp_path / "c"),
-                    "--out",
-                    str(tmp_path / "o"),
-                ]
-            )
+            gen_main([
+                "--writer", "openai", "--model", "test-model", "--base-url", server.base_url, "--bin", "8192",
+                "--needles", "2", "--samples", "1", "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "o"),
+            ])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
     last = err.strip().splitlines()[-1]
@@ -336,10 +264,7 @@ def test_missing_key_and_model_are_one_line_errors(tmp_path, capsys, monkeypatch
     for args, message in [
         (["--writer", "openai", "--bin", "8192"], "--writer openai needs --model"),
         (["--writer", "openai", "--model", "gpt-4o", "--bin", "8192", "--cache-dir", str(tmp_path)], "no API key"),
-        (
-            ["pool", "build", "--model", "m", "--formats", "limerick", "--out", str(tmp_path / "p.parquet")],
-            "unknown format(s) 'limerick'",
-        ),
+        (["pool", "build", "--model", "m", "--formats", "limerick", "--out", str(tmp_path / "p.parquet")], "unknown format(s) 'limerick'"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             gen_main(args)
@@ -352,26 +277,10 @@ def test_writer_openai_shortcut_with_one_sample(tmp_path, capsys):
     out = tmp_path / "ds"
     with ChatServer(writer_policy) as server:
         with pytest.raises(SystemExit) as exit_info:
-            gen_main(
-                [
-                    "--writer",
-                    "openai",
-                    "--model",
-                    "test-model",
-                    "--base-url",
-                    server.base_url,
-                    "--needles",
-                    "8",
-                    "--bin",
-                    "8192",
-                    "--samples",
-                    "1",
-                    "--cache-dir",
-                    str(tmp_path / "c"),
-                    "--out",
-                    str(out),
-                ]
-            )
+            gen_main([
+                "--writer", "openai", "--model", "test-model", "--base-url", server.base_url, "--needles", "8",
+                "--bin", "8192", "--samples", "1", "--cache-dir", str(tmp_path / "c"), "--out", str(out),
+            ])
         per_ask = server.stats()["per_last_user"]
     err = capsys.readouterr().err
     assert exit_info.value.code == 0, err
@@ -384,17 +293,8 @@ def test_build_pool_for_request_is_usable_for_one_row(tmp_path):
     reports = []
     with ChatServer(writer_policy) as server:
         path = build_pool_for_request(
-            model="test-model",
-            seed=5,
-            needles=(2,),
-            max_tokens=8192,
-            rows=1,
-            where="bin 8192",
-            cache_dir=tmp_path / "c",
-            base_url=server.base_url,
-            concurrency=4,
-            progress=False,
-            on_report=reports.append,
+            model="test-model", seed=5, needles=(2,), max_tokens=8192, rows=1, where="bin 8192",
+            cache_dir=tmp_path / "c", base_url=server.base_url, concurrency=4, progress=False, on_report=reports.append,
         )
         requests = server.stats()["total_requests"]
         assert path.parent == tmp_path / "c" / "pools" and path.name.startswith("test-model-")
@@ -402,26 +302,14 @@ def test_build_pool_for_request_is_usable_for_one_row(tmp_path):
         assert reports and reports[-1].tokens >= 8192 and sum(r.written for r in reports) == requests
         server.reset()
         again = build_pool_for_request(  # same request: the same cached pool, no request
-            model="test-model",
-            seed=5,
-            needles=(2,),
-            max_tokens=8192,
-            rows=1,
-            cache_dir=tmp_path / "c",
-            base_url=server.base_url,
-            progress=False,
+            model="test-model", seed=5, needles=(2,), max_tokens=8192, rows=1, cache_dir=tmp_path / "c",
+            base_url=server.base_url, progress=False,
         )
         assert again == path and server.stats()["total_requests"] == 0
     with ChatServer(writer_policy) as other:  # another server, same model name: its own pool and writings
         elsewhere = build_pool_for_request(
-            model="test-model",
-            seed=5,
-            needles=(2,),
-            max_tokens=8192,
-            rows=1,
-            cache_dir=tmp_path / "c",
-            base_url=other.base_url,
-            progress=False,
+            model="test-model", seed=5, needles=(2,), max_tokens=8192, rows=1, cache_dir=tmp_path / "c",
+            base_url=other.base_url, progress=False,
         )
         assert elsewhere != path and other.stats()["total_requests"] > 0  # nothing came from the first server
     assert {w.source for w in read_pool(elsewhere)} == {f"test-model @ {other.base_url}"}
@@ -439,23 +327,14 @@ def test_request_plan_always_has_two_needle_asks():
 
 def test_temperature_hint_only_when_the_model_repeated_itself(tmp_path):
     ask, other = (Ask(format="poem", entity=e) for e in ("the sea", "a fox"))
-    pool = PoolWriter(
-        [PoolWriting.make(ask, f"text {i}", 3, "m") for i in range(2)] + [PoolWriting.make(other, "x", 1, "m")]
-    )
+    pool = PoolWriter([PoolWriting.make(ask, f"text {i}", 3, "m") for i in range(2)] + [PoolWriting.make(other, "x", 1, "m")])
     assert repeated_asks(pool, {ask: 2, other: 1}) == []
     assert repeated_asks(pool, {ask: 4, other: 1}) == [(ask, 2, 4)]
     with ChatServer(lambda messages, body: "always the same text") as server:
-        with pytest.raises(
-            PoolTooSmall, match=r"\('write a .*': 1 distinct of 2 requested.*try a higher --temperature$"
-        ):
+        with pytest.raises(PoolTooSmall, match=r"\('write a .*': 1 distinct of 2 requested.*try a higher --temperature$"):
             build_pool_for_request(
-                model="test-model",
-                needles=(2,),
-                max_tokens=8192,
-                rows=1,
-                cache_dir=tmp_path / "c",
-                base_url=server.base_url,
-                progress=False,
+                model="test-model", needles=(2,), max_tokens=8192, rows=1, cache_dir=tmp_path / "c",
+                base_url=server.base_url, progress=False,
             )
 
 
@@ -463,39 +342,16 @@ def test_temperature_hint_only_when_the_model_repeated_itself(tmp_path):
 def test_pool_build_max_tokens_field(tmp_path, capsys, field):
     with ChatServer(writer_policy) as server:
         with pytest.raises(SystemExit) as exit_info:
-            gen_main(
-                [
-                    "pool",
-                    "build",
-                    "--writer",
-                    "openai",
-                    "--model",
-                    "test-model",
-                    "--base-url",
-                    server.base_url,
-                    "--formats",
-                    "poem",
-                    "--entities",
-                    "2",
-                    "--needle-asks",
-                    "0",
-                    "--max-tokens",
-                    "77",
-                    "--max-tokens-field",
-                    field,
-                    "--cache-dir",
-                    str(tmp_path / "c"),
-                    "--out",
-                    str(tmp_path / "p.parquet"),
-                ]
-            )
+            gen_main([
+                "pool", "build", "--writer", "openai", "--model", "test-model", "--base-url", server.base_url,
+                "--formats", "poem", "--entities", "2", "--needle-asks", "0", "--max-tokens", "77",
+                "--max-tokens-field", field, "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "p.parquet"),
+            ])
         assert exit_info.value.code == 0, capsys.readouterr().err
         other = {"max_tokens", "max_completion_tokens"} - {field}
         assert server.requests and all(r[field] == 77 and not other & set(r) for r in server.requests)
     with pytest.raises(SystemExit) as exit_info:
-        gen_main(
-            ["pool", "build", "--model", "m", "--max-tokens-field", "tokens", "--out", str(tmp_path / "q.parquet")]
-        )
+        gen_main(["pool", "build", "--model", "m", "--max-tokens-field", "tokens", "--out", str(tmp_path / "q.parquet")])
     assert exit_info.value.code == 2 and "--max-tokens-field" in capsys.readouterr().err
 
 
@@ -544,22 +400,8 @@ def test_a_cache_of_an_older_version_is_refused_with_how_to_rebuild(tmp_path, ca
             " finish_reason TEXT, served_model TEXT, created REAL NOT NULL)"
         )
     with pytest.raises(SystemExit) as exit_info:
-        gen_main(
-            [
-                "pool",
-                "build",
-                "--model",
-                "m",
-                "--base-url",
-                "http://127.0.0.1:9/v1",
-                "--entities",
-                "1",
-                "--cache-dir",
-                str(cache),
-                "--out",
-                str(tmp_path / "p.parquet"),
-            ]
-        )
+        gen_main(["pool", "build", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--entities", "1",
+                  "--cache-dir", str(cache), "--out", str(tmp_path / "p.parquet")])
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and not (tmp_path / "p.parquet").exists()
     assert err == (

@@ -36,22 +36,7 @@ def run_cli(args, capsys):
 def test_generate_from_harvested_pool(harvested, tmp_path, capsys):
     out = tmp_path / "ds"
     code, _, err = run_cli(
-        [
-            "--writer",
-            "pool",
-            "--pool",
-            harvested,
-            "--bin",
-            8192,
-            "--needles",
-            2,
-            "--needles",
-            8,
-            "--samples",
-            3,
-            "--out",
-            out,
-        ],
+        ["--writer", "pool", "--pool", harvested, "--bin", 8192, "--needles", 2, "--needles", 8, "--samples", 3, "--out", out],
         capsys,
     )
     assert code == 0, err
@@ -61,22 +46,7 @@ def test_generate_from_harvested_pool(harvested, tmp_path, capsys):
     assert writer["name"] == "pool" and writer["path"] == str(harvested) and len(writer["sha256"]) == 64
     # the same command and pool give byte-identical files
     code, _, _ = run_cli(
-        [
-            "--writer",
-            "pool",
-            "--pool",
-            harvested,
-            "--bin",
-            8192,
-            "--needles",
-            2,
-            "--needles",
-            8,
-            "--samples",
-            3,
-            "--out",
-            tmp_path / "ds2",
-        ],
+        ["--writer", "pool", "--pool", harvested, "--bin", 8192, "--needles", 2, "--needles", 8, "--samples", 3, "--out", tmp_path / "ds2"],
         capsys,
     )
     assert code == 0
@@ -116,26 +86,8 @@ def test_generate_from_real_pool(tmp_path, capsys):
     harvest([REAL_ROWS], pool)
     out = tmp_path / "ds"
     code, _, err = run_cli(
-        [
-            "--writer",
-            "pool",
-            "--pool",
-            pool,
-            "--bin",
-            8192,
-            "--bin",
-            32768,
-            "--needles",
-            2,
-            "--needles",
-            4,
-            "--needles",
-            8,
-            "--samples",
-            2,
-            "--out",
-            out,
-        ],
+        ["--writer", "pool", "--pool", pool, "--bin", 8192, "--bin", 32768, "--needles", 2, "--needles", 4, "--needles", 8,
+         "--samples", 2, "--out", out],
         capsys,
     )
     assert code == 0, err
@@ -153,24 +105,15 @@ def small_pool(tmp_path, per_ask):
 
 def test_too_few_writings_for_the_needles(tmp_path, capsys):
     pool = small_pool(tmp_path, {"poem about cats": 3, "song about dogs": 2, "email about rain": 1})
-    code, out, err = run_cli(
-        ["--writer", "pool", "--pool", pool, "--bin", 8192, "--needles", 8, "--samples", 1, "--out", tmp_path / "o"],
-        capsys,
-    )
+    code, out, err = run_cli(["--writer", "pool", "--pool", pool, "--bin", 8192, "--needles", 8, "--samples", 1, "--out", tmp_path / "o"], capsys)
     assert code == 2
-    assert (
-        err.strip()
-        == "mrcr-gen: error: pool has no ask with 8 distinct writings (most: 3 for 'write a poem about cats')"
-    )
+    assert err.strip() == "mrcr-gen: error: pool has no ask with 8 distinct writings (most: 3 for 'write a poem about cats')"
     assert not (tmp_path / "o").exists()
 
 
 def test_too_few_tokens_for_the_bin(tmp_path, capsys):
     pool = small_pool(tmp_path, {"poem about cats": 3, "song about dogs": 2, "email about rain": 1})
-    code, _, err = run_cli(
-        ["--writer", "pool", "--pool", pool, "--bin", 8192, "--needles", 2, "--samples", 1, "--out", tmp_path / "o"],
-        capsys,
-    )
+    code, _, err = run_cli(["--writer", "pool", "--pool", pool, "--bin", 8192, "--needles", 2, "--samples", 1, "--out", tmp_path / "o"], capsys)
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert "pool has 360 tokens of distinct writings (6 writings) but bin [4096, 8192] needs up to 8,192" in err
@@ -180,16 +123,10 @@ def test_too_few_tokens_for_the_bin(tmp_path, capsys):
 def test_preamble_and_distractor_requirements():
     only = Ask(format="poem", entity="cats")
     with pytest.raises(AssemblyError, match=r"pool has only one ask \('write a poem about cats'\)"):
-        Assembler(
-            PoolWriter([PoolWriting.make(only, f"t{i}", 5, "x") for i in range(4)]), "01-01-2025"
-        )._needle_candidates(2)
+        Assembler(PoolWriter([PoolWriting.make(only, f"t{i}", 5, "x") for i in range(4)]), "01-01-2025")._needle_candidates(2)
     other = Ask(format="song", entity="dogs")
-    writer = PoolWriter(
-        [PoolWriting.make(only, f"t{i}", 5, "x") for i in range(4)] + [PoolWriting.make(other, "s", 5, "x")]
-    )
-    with pytest.raises(
-        PoolTooSmall, match="only 'write a poem about cats' with 2 distinct writings besides the needle ask"
-    ):
+    writer = PoolWriter([PoolWriting.make(only, f"t{i}", 5, "x") for i in range(4)] + [PoolWriting.make(other, "s", 5, "x")])
+    with pytest.raises(PoolTooSmall, match="only 'write a poem about cats' with 2 distinct writings besides the needle ask"):
         check_pool(writer, [2], 10, "x")
 
 
@@ -200,21 +137,7 @@ def test_bad_pool_files(tmp_path, capsys):
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"ask": ["write a poem about cats"]}), tmp_path / "notpool.parquet")
-    code, _, err = run_cli(
-        [
-            "--writer",
-            "pool",
-            "--pool",
-            tmp_path / "notpool.parquet",
-            "--bin",
-            8192,
-            "--samples",
-            1,
-            "--out",
-            tmp_path / "o",
-        ],
-        capsys,
-    )
+    code, _, err = run_cli(["--writer", "pool", "--pool", tmp_path / "notpool.parquet", "--bin", 8192, "--samples", 1, "--out", tmp_path / "o"], capsys)
     assert code == 2 and "is not a pool: missing column(s) id, format, entity, text, n_tokens, source" in err
 
 
@@ -226,7 +149,5 @@ def test_an_invalid_pool_row_is_named_with_its_problem(tmp_path):
     table = pq.read_table(tmp_path / "pool.parquet")
     table = table.set_column(0, "id", [["0" * 16]])
     pq.write_table(table, tmp_path / "bad.parquet")
-    with pytest.raises(
-        PoolError, match=r"bad\.parquet row 0 is invalid: id 0{16} is not the hash of its ask and text$"
-    ):
+    with pytest.raises(PoolError, match=r"bad\.parquet row 0 is invalid: id 0{16} is not the hash of its ask and text$"):
         read_pool(tmp_path / "bad.parquet")

@@ -8,32 +8,7 @@ from __future__ import annotations
 
 import random
 
-WORDS = [
-    "river",
-    "lantern",
-    "quiet",
-    "morning",
-    "harbor",
-    "copper",
-    "meadow",
-    "signal",
-    "thunder",
-    "velvet",
-    "orchard",
-    "compass",
-    "ember",
-    "glacier",
-    "whisper",
-    "canvas",
-    "marble",
-    "horizon",
-    "saffron",
-    "timber",
-    "echo",
-    "willow",
-    "anchor",
-    "prism",
-]
+WORDS = ["river", "lantern", "quiet", "morning", "harbor", "copper", "meadow", "signal", "thunder", "velvet", "orchard", "compass", "ember", "glacier", "whisper", "canvas", "marble", "horizon", "saffron", "timber", "echo", "willow", "anchor", "prism"]
 
 
 def writer_policy(messages: list, request_json: dict) -> str:
