@@ -166,9 +166,11 @@ def store_replies(
     try:
         present = cache.get_many([custom_id for custom_id, _ in results])
         fresh = [(custom_id, result) for custom_id, result in results if custom_id not in present]
+        rows = []
         for custom_id, result in fresh:
             ask, variant = manifest.ask_of(custom_id)
-            cache.put(custom_id, manifest.endpoint, manifest.model, manifest.params, ask, variant, result)
+            rows.append((custom_id, manifest.endpoint, manifest.model, manifest.params, ask, variant, result))
+        cache.put_all(rows)  # all or none: a killed import leaves the cache as it was
     finally:
         cache.close()
     return StoredReplies(
