@@ -220,3 +220,21 @@ def test_store_replies_takes_each_reply_once_and_dated_model_names(tmp_path):
     stored = store_replies(manifest, [reply], tmp_path / "cache")
     assert (stored.stored, stored.prompt_tokens, stored.completion_tokens) == (1, 14, 30)
     assert store_replies(manifest, [reply], tmp_path / "cache").already_cached == 1
+
+
+def test_put_all_stores_all_or_nothing(tmp_path):
+    from types import SimpleNamespace
+
+    from mrcr_gen import Ask
+
+    ask = Ask(format="poem", entity="cats")
+    good = SimpleNamespace(text="a poem", prompt_tokens=1, completion_tokens=2, finish_reason="stop", model="m")
+    cache = WritingCache(tmp_path / "cache")
+    try:
+        with pytest.raises(AttributeError):
+            cache.put_all([("k1", "e", "m", {}, ask, 0, good), ("k2", "e", "m", {}, ask, 1, object())])
+        assert len(cache) == 0
+        cache.put_all([("k1", "e", "m", {}, ask, 0, good)])
+        assert len(cache) == 1
+    finally:
+        cache.close()
