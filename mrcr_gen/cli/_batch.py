@@ -128,7 +128,7 @@ def import_(
         raise CommandError(str(exc)) from None
     summary = write_report(out)
     for problem in stats.problems:
-        stderr.print(f"warning: {problem}", highlight=False, markup=False)
+        stderr.print(f"warning: {problem}", highlight=False, markup=False, soft_wrap=True)
     if not quiet:
         print_report(summary, Console())
         stderr.print(

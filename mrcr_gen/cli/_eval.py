@@ -318,7 +318,7 @@ def _finish(out: Path, stats: Any, quiet: bool) -> None:
         stderr.print()
     summary = write_report(out)
     for problem in getattr(stats, "problems", []):
-        stderr.print(f"warning: {problem}", highlight=False, markup=False)
+        stderr.print(f"warning: {problem}", highlight=False, markup=False, soft_wrap=True)
     if not quiet:
         print_report(summary, Console())
         stderr.print(
