@@ -98,5 +98,5 @@ def test_ended_batch_with_a_torn_line_gives_the_other_replies_and_an_error_for_t
 
 def test_an_unreadable_record_is_refused(tmp_path):
     (tmp_path / "batches.json").write_text("{not json")
-    with pytest.raises(BatchError, match="batches.json is not a batch record"):
+    with pytest.raises(BatchError, match=r"batches\.json is not a batch record"):
         BatchFolder(tmp_path)
