@@ -78,7 +78,8 @@ def test_batch_price_halves_every_price_and_keeps_the_list():
 
 def test_a_shared_reply_is_counted_once():
     usage = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": None}
-    rows = [{"digest": d, "batch_id": b, "usage": usage} for d, b in (("d", "b1"), ("d", "b1"), ("d", "b2"), ("e", "b1"))]
+    pairs = (("d", "b1"), ("d", "b1"), ("d", "b2"), ("e", "b1"))
+    rows = [{"digest": d, "batch_id": b, "usage": usage} for d, b in pairs]
     assert ledger_usage(rows, shared=True).prompt_tokens == 300  # b1's reply to d once; b2 resent it
     assert ledger_usage(rows).prompt_tokens == 400  # online: each row was its own request
     assert from_record(usage) == Usage(prompt_tokens=100, completion_tokens=10)
