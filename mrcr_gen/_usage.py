@@ -60,20 +60,29 @@ def from_record(usage: Mapping[str, Any] | None) -> Usage:
     return Usage(*(_count(usage.get(name)) for name in FIELDS))
 
 
-def from_openai(usage: Any) -> Usage:
-    """The `usage` of an OpenAI chat completion (an object of the SDK or the JSON body's dict, as a
-    batch output line holds it): `prompt_tokens` already includes
-    `prompt_tokens_details.cached_tokens`."""
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def openai_fields(usage: Any) -> dict[str, int | None]:
+    """The counts the `usage` of an OpenAI chat completion reports (an object of the SDK or the JSON
+    body's dict, as a batch output line holds it), None for those it does not: `prompt_tokens`
+    already includes `prompt_tokens_details.cached_tokens`."""
 
     def get(source: Any, name: str) -> Any:
         return source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
 
-    return Usage(
-        prompt_tokens=_count(get(usage, "prompt_tokens")),
-        completion_tokens=_count(get(usage, "completion_tokens")),
-        reasoning_tokens=_count(get(get(usage, "completion_tokens_details"), "reasoning_tokens")),
-        cached_tokens=_count(get(get(usage, "prompt_tokens_details"), "cached_tokens")),
-    )
+    return {
+        "prompt_tokens": _int_or_none(get(usage, "prompt_tokens")),
+        "completion_tokens": _int_or_none(get(usage, "completion_tokens")),
+        "reasoning_tokens": _int_or_none(get(get(usage, "completion_tokens_details"), "reasoning_tokens")),
+        "cached_tokens": _int_or_none(get(get(usage, "prompt_tokens_details"), "cached_tokens")),
+    }
+
+
+def from_openai(usage: Any) -> Usage:
+    """The `Usage` of an OpenAI chat completion's usage (`openai_fields`; unreported counts are 0)."""
+    return from_record(openai_fields(usage))
 
 
 def from_inspect(usage: Any) -> Usage:
@@ -166,5 +175,6 @@ __all__ = [
     "from_openai",
     "from_record",
     "ledger_usage",
+    "openai_fields",
     "to_inspect",
 ]
