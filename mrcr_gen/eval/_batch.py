@@ -1,12 +1,14 @@
 """`mrcr-eval --batch`: the rows sent through the OpenAI Batch API, graded into an ordinary run folder.
 
 The rows to send (decided by the `Planner`, as an online run decides them) are written as batch
-input files (`_batchfile.request_line`, one request per distinct row content), split so that no
-file exceeds the API's limits (`BatchLimits`: 50,000 requests, 200 MB), uploaded, and each made a
-batch with a 24h window. The batches are polled with a growing interval until they end; their
-output and error files are downloaded into RUN_DIR/batches/ and graded under the online policy:
-every HTTP-200 reply graded as returned, a request that failed or expired (or that its failed
-batch never ran) a row error, which counts 0 and which a rerun sends again.
+input files (`_batchfile.request_line`, one request per distinct row content) through the core's
+batch machinery (`mrcr_gen.batch.BatchFolder`: split so that no file exceeds the API's limits,
+uploaded, each made a batch with a 24h window, polled, collected); this module is its consumer:
+what a row sends and how each outcome becomes a record. The batches' output and error files are
+downloaded into RUN_DIR/batches/ and graded under the online policy: every HTTP-200 reply graded
+as returned, a request that failed or expired (or that its failed batch never ran, or whose line
+is torn) a row error, which counts 0 and which a rerun sends again; what was wrong with the files
+is in `BatchStats.problems`, which the command prints.
 
 Resumable: RUN_DIR/batches/batches.json records every batch (its local part, uploaded file id,
 batch id, status, downloaded files), written before and after each API call that creates
