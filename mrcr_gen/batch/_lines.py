@@ -33,6 +33,8 @@ BATCH_FAILED = "batch_failed"
 NOT_IN_RESULTS = "not_in_results"
 #: The check of a row error: its request alone is larger than a batch file may be.
 TOO_LARGE = "batch_too_large"
+#: How many torn lines `OutputRead.problems` names one by one.
+SHOWN = 10
 
 
 class BatchError(ValueError):
@@ -159,7 +161,9 @@ class OutputRead:
 
     def problems(self) -> list[str]:
         """One line for each thing a user should know about these files."""
-        lines = [f"{where}: not a batch output line (torn or corrupted); ignored" for where in self.torn]
+        lines = [f"{where}: not a batch output line (torn or corrupted); ignored" for where in self.torn[:SHOWN]]
+        if len(self.torn) > SHOWN:
+            lines.append(f"... and {len(self.torn) - SHOWN} more lines that are not batch output lines")
         lines += [
             f"{custom_id}: replies that differ for one request; kept the one chosen by content, not line order"
             for custom_id in self.conflicts

@@ -267,14 +267,19 @@ def request_ids(config: EvalConfig, recipes: Sequence[EvalRecipe]) -> set[str]:
 
 def read_results_file(config: EvalConfig, results: str | os.PathLike, recipes: Sequence[EvalRecipe]) -> OutputRead:
     """The replies of a results file, checked before anything is written: EvalError for a file
-    that is not readable, a request file, replies of another model than `config.model` (a dated
-    snapshot of it is the same model), or custom ids that no row of the data files has."""
+    that is not readable, a request file, a file of no output line, replies of another model than
+    `config.model` (a dated snapshot of it is the same model), or custom ids that no row of the
+    data files has."""
     try:
         read = read_output(results)
     except OSError as exc:
         raise EvalError(f"cannot read {results}: {exc.strerror or exc}") from None
     except BatchError as exc:
         raise EvalError(str(exc)) from None
+    if read.torn and not read.outcomes:
+        raise EvalError(
+            f"{read.torn[0]}: not a batch output line (JSON with custom_id and response): not an output file?"
+        )
     others = sorted(m for m in reply_models(read) if not same_model(m, config.model))
     if others:
         raise EvalError(f"{results} holds replies of {', '.join(others)}, not of --model {config.model}")

@@ -100,3 +100,10 @@ def test_an_unreadable_record_is_refused(tmp_path):
     (tmp_path / "batches.json").write_text("{not json")
     with pytest.raises(BatchError, match=r"batches\.json is not a batch record"):
         BatchFolder(tmp_path)
+
+
+def test_many_torn_lines_are_named_up_to_a_few(tmp_path):
+    path = tmp_path / "out.jsonl"
+    write(path, [reply("a", "A")] + ["torn\n"] * 25)
+    problems = read_output(path).problems()
+    assert len(problems) == 11 and problems[-1] == "... and 15 more lines that are not batch output lines"

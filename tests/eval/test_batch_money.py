@@ -129,3 +129,10 @@ def test_rows_of_identical_content_are_costed_once_through_the_batch_api(small_d
         )
     summary = write_report(tmp_path / "run")
     assert summary["n_scored"] == 24 and billed > 0 and summary["usage"]["prompt_tokens"] == billed
+
+
+def test_a_file_of_no_output_line_is_refused_with_one_line(small_data, tmp_path, capsys):
+    (tmp_path / "notes.jsonl").write_text("hello\nworld\n")
+    code, err = imported(tmp_path / "notes.jsonl", [small_data], tmp_path / "run", capsys)
+    assert code == 2 and err.strip().count("\n") == 0 and "notes.jsonl:1: not a batch output line" in err
+    assert not (tmp_path / "run").exists()
