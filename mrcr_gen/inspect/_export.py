@@ -39,7 +39,7 @@ from inspect_ai.model import ChatMessageAssistant, GenerateConfig, ModelOutput, 
 from inspect_ai.scorer import SampleScore, Score
 
 from .._files import atomic_path
-from .._prices import cache_aware_cost
+from .._usage import Usage, cost, from_record, to_inspect
 from ..eval._floors import floor_names
 from ..eval._items import FileError
 from ..eval._report import _is_current, read_run_dir, summarize_records
@@ -79,20 +79,10 @@ def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[d
     return found
 
 
-def inspect_usage(usage: dict[str, Any], price: dict[str, float] | None) -> ModelUsage:
-    """A record's usage (`prompt_tokens`, `completion_tokens`, `reasoning_tokens`, `cached_tokens`)
-    as Inspect's ModelUsage, with its cost at `price` (USD per 1M tokens) where the price is known.
-    The one place an exported log's tokens and cost are made."""
-    prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
-    cached = usage.get("cached_tokens") or 0
-    return ModelUsage(
-        input_tokens=prompt,
-        output_tokens=completion,
-        total_tokens=prompt + completion,
-        reasoning_tokens=usage.get("reasoning_tokens"),
-        input_tokens_cache_read=usage.get("cached_tokens"),
-        total_cost=None if price is None else cache_aware_cost(price, prompt, cached, completion)["cost_usd"],
-    )
+def inspect_usage(usage: Usage, price: dict[str, float] | None) -> ModelUsage:
+    """`usage` as Inspect's ModelUsage (by Inspect's convention: `_usage.to_inspect`), with its
+    cost at `price` (USD per 1M tokens, `_usage.cost`) where the price is known."""
+    return ModelUsage(**to_inspect(usage, None if price is None else cost(price, usage)["cost_usd"]))
 
 
 def _score(record: dict[str, Any]) -> Score:
@@ -133,7 +123,7 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, sample_id: str, pr
         input_value = chat_messages(messages, sample_id)
     response = record.get("response") or ""
     output = ModelOutput.from_content(model, response) if status == "ok" else ModelOutput(model=model)
-    usage = inspect_usage(record.get("usage") or {}, price) if status == "ok" else None
+    usage = inspect_usage(from_record(record.get("usage")), price) if status == "ok" else None
     output.usage = usage
     conversation = (input_value if isinstance(input_value, list) else []) + (
         [ChatMessageAssistant(content=response)] if status == "ok" else []
@@ -193,14 +183,11 @@ def _results(samples: list[EvalSample], window: int | None) -> EvalResults:
     )
 
 
-def _model_usage(samples: list[EvalSample], model: str, cost: float | None) -> dict[str, ModelUsage]:
-    """The run's usage (every sample's), its total cost the run summary's."""
-    total = ModelUsage()
-    for sample in samples:
-        if model in sample.model_usage:
-            total = total + sample.model_usage[model]
-    total.total_cost = cost
-    return {model: total} if samples else {}
+def _model_usage(summary: dict[str, Any], model: str) -> dict[str, ModelUsage]:
+    """The run's usage and cost as its summary counts them (each paid reply once: a reply several
+    rows of a batch run share is not counted again for each sample)."""
+    usage = from_record(summary.get("usage"))
+    return {model: ModelUsage(**to_inspect(usage, summary.get("cost_usd")))}
 
 
 def inspect_model(model: str) -> str:
@@ -312,9 +299,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
         eval=spec,
         plan=EvalPlan(config=_generate_config(run)),
         results=_results(samples, window),
-        stats=EvalStats(
-            started_at=created, completed_at=created, model_usage=_model_usage(samples, model, summary["cost_usd"])
-        ),
+        stats=EvalStats(started_at=created, completed_at=created, model_usage=_model_usage(summary, model)),
         samples=samples,
     )
     out.parent.mkdir(parents=True, exist_ok=True)

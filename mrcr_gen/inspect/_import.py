@@ -25,6 +25,8 @@ from typing import Any
 
 from .._api import run_view, summarize_run
 from .._prices import price_per_1m
+from .._usage import FIELDS as USAGE_FIELDS
+from .._usage import from_inspect, ledger_usage
 from ..eval._compare import compare_entry
 from ..eval._control import pair_controls
 from ..eval._floors import floor_names
@@ -166,12 +168,7 @@ def record_of(sample: Any) -> dict[str, Any]:
             "finish_reason": scored.get("finish_reason"),
             "latency_s": sample.total_time,
             "attempts": 1,
-            "usage": {
-                "prompt_tokens": usage.input_tokens if usage else None,
-                "completion_tokens": usage.output_tokens if usage else None,
-                "reasoning_tokens": usage.reasoning_tokens if usage else None,
-                "cached_tokens": usage.input_tokens_cache_read if usage else None,
-            },
+            "usage": from_inspect(usage).as_record() if usage else dict.fromkeys(USAGE_FIELDS),
             "analysis": scored.get("analysis"),
         }
         | {name: scored[name] for name in floor_names(RECIPES) if name in scored}
@@ -211,14 +208,10 @@ def over_epochs(records: list[dict[str, Any]]) -> dict[str, Any]:
     if not scored:
         return records[0] | {"epochs": len(records), "epochs_scored": 0}
     lenient = [r["score_lenient"] for r in scored if r.get("score_lenient") is not None]
-    usage: dict[str, int | None] = {}
-    for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
-        values = [v for v in ((r.get("usage") or {}).get(name) for r in scored) if isinstance(v, int)]
-        usage[name] = sum(values) if values else None
     return scored[0] | {
         "score": sum(r["score"] for r in scored) / len(scored),
         "score_lenient": sum(lenient) / len(lenient) if lenient else None,
-        "usage": usage,
+        "usage": ledger_usage(scored).as_record(),  # every epoch's reply was paid for
         "epochs": len(records),
         "epochs_scored": len(scored),
     }
