@@ -108,11 +108,6 @@ def _score(record: dict[str, Any]) -> Score:
     )
 
 
-def _official(score: Score) -> float:
-    value = score.value
-    return float(value[SCORE_KEY]) if isinstance(value, dict) else math.nan
-
-
 def _sample(record: dict[str, Any], model: str, inputs: dict, sample_id: str, price: dict | None) -> EvalSample:
     status = record.get("status")
     messages, answer, prefix = inputs.get((record["file"], int(record["row"])), (None, "", None))
@@ -167,7 +162,9 @@ def _results(samples: list[EvalSample], window: int | None) -> EvalResults:
     scores = [
         SampleScore(score=s.scores[SCORER], sample_id=s.id, sample_metadata=s.metadata) for s in samples if s.scores
     ]
-    unscored = sum(1 for s in scores if math.isnan(_official(s.score)))
+    # Inspect's count: scores NaN at the root (a row over the window is NaN in each key instead,
+    # so that its bin counts it 0 as `mrcr-eval` does; Inspect leaves it out of a key's metrics)
+    unscored = sum(1 for s in scores if isinstance(s.score.value, float) and math.isnan(s.score.value))
     return EvalResults(
         total_samples=len(samples),
         completed_samples=sum(1 for s in samples if s.error is None),

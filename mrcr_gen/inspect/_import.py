@@ -121,7 +121,7 @@ def provider_model(model: str) -> str:
     return "/".join(parts[2:] if parts[0] == "openai-api" and len(parts) > 2 else parts[1:]) or model
 
 
-def _score_value(score: Any, key: str) -> float | None:
+def score_value(score: Any, key: str) -> float | None:
     """One key of a score's value (`score` or `lenient`); a log of an earlier version holds the
     official grade as the value, the lenient grade in the metadata. None where unscored."""
     value = score.value
@@ -160,8 +160,8 @@ def record_of(sample: Any) -> dict[str, Any]:
         | {
             "status": "ok",
             "response": response,
-            "score": _score_value(score, SCORE_KEY) or 0.0,
-            "score_lenient": _score_value(score, LENIENT_KEY),
+            "score": score_value(score, SCORE_KEY) or 0.0,
+            "score_lenient": score_value(score, LENIENT_KEY),
             "content_null": False,
             "think": "<think>" in response,
             "reasoning_chars": 0,

@@ -42,7 +42,7 @@ from ..eval._items import EvalItem, row_extras
 from ..eval._planner import graded_text
 from ..recipes import RECIPES, recipe_named
 from ._dataset import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, DataError, mrcr_dataset
-from ._import import LENIENT_KEY, OVER_WINDOW, PACKAGE, SCORE_KEY, TASK_KEY, inspect_task_name
+from ._import import LENIENT_KEY, OVER_WINDOW, PACKAGE, SCORE_KEY, TASK_KEY, inspect_task_name, score_value
 
 #: The tasks' version (Inspect's `Task.version`): raised when what a task sends or how it scores changes.
 TASK_VERSION = "2.0.0"
@@ -54,16 +54,9 @@ def _status(score: SampleScore) -> str:
 
 
 def _key(score: SampleScore, key: str) -> float:
-    """One key of a score's value (`score` or `lenient`), NaN where it has none. A log of an
-    earlier version holds the official grade alone, the lenient grade in the metadata."""
-    value = score.score.value
-    if isinstance(value, dict):
-        found = value.get(key)
-    elif key == SCORE_KEY:
-        found = value
-    else:
-        found = (score.score.metadata or {}).get("score_lenient")
-    return float(found) if isinstance(found, int | float) and not isinstance(found, bool) else math.nan
+    """One key of a score's value (`score` or `lenient`, `score_value`), NaN where it has none."""
+    found = score_value(score.score, key)
+    return math.nan if found is None else found
 
 
 def _value(score: SampleScore) -> float:

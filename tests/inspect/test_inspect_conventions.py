@@ -56,6 +56,12 @@ def _run(task, log_dir: Path, policy, monkeypatch, model: str = "test-model", **
     return log, requests
 
 
+def _offline_eval(args: list[str], log_dir: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    """`inspect eval mrcr_gen/mrcr --model mockllm/model ARGS --log-dir LOG_DIR`, as a user types it."""
+    command = ["eval", "mrcr_gen/mrcr", "--model", "mockllm/model", *args, "--log-dir", str(log_dir)]
+    return inspect_cli(command, env, cwd)
+
+
 def _metrics(log) -> dict[str, float]:
     return {name: m.value for name, m in log.results.scores[0].metrics.items()}
 
@@ -165,20 +171,7 @@ def test_an_exported_log_is_one_inspect_reads_retries_and_rescores(mrcr_data, tm
         if sample.metadata["status"] == "ok":
             assert rescored[sample.id]["score"] == pytest.approx(sample.scores["mrcr_scorer"].value["score"])
     # the same ids, metrics and metric names as the task itself writes
-    done = inspect_cli(
-        [
-            "eval",
-            "mrcr_gen/mrcr",
-            "--model",
-            "mockllm/model",
-            "-T",
-            f"data={file}",
-            "--log-dir",
-            str(tmp_path / "task"),
-        ],
-        inspect_env,
-        tmp_path,
-    )
+    done = _offline_eval(["-T", f"data={file}"], tmp_path / "task", inspect_env, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     [task_path] = (tmp_path / "task").glob("*.eval")
     task_log = read_eval_log(str(task_path))
@@ -217,21 +210,7 @@ def test_inspect_logs_are_priced_in_compare(mrcr_data, tmp_path, monkeypatch):
 def test_a_bad_task_argument_is_one_line_without_a_traceback(mrcr_data, tmp_path, inspect_env, argument, message):
     env = {k: v for k, v in inspect_env.items() if k != "INSPECT_DISPLAY"}  # as a user sees it
     extra = [] if argument.startswith("data=") else ["-T", f"data={mrcr_data}"]
-    done = inspect_cli(
-        [
-            "eval",
-            "mrcr_gen/mrcr",
-            "--model",
-            "mockllm/model",
-            *extra,
-            "-T",
-            argument,
-            "--log-dir",
-            str(tmp_path / "logs"),
-        ],
-        env,
-        tmp_path,
-    )
+    done = _offline_eval([*extra, "-T", argument], tmp_path / "logs", env, tmp_path)
     shown = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert done.returncode != 0 and "Traceback" not in done.stdout + done.stderr
     assert len(shown) == 1 and message in shown[0], shown
