@@ -378,8 +378,7 @@ def _report_inspect_logs(folder: Path, logs: list[Path]) -> None:
     console, reported = Console(), 0
     for path in logs:
         try:
-            console.rule(str(path))
-            _report_inspect_log(path, console)
+            _report_inspect_log(path, console, title=str(path))
             reported += 1
         except CommandError as exc:
             stderr.print(f"skipped {exc}", highlight=False)
@@ -393,14 +392,17 @@ def _tasks() -> tuple[str, ...]:
     return TASKS
 
 
-def _report_inspect_log(path: Path, console: Console) -> None:
-    """Print the report of one Inspect log (nothing is written beside someone's Inspect logs)."""
+def _report_inspect_log(path: Path, console: Console, title: str | None = None) -> None:
+    """Print the report of one Inspect log, under a rule naming `title` if given (nothing is
+    written beside someone's Inspect logs)."""
     from ..inspect._import import InspectLogError, summarize_inspect_log
 
     try:
         summary = summarize_inspect_log(path)
     except InspectLogError as exc:
         raise CommandError(str(exc)) from None
+    if title is not None:
+        console.rule(title)
     print_report(summary, console)
     if summary.get("epochs_note"):
         console.print(summary["epochs_note"], highlight=False)
