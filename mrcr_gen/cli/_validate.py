@@ -24,6 +24,7 @@ from .._parquet import use_lean_memory_pool
 from .._request import ValidateRequest
 from ..recipes import group_inputs
 from ..validate import RepairRefused, RepairResult, ValidationReport, merge_reports
+from ..validate._shortcuts import ShortcutReport
 from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
 PROG = "mrcr-validate"
@@ -86,6 +87,8 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
         for label, counts in s.by_bin.items():
             bins.add_row(label, *(str(counts.get(n, 0)) for n in needles))
         console.print(bins)
+    if s.shortcuts is not None:
+        _shortcut_table(s.shortcuts, console)
     if report.findings:
         shown = report.findings[:max_findings]
         findings = Table(title=f"findings ({len(report.findings)})")
@@ -99,6 +102,31 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
         console.print(findings)
         if len(report.findings) > len(shown):
             console.print(f"… and {len(report.findings) - len(shown)} more findings (see --json or --max-findings)")
+
+
+def _shortcut_table(shortcuts: ShortcutReport, console: Console) -> None:
+    table = Table(title="shortcut probes: mean official score per bin x needles (expected: uniform placement)")
+    for column in ("bin", "needles", "probe", "rows", "score", "expected", "excess", "z", "writing floor"):
+        table.add_column(column, justify="left" if column in ("bin", "probe") else "right")
+    for g in shortcuts.groups:
+        flag = "[red]" if g.shortcut else ""
+        floor = "-" if g.floor is None else f"{g.floor:.3f}"
+        excess = f"{flag}{g.observed - g.expected:+.3f}"
+        table.add_row(
+            g.bin,
+            g.n_needles,
+            g.probe,
+            str(g.rows),
+            f"{g.observed:.3f}",
+            f"{g.expected:.3f}",
+            excess,
+            f"{g.z:.1f}",
+            floor,
+        )
+    console.print(table)
+    if shortcuts.skipped:
+        skipped = ", ".join(f"{count} ({reason})" for reason, count in shortcuts.skipped.items())
+        console.print(f"rows not probed: {skipped}")
 
 
 def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
@@ -191,9 +219,21 @@ def validate(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"
     ),
+    shortcuts: bool = typer.Option(
+        False,
+        "--shortcuts",
+        help=(
+            "Also run the shortcut probes: model-free solvers (the needle nearest depth (k-0.5)/n, the first, last, "
+            "a random, the longest, the shortest needle, the final turn's writing) scored per bin and needle count "
+            "beside their expectation under uniform needle placement; one that beats it clearly is an error "
+            "'shortcut'. See docs/validating.md."
+        ),
+    ),
 ) -> int:
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output")
+    if shortcuts and (clean is not None or fix is not None):
+        raise CommandError("--shortcuts writes nothing; run it without --clean/--fix")
     if tokenizer is not None:
         checked_tokenizer(tokenizer)
     runner = open_engine(engine, workers, address) if engine != "local" or address is not None else None
@@ -220,6 +260,10 @@ def validate(
             if len(groups) > 1:
                 kinds = " or ".join(sorted(f"{recipe.title} files" for recipe, _ in groups))
                 raise CommandError(f"--clean takes {kinds}, not both at once")
+        if shortcuts:
+            for recipe, _ in groups:
+                if recipe.checking().probes is None:
+                    raise CommandError(f"--shortcuts: {recipe.title} files (recipe {recipe.name}) declare no probes")
         request = ValidateRequest(
             tokens=tokens,
             workers=workers,
@@ -230,6 +274,7 @@ def validate(
             out=out,
             progress=advance,
             on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+            shortcuts=shortcuts,
         )
         try:
             results = [recipe.validate(inputs, request) for recipe, inputs in groups]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,15 +17,23 @@ ENTITIES = ("lanterns", "glaciers", "the orchestra", "tomorrow", "ferns", "harbo
 ALPHANUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
-def make_row(seed: int = 0, n_needles: int = 3, k: int | None = None, pairs: int = 12, filler: int = 0) -> dict:
-    """A valid row: preamble, `pairs` ask/writing pairs of which `n_needles` are the needle, the
-    query for the k-th needle. `filler` extra words per writing make rows long enough for a bin."""
+def make_row(
+    seed: int = 0,
+    n_needles: int = 3,
+    k: int | None = None,
+    pairs: int = 12,
+    filler: int = 0,
+    slots: Sequence[int] | None = None,
+) -> dict:
+    """A valid row: preamble, `pairs` ask/writing pairs of which `n_needles` are the needle (at the
+    pairs `slots`, else drawn uniformly), the query for the k-th needle. `filler` extra words per
+    writing make rows long enough for a bin."""
     rng = random.Random(seed)
     fmt, entity = "poem", "lanterns"
     needle_ask = f"write a {fmt} about {entity}"
     k = k if k is not None else rng.randint(1, n_needles)
     rs = "".join(rng.choice(ALPHANUM) for _ in range(10))
-    slots = sorted(rng.sample(range(pairs), n_needles))
+    slots = sorted(slots) if slots is not None else sorted(rng.sample(range(pairs), n_needles))
     messages = [
         {
             "role": "user",
@@ -36,7 +44,7 @@ def make_row(seed: int = 0, n_needles: int = 3, k: int | None = None, pairs: int
             "======END EXAMPLE======",
         }
     ]
-    words = "amber quiet river stone window lantern morning harbor ember meadow".split()
+    words = ["amber", "quiet", "river", "stone", "window", "lantern", "morning", "harbor", "ember", "meadow"]
     for j in range(pairs):
         if j in slots:
             ask = needle_ask

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from ...validate import CheckContext, CheckSpec, FileScan, Finding, RepairResult, RowResult, repair, validate_paths
 from ._checks import V2FileState, check_v2_record
+from ._probes import PROBES
 from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, iter_records
 
 ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)
@@ -174,6 +175,7 @@ SPEC = CheckSpec(
     counted="queries recounts",
     whole_files=True,
     opening=_opening,
+    probes=PROBES,
 )
 
 

@@ -21,6 +21,7 @@ from ...validate import (
     _repair,
 )
 from ._checks import INT_COLUMNS, check_row
+from ._probes import PROBES
 from ._repair import fix_record
 from ._rows import MRCR_SCHEMA
 
@@ -79,6 +80,7 @@ SPEC = CheckSpec(
     check_names=CHECKS,
     counted="prompt + answer recount",
     fix_record=fix_record,
+    probes=PROBES,
 )
 
 
