@@ -187,9 +187,10 @@ def deleted_writing(row: dict) -> dict:
 
 
 def whitespace_needle_response(row: dict) -> dict:
-    """The second needle's writing becomes the first's with its spaces doubled and a newline added."""
+    """A needle's writing becomes another's with its spaces doubled and a newline added (two needles
+    besides the target: as good as the target, it would be `ambiguous_needle_response`)."""
     messages, needles = messages_of(row), needles_of(row)
-    a, b = needles[0], needles[1]
+    a, b = [i for i in needles if i != row["desired_msg_index"]][:2]
     messages[b + 1] = {"role": "assistant", "content": messages[a + 1]["content"].replace(" ", "  ") + "\n"}
     target = row["desired_msg_index"]
     return {**with_messages(row, messages), "answer": row["random_string_to_prepend"] + messages[target + 1]["content"]}
@@ -232,6 +233,14 @@ def too_few_needles(row: dict) -> dict:
 
 
 def near_duplicate(row: dict) -> dict:
+    messages, needles = messages_of(row), needles_of(row)
+    i = next(i for i in range(1, len(messages) - 1, 2) if i not in needles)
+    messages[i] = {"role": "user", "content": "write a poem: about lanterns"}
+    return with_messages(row, messages)
+
+
+def loose_needle_ask(row: dict) -> dict:
+    """A distractor ask that is the needle ask but for case, whitespace and trailing punctuation."""
     messages, needles = messages_of(row), needles_of(row)
     i = next(i for i in range(1, len(messages) - 1, 2) if i not in needles)
     messages[i] = {"role": "user", "content": "Write a  poem about Lanterns."}
@@ -334,6 +343,7 @@ MUTATIONS: dict[str, tuple[Callable[[dict], dict], set[str]]] = {
     "random_string_bad_pattern": (random_string_bad_pattern, {"random_string"}),
     "too_few_needles": (too_few_needles, {"needle_count"}),
     "near_duplicate": (near_duplicate, {"near_duplicate_ask"}),
+    "loose_needle_ask": (loose_needle_ask, {"needle_ask_elsewhere"}),
     "duplicate_response": (duplicate_response, {"duplicate_needle_response"}),
     "needle_ask_in_preamble": (needle_ask_in_preamble, {"needle_ask_elsewhere"}),
     "needle_ask_in_writing": (needle_ask_in_writing, {"needle_ask_elsewhere"}),

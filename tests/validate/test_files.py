@@ -42,6 +42,7 @@ def test_clean_file_summary(tmp_path: Path) -> None:
         "by_bin": {"[4096, 8192]": {"1": 2, "2": 1, "3": 1}},
         "tokenizers": {str(path): "o200k_base"},  # no dataset card: the default counted
         "hub_sources": {},
+        "shortcuts": None,  # no --shortcuts
     }
 
 

@@ -32,6 +32,7 @@ CHECKS: tuple[str, ...] = (
     "ground_truth",
     "empty_writing",
     "duplicate_needle_response",
+    "ambiguous_needle_response",
     "token_bin",
     "answer_token_count",
     "context_len",

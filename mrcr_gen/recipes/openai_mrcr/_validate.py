@@ -43,6 +43,7 @@ CHECKS: tuple[str, ...] = (
     "answer_prefix",
     "empty_writing",
     "duplicate_needle_response",
+    "ambiguous_needle_response",
     "near_duplicate_needle_response",
     "total_messages",
     "n_chars",
