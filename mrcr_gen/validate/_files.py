@@ -17,6 +17,7 @@ from .._parquet import decoded_bytes, use_lean_memory_pool
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
+from ._duplicates import Duplicates
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, one_line
 from ._parquet_rows import file_error
 from ._provenance import SidecarBins, dataset_tokenizer
@@ -305,10 +306,11 @@ def iter_validate(
             engine = stack.enter_context(LocalEngine(local_workers))
         units = _plan(spec, jobs, engine)
         outcomes = iter(engine.map(check_rows, units)) if engine is not None and units else iter(())
+        duplicates = Duplicates()  # across the files checked together
         for job in jobs:
             if on_file_start:
                 on_file_start(job.scan)
-            yield from _validate_one(spec, job, outcomes, builder, tokens, progress, with_batches)
+            yield from _validate_one(spec, job, outcomes, builder, tokens, progress, with_batches, duplicates)
 
 
 def _validate_one(
@@ -319,6 +321,7 @@ def _validate_one(
     tokens: bool,
     progress: ProgressCallback | None,
     with_batches: bool,
+    duplicates: Duplicates,
 ) -> Iterator[tuple[FileScan, Batch | None, list[RowResult]]]:
     """One file's findings into `builder` in report order (before its rows, its rows, after them),
     its rows yielded with their results."""
@@ -335,6 +338,7 @@ def _validate_one(
     sidecar = SidecarBins(job.path, scan.num_rows, spec.counted) if context.count_tokens else None
     stream = _check_here(spec, job, progress) if job.here else _collect(spec, job, outcomes, progress, with_batches)
     for batch, results in stream:
+        results = [duplicates.check(result, scan.file) for result in results]
         if sidecar is not None:
             results = [sidecar.check(result, scan.file, scan.tokenizer) for result in results]
         for result in results:

@@ -46,6 +46,9 @@ class RowResult(BaseModel):
     bin: str | None = Field(default=None, description="bin label, OUT_OF_RANGE, or None when not counted")
     n_needles: int | None = None
     probe: ProbeOutcome | None = Field(default=None, description="the shortcut probes (`--shortcuts`), else None")
+    #: Digests of the whole row and of its prompt, from the worker to the duplicate checks (`_duplicates`).
+    digest: str | None = Field(default=None, exclude=True)
+    prompt_digest: str | None = Field(default=None, exclude=True)
 
     @property
     def has_error(self) -> bool:

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._tokens import DEFAULT_TOKENIZER
+from ._duplicates import row_digests
 from ._findings import Finding, RowResult
 from ._shortcuts import ProbeOutcome, ProbeSpec, probe_record
 
@@ -127,11 +128,18 @@ class CheckSpec:
     opening: Callable[[CheckContext], list[Finding]] | None = None
     #: How the shortcut probes read a row (`--shortcuts`); None: the recipe has none.
     probes: ProbeSpec | None = None
+    #: The column holding the text sent: a row equal to an earlier row of its file, and a prompt equal
+    #: to an earlier row's in any file checked with it, are findings. None: neither is checked.
+    prompt_column: str | None = None
 
     def check(self, checker: RowChecker, context: CheckContext, record: dict[str, Any], row: int) -> RowResult:
-        """`checker`'s result for one row, with its shortcut probes when `context` asks for them (a row
-        the checks reject is not probed: the report counts it)."""
+        """`checker`'s result for one row, with the digests the duplicate checks compare and its
+        shortcut probes when `context` asks for them (a row the checks reject is not probed: the
+        report counts it)."""
         result = checker.check(record, row)
+        if self.prompt_column is not None:
+            digest, prompt_digest = row_digests(record, self.prompt_column)
+            result = result.model_copy(update={"digest": digest, "prompt_digest": prompt_digest})
         if not context.probes or self.probes is None:
             return result
         if result.has_error:

@@ -24,6 +24,8 @@ ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, t
 CHECKS: tuple[str, ...] = (
     "file",
     "schema",
+    "duplicate_row",
+    "duplicate_prompt",
     "text_encoding",
     "final_query",
     "needle_count",
@@ -177,6 +179,7 @@ SPEC = CheckSpec(
     whole_files=True,
     opening=_opening,
     probes=PROBES,
+    prompt_column="queries",
 )
 
 

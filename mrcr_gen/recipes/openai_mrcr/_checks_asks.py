@@ -68,7 +68,7 @@ def needle_ask_elsewhere(messages: list[dict], ask: str | None, needles: Collect
         for i, m in enumerate(messages[:-1])
         if i not in needle_set
         and not (m["role"] == "user" and _near_needle_ask(m["content"], ask))
-        and has_ask_line(m["content"], ask)
+        and (has_ask_line(m["content"], ask) or (m["role"] == "user" and is_loose_needle_ask(m["content"], ask)))
     ]
     if found:
 

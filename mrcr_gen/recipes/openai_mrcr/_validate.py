@@ -29,6 +29,8 @@ from ._rows import MRCR_SCHEMA
 CHECKS: tuple[str, ...] = (
     "file",
     "schema",
+    "duplicate_row",
+    "duplicate_prompt",
     "prompt_json",
     "text_encoding",
     "structure",
@@ -82,6 +84,7 @@ SPEC = CheckSpec(
     counted="prompt + answer recount",
     fix_record=fix_record,
     probes=PROBES,
+    prompt_column="prompt",
 )
 
 
