@@ -337,13 +337,17 @@ def _validate_one(
             builder.add_finding(finding)
     sidecar = SidecarBins(job.path, scan.num_rows, spec.counted) if context.count_tokens else None
     stream = _check_here(spec, job, progress) if job.here else _collect(spec, job, outcomes, progress, with_batches)
+    rows = 0
     for batch, results in stream:
+        rows += len(results)
         results = [duplicates.check(result, scan.file) for result in results]
         if sidecar is not None:
             results = [sidecar.check(result, scan.file, scan.tokenizer) for result in results]
         for result in results:
             builder.add_row(result)
         yield scan, batch, results
+    if scan.readable and rows == 0 and not scan.file_findings:  # a header or a schema alone: bad input
+        scan.file_findings.append(file_error(scan.file, "holds no rows"))
     for finding in [*scan.closing_findings, *scan.file_findings]:
         builder.add_finding(finding)
 

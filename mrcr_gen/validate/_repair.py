@@ -223,7 +223,7 @@ class _FileOutput:
         where = f"{self.scan.file}:{row_result.row}"
         fix = self.spec.fix_record if mode == "fix" else None
         fixed = fix(record, file=self.scan.file, row=row_result.row) if fix is not None else None
-        if fixed is not None:
+        if fixed is not None and fixed[0] != record:  # a "fix" that changes nothing leaves the error
             new_record, notes = fixed
             context = CheckContext(file=self.scan.file, count_tokens=tokens, tokenizer=self.scan.tokenizer)
             again = self.spec.checker(context).check(new_record, row_result.row)

@@ -28,3 +28,46 @@ def test_a_look_alike_key_is_an_error(v2_csv: Path, tmp_path: Path) -> None:
     (finding,) = validate_v2_paths([bad], tokens=False).report.findings
     assert (finding.row, finding.check, finding.severity) == (2, "needle_ask_elsewhere", "error")
     assert "but for case or punctuation" in finding.message
+
+
+def test_a_header_only_csv_is_bad_input(capsys, tmp_path: Path) -> None:
+    import pytest
+
+    from mrcr_gen.cli._validate import validate_main
+    from mrcr_gen.recipes.mrcr_v2 import V2_COLUMNS
+
+    empty = tmp_path / "header.csv"
+    empty.write_text(",".join(V2_COLUMNS) + "\n", encoding="utf-8")
+    for extra in ((), ("--clean", str(tmp_path / "out.csv"))):
+        with pytest.raises(SystemExit) as exc:
+            validate_main([str(empty), "-q", *extra])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.endswith(f"mrcr-validate: error: {empty}: holds no rows\n")
+        assert "Traceback" not in err and not (tmp_path / "out.csv").exists()
+
+
+def test_an_openai_csv_is_one_line_and_exit_2(capsys, tmp_path: Path) -> None:
+    import pytest
+
+    from mrcr_gen.cli._validate import validate_main
+
+    other = tmp_path / "openai.csv"
+    other.write_text("prompt,answer,random_string_to_prepend,n_needles\n[],x,abcdefghij,2\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        validate_main([str(other), "-q"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "not a file of any known recipe" in err
+
+
+def test_the_bucket_in_the_file_name_is_checked_without_a_sidecar(v2_csv: Path, tmp_path: Path) -> None:
+    import shutil
+
+    wrong = tmp_path / "mrcr_v2_4needle_in_(16384,32768).csv"  # the rows are (8192, 16384]
+    shutil.copy(v2_csv, wrong)
+    report = validate_v2_paths([wrong]).report
+    n = sum(1 for _ in iter_records(v2_csv))
+    assert [(f.row, f.check) for f in report.findings] == [(i, "token_bin") for i in range(n)]
+    assert "the file name says bucket (16384, 32768]" in report.findings[0].message
+    right = tmp_path / "mrcr_v2_4needle_in_(8192,16384).csv"
+    shutil.copy(v2_csv, right)
+    assert validate_v2_paths([right]).report.findings == []

@@ -102,9 +102,10 @@ def test_unreadable_file_is_a_file_finding_and_does_not_stop_others(tmp_path: Pa
     assert report.exit_code == 2
 
 
-def test_zero_row_parquet_is_valid(tmp_path: Path) -> None:
+def test_zero_row_parquet_is_bad_input(tmp_path: Path) -> None:
     report = validate_file(write_rows(tmp_path / "none.parquet", []), tokens=False)
-    assert report.findings == [] and report.summary.rows == 0 and report.exit_code == 0
+    assert [(f.check, f.message) for f in report.findings] == [("file", "holds no rows")]
+    assert report.summary.rows == 0 and report.exit_code == 2
 
 
 def test_directories_and_globs(tmp_path: Path) -> None:

@@ -84,3 +84,23 @@ def test_duplicate_rows_and_prompts(tmp_path: Path) -> None:
     result = repair([first, second], tmp_path / "out", mode="clean", tokens=False)
     assert pq.read_table(tmp_path / "out" / "a.parquet").num_rows == 2
     assert pq.read_table(tmp_path / "out" / "b.parquet").num_rows == 1 and result.dropped == 2
+
+
+def test_fix_says_fixed_only_for_a_row_it_changed(tmp_path: Path) -> None:
+    import json
+
+    from mrcr_gen._card import sidecar_path
+    from tests.support.rowkit import MUTATIONS
+
+    rows = [make_row(s, filler=400) for s in range(3)]
+    rows[2] = MUTATIONS["answer_distractor"][0](rows[2])  # fixable from the prompt
+    path = write_rows(tmp_path / "in.parquet", rows)
+    wrong_bin = {"bin": "(8192, 16384]", "n_tokens": 9000, "n_needles": 3, "tokenizer": "o200k_base"}
+    right_bin = {**wrong_bin, "bin": "[4096, 8192]", "n_tokens": 5000}
+    records = [wrong_bin, right_bin, right_bin]
+    sidecar_path(path).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    result = repair([path], tmp_path / "out.parquet", mode="fix", workers=1)
+    assert (result.kept, result.fixed, result.dropped) == (1, 1, 1)
+    assert result.changes[0] == f"{path}:0: dropped (token_bin)"  # nothing a fix could change
+    assert result.changes[1].startswith(f"{path}:2: fixed: answer <- random string + messages[")
+    assert all(not line.endswith("fixed: ") for line in result.changes)
