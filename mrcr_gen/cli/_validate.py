@@ -24,6 +24,7 @@ from .._parquet import use_lean_memory_pool
 from .._request import ValidateRequest
 from ..recipes import group_inputs
 from ..validate import RepairRefused, RepairResult, ValidationReport, merge_reports
+from ..validate._health import health_table
 from ..validate._shortcuts import ShortcutReport
 from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
@@ -129,6 +130,40 @@ def _shortcut_table(shortcuts: ShortcutReport, console: Console) -> None:
         console.print(f"rows not probed: {skipped}")
 
 
+def _compare(
+    paths: list[str],
+    reference: str,
+    tokens: bool,
+    workers: int | None,
+    tokenizer: str | None,
+    json_out: str | None,
+    quiet: bool,
+) -> int:
+    """`--compare REF`: both sets' health statistics side by side; DIR's validation decides the exit code."""
+    from .._api import health_report
+
+    comparison, report = health_report(paths, [reference], tokens=tokens, workers=workers, tokenizer=tokenizer)
+    if json_out is not None:
+        _write_json(json_out, comparison.model_dump_json(indent=2))
+    if not quiet:
+        console = Console(stderr=True) if json_out == "-" else Console()
+        console.print(health_table(comparison, str(paths[0] if len(paths) == 1 else "DIR"), reference))
+    return report.exit_code
+
+
+def _write_json(json_out: str, text: str) -> None:
+    if json_out == "-":
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
+    try:
+        from .._files import write_text_atomic
+
+        write_text_atomic(json_out, text + "\n")
+    except OSError as exc:
+        raise CommandError(f"cannot write --json {json_out}: {exc}") from None
+
+
 def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
     if not result.files:
         return
@@ -219,6 +254,16 @@ def validate(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"
     ),
+    compare: str | None = typer.Option(
+        None,
+        "--compare",
+        metavar="REF",
+        help=(
+            "A health report of the inputs beside REF (official files or another generated set, of the same "
+            "recipe): writing tokens per format, format shares, needle and target depth, trigram share, zlib ratio, "
+            "the floors and the shortcut probes. See docs/validating.md."
+        ),
+    ),
     shortcuts: bool = typer.Option(
         False,
         "--shortcuts",
@@ -234,6 +279,12 @@ def validate(
         raise CommandError("--clean and --fix are exclusive; give one output")
     if shortcuts and (clean is not None or fix is not None):
         raise CommandError("--shortcuts writes nothing; run it without --clean/--fix")
+    if compare is not None:
+        if clean is not None or fix is not None:
+            raise CommandError("--compare writes nothing; run it without --clean/--fix")
+        if tokenizer is not None:
+            checked_tokenizer(tokenizer)
+        return _compare(paths, compare, tokens, workers, tokenizer, json_out, quiet)
     if tokenizer is not None:
         checked_tokenizer(tokenizer)
     runner = open_engine(engine, workers, address) if engine != "local" or address is not None else None
@@ -286,17 +337,7 @@ def validate(
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")
     if json_out is not None:
-        text = report.to_json()
-        if json_to_stdout:
-            sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-        else:
-            try:
-                from .._files import write_text_atomic
-
-                write_text_atomic(json_out, text + "\n")
-            except OSError as exc:
-                raise CommandError(f"cannot write --json {json_out}: {exc}") from None
+        _write_json(json_out, report.to_json())
     if not quiet:
         _summary_tables(report, console, max_findings)
         if out is not None and results:

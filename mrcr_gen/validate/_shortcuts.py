@@ -53,14 +53,16 @@ Score = Callable[[str, str], float]
 @dataclass(frozen=True)
 class ProbeRow:
     """What the probes read of a row: the needle writings in conversation order, their ask slots
-    (0-based among the conversation's `n_slots` ask/writing turns), the ordinal asked for, and every
-    writing of the conversation in order (needles included)."""
+    (0-based among the conversation's `n_slots` ask/writing turns), the ordinal asked for, every
+    writing of the conversation in order (needles included) and the format each slot's ask names
+    ("" when it names none; the health report's `--compare` reads them)."""
 
     needles: tuple[str, ...]
     slots: tuple[int, ...]
     n_slots: int
     k: int
     writings: tuple[str, ...]
+    formats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -71,3 +71,42 @@ def test_the_bucket_in_the_file_name_is_checked_without_a_sidecar(v2_csv: Path, 
     right = tmp_path / "mrcr_v2_4needle_in_(8192,16384).csv"
     shutil.copy(v2_csv, right)
     assert validate_v2_paths([right]).report.findings == []
+
+
+def test_compare_refuses_another_recipe_and_a_mixed_folder(capsys, v2_csv: Path, tmp_path: Path) -> None:
+    import shutil
+
+    import pytest
+
+    from mrcr_gen.cli._validate import validate_main
+    from tests.support.rowkit import make_row, write_rows
+
+    openai = (
+        write_rows(tmp_path / "a" / "x.parquet", [make_row(s) for s in range(3)])
+        if (tmp_path / "a").mkdir() is None
+        else None
+    )
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(v2_csv, mixed / v2_csv.name)
+    shutil.copy(openai, mixed / "x.parquet")
+    for reference, says in (
+        (v2_csv, "MRCR v2 files, but DIR holds openai/mrcr files"),
+        (mixed, "compare one recipe's files"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            validate_main(
+                [str(openai), "--compare", str(reference), "--no-tokens", "-q", "--json", str(tmp_path / "h.json")]
+            )
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and says in err, err
+        assert not (tmp_path / "h.json").exists()
+
+
+def test_compare_two_v2_sets(v2_data: Path) -> None:
+    from mrcr_gen import health_report
+
+    comparison, report = health_report([v2_data / "2needle"], [v2_data / "4needle"], tokens=False)
+    assert comparison.data.recipe == comparison.reference.recipe == "mrcr-v2"
+    assert comparison.data.rows == 12 and comparison.reference.needle_depth.count == 48
+    assert "(unknown)" not in comparison.data.formats and report.exit_code == 0

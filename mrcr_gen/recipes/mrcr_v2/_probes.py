@@ -9,6 +9,7 @@ from typing import Any
 
 from ..._matcher import ratio
 from ...validate._shortcuts import ProbeRow, ProbeSpec
+from ._harvest import pool_ask
 from ._rows import coerce_record
 from ._text import ParsedTurn, parse_query, split_transcript
 
@@ -34,6 +35,7 @@ def probe_row(record: dict[str, Any]) -> ProbeRow | None:
         n_slots=len(turns),
         k=query.ordinal,
         writings=tuple(turn.text for turn in turns),
+        formats=tuple(ask.format if (ask := pool_ask(turn.ask)) is not None else "" for turn in turns),
     )
 
 

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ..._matcher import ratio
+from ...pool._pool import parse_ask
 from ...validate._shortcuts import ProbeRow, ProbeSpec
 from ._floors import needle_indices
 from ._models import QUERY_PATTERN
@@ -22,12 +23,14 @@ def probe_row(record: dict[str, Any]) -> ProbeRow | None:
         return None
     pairs = (len(messages) - 2) // 2
     writings = tuple(messages[2 * j + 2]["content"] for j in range(pairs))
+    asks = [parse_ask(messages[2 * j + 1]["content"]) for j in range(pairs)]
     return ProbeRow(
         needles=tuple(messages[i + 1]["content"] for i in needles),
         slots=tuple((i - 1) // 2 for i in needles),
         n_slots=pairs,
         k=int(match["ordinal"]),
         writings=writings,
+        formats=tuple(ask.format if ask is not None else "" for ask in asks),
     )
 
 
