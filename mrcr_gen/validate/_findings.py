@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._bins import label_sort_key
 from ._shortcuts import ProbeOutcome, ShortcutReport, ShortcutTally, shortcut_message
 
 Severity = Literal["error", "warning"]
@@ -164,7 +165,7 @@ class ReportBuilder:
             key: dict(
                 sorted(counts.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
             )
-            for key, counts in sorted(self._by_bin.items(), key=lambda kv: _bin_sort_key(kv[0]))
+            for key, counts in sorted(self._by_bin.items(), key=lambda kv: label_sort_key(kv[0]))
         }
         summary = Summary(
             files=len(self._files),
@@ -196,15 +197,6 @@ def one_line(exc: BaseException) -> str:
     """An exception as one line: its type and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def _bin_sort_key(label: str) -> tuple[int, int]:
-    if label.startswith(("(", "[")):
-        try:
-            return (0, int(label[1:].split(",")[0]))
-        except ValueError:
-            pass
-    return (1, 0)
 
 
 def merge_reports(first: ValidationReport, second: ValidationReport) -> ValidationReport:

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from .._bins import label_sort_key
+
 #: The probes, in report order.
 PROBES: tuple[str, ...] = ("depth", "first", "last", "random", "longest", "shortest", "final_turn")
 #: Position probes: they choose an ordinal from the needles' slots alone.
@@ -269,11 +271,9 @@ class ShortcutReport(BaseModel):
 
 
 def _ordered(groups: Sequence[ShortcutGroup] | Any) -> list[ShortcutGroup]:
-    from ._findings import _bin_sort_key as bin_sort_key
-
     def key(g: ShortcutGroup) -> tuple:
         needles = int(g.n_needles) if g.n_needles.isdigit() else 1 << 30
-        return (bin_sort_key(g.bin), needles, PROBES.index(g.probe) if g.probe in PROBES else len(PROBES))
+        return (label_sort_key(g.bin), needles, PROBES.index(g.probe) if g.probe in PROBES else len(PROBES))
 
     return sorted(groups, key=key)
 
