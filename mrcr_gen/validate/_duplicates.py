@@ -1,5 +1,6 @@
-"""Duplicate rows and prompts: a row equal to an earlier row of its file (`duplicate_row`), and a
-prompt sent by an earlier row of any file checked together (`duplicate_prompt`): either counts one
+"""Duplicate rows and prompts: a row equal to an earlier row of its file (`duplicate_row`, an error),
+and a prompt sent by an earlier row (`duplicate_prompt`: an error in the same file, a warning in
+another file checked with it, which may be a copy of the set in another folder): either counts one
 test twice. Rows are compared by digests the check workers compute (`row_digests`); the digests
 seen stay in the validating process, 32 bytes a row."""
 
@@ -9,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from ._findings import Finding, RowResult
+from ._findings import Finding, RowResult, Severity
 
 
 def _digest(text: str) -> str:
@@ -45,10 +46,12 @@ class Duplicates:
         elif result.prompt_digest is not None:
             where = self.prompts.setdefault(result.prompt_digest, (file, result.row))
             if where != (file, result.row):
-                place = f"row {where[1]} of this file" if where[0] == file else f"row {where[1]} of {where[0]}"
+                same = where[0] == file
+                place = f"row {where[1]} of this file" if same else f"row {where[1]} of {where[0]}"
                 message = f"the prompt is the prompt of {place}: one test counted twice"
+                severity: Severity = "error" if same else "warning"  # another folder may hold a copy of the set
                 found.append(
-                    Finding(file=file, row=result.row, check="duplicate_prompt", severity="error", message=message)
+                    Finding(file=file, row=result.row, check="duplicate_prompt", severity=severity, message=message)
                 )
         update: dict[str, Any] = {"digest": None, "prompt_digest": None}
         if found:

@@ -299,7 +299,8 @@ def iter_validate(
     threads = workers or default_workers()
     jobs = [_open_file(spec, path, tokens, tokenizer, threads, shortcuts) for path in files]
     with ExitStack() as stack:
-        local_workers = _local_workers(jobs, tokens, workers) if engine is None else 1
+        # The probes, like the recount, are work enough to share (the checks alone are not).
+        local_workers = _local_workers(jobs, tokens or shortcuts, workers) if engine is None else 1
         if engine is None and local_workers > 1:
             # No preload: summed over the processes, a fork server holding the tokenizer (to share
             # it copy-on-write) counts it once more, as RSS counts shared pages in every process.

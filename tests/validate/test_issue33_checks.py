@@ -78,12 +78,22 @@ def test_duplicate_rows_and_prompts(tmp_path: Path) -> None:
     first = write_rows(tmp_path / "a.parquet", [a, b, a])
     second = write_rows(tmp_path / "b.parquet", [{**b, "date_added": "05-01-2025"}, make_row(3)])
     report = validate_paths([first, second], spec=SPEC, tokens=False)
-    found = [(Path(f.file).name, f.row, f.check) for f in report.findings]
-    assert found == [("a.parquet", 2, "duplicate_row"), ("b.parquet", 0, "duplicate_prompt")]
+    found = [(Path(f.file).name, f.row, f.check, f.severity) for f in report.findings]
+    assert found == [("a.parquet", 2, "duplicate_row", "error"), ("b.parquet", 0, "duplicate_prompt", "warning")]
     assert "row 1 of " in report.findings[1].message and report.exit_code == 1
     result = repair([first, second], tmp_path / "out", mode="clean", tokens=False)
     assert pq.read_table(tmp_path / "out" / "a.parquet").num_rows == 2
-    assert pq.read_table(tmp_path / "out" / "b.parquet").num_rows == 1 and result.dropped == 2
+    assert pq.read_table(tmp_path / "out" / "b.parquet").num_rows == 2 and result.dropped == 1
+    strict = repair([first, second], tmp_path / "strict", mode="clean", tokens=False, strict=True)
+    assert pq.read_table(tmp_path / "strict" / "b.parquet").num_rows == 1 and strict.dropped == 2
+
+
+def test_a_prompt_twice_in_one_file_is_an_error(tmp_path: Path) -> None:
+    a = make_row(1)
+    path = write_rows(tmp_path / "a.parquet", [a, {**a, "date_added": "05-01-2025"}])
+    (finding,) = validate_paths([path], spec=SPEC, tokens=False).findings
+    assert (finding.row, finding.check, finding.severity) == (1, "duplicate_prompt", "error")
+    assert "row 0 of this file" in finding.message
 
 
 def test_fix_says_fixed_only_for_a_row_it_changed(tmp_path: Path) -> None:
