@@ -36,6 +36,8 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from mrcr_gen import MRCR_SCHEMA  # noqa: E402
+from mrcr_gen.recipes.openai_mrcr._floors import needle_indices  # noqa: E402
+from mrcr_gen.recipes.openai_mrcr._models import QUERY_PATTERN  # noqa: E402
 from mrcr_gen.recipes.openai_mrcr._probes import probe_row  # noqa: E402
 from mrcr_gen.recipes.openai_mrcr._validate import SPEC  # noqa: E402
 from mrcr_gen.validate import validate_paths  # noqa: E402
@@ -51,10 +53,8 @@ def shuffled(row: dict, seed: int) -> dict:
     pairs = [messages[i : i + 2] for i in range(1, len(messages) - 1, 2)]
     random.Random(seed).shuffle(pairs)
     messages = [messages[0], *(m for pair in pairs for m in pair), messages[-1]]
-    query = messages[-1]["content"]
-    ask = "write a " + query.split(" (1 indexed) ", 1)[1].removesuffix(". Do not include any other text in your response.")
-    k = int("".join(c for c in query.split(" to the ", 1)[1].split(" ", 1)[0] if c.isdigit()))
-    needles = [i for i, m in enumerate(messages[:-1]) if m["role"] == "user" and m["content"] == ask]
+    k = int(QUERY_PATTERN.match(messages[-1]["content"])["ordinal"])
+    needles = needle_indices(messages)
     target = needles[k - 1]
     return {
         **row,
@@ -76,10 +76,10 @@ def build(rows: int, directory: Path) -> Path:
 
 def timed(label: str, call) -> float:
     start = time.perf_counter()
-    result = call()
+    call()
     seconds = time.perf_counter() - start
     print(f"{label:<34} {seconds:8.2f} s", flush=True)
-    return seconds if result is not None else seconds
+    return seconds
 
 
 def difflib_score(reply: str, target: str) -> float:
@@ -109,7 +109,8 @@ def main() -> None:
         probes = max(0.0, both - check)
         print(f"probes: {probes:.2f} s for {n} rows = {probes / n * 1000:.1f} ms a row")
         print(f"  ~{probes / n * OFFICIAL_ROWS:.0f} s for {OFFICIAL_ROWS} rows on these workers")
-        print(f"  one row in this process: {fast / len(rows) * 1000:.0f} ms fast, {slow / len(rows) * 1000:.0f} ms difflib")
+        each = 1000 / len(rows)
+        print(f"  one row in this process: {fast * each:.0f} ms fast, {slow * each:.0f} ms difflib")
 
 
 if __name__ == "__main__":

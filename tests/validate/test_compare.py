@@ -8,18 +8,11 @@ from pathlib import Path
 import pytest
 
 from mrcr_gen import health_report
-from mrcr_gen.cli._validate import validate_main
 from mrcr_gen.validate._health import Spread, trigram_share, zlib_ratio
 from tests.support.rowkit import make_row, write_rows
+from tests.validate.test_cli import run
 
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "mrcr-real" / "mrcr_real_rows.parquet"
-
-
-def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        validate_main([*map(str, args)])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 @pytest.fixture

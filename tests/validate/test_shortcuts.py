@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrcr_gen.cli._validate import validate_main
 from mrcr_gen.recipes import recipe_named
 from mrcr_gen.recipes.openai_mrcr._probes import PROBES as OPENAI_PROBES
 from mrcr_gen.recipes.openai_mrcr._validate import SPEC
@@ -29,6 +28,7 @@ from mrcr_gen.validate._shortcuts import (
     probe_record,
 )
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
+from tests.validate.test_cli import run
 
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "mrcr-real" / "mrcr_real_rows.parquet"
 
@@ -137,13 +137,6 @@ def test_a_row_the_probes_cannot_read_is_skipped_never_raised() -> None:
 
     assert probe_record(ProbeSpec(row=broken, score=_score), {}).skipped == "unreadable: KeyError"
     assert probe_record(ProbeSpec(row=lambda r: None, score=_score), {}).skipped is not None
-
-
-def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        validate_main([*map(str, args)])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_cli_exit_1_and_json(capsys, tmp_path: Path) -> None:
