@@ -279,14 +279,16 @@ def validate(
         raise CommandError("--clean and --fix are exclusive; give one output")
     if shortcuts and (clean is not None or fix is not None):
         raise CommandError("--shortcuts writes nothing; run it without --clean/--fix")
+    if tokenizer is not None:
+        checked_tokenizer(tokenizer)
     if compare is not None:
         if clean is not None or fix is not None:
             raise CommandError("--compare writes nothing; run it without --clean/--fix")
-        if tokenizer is not None:
-            checked_tokenizer(tokenizer)
+        if strict or engine != "local" or address is not None:
+            raise CommandError(
+                "--compare runs on this machine and reports findings as they are: without --strict/--engine"
+            )
         return _compare(paths, compare, tokens, workers, tokenizer, json_out, quiet)
-    if tokenizer is not None:
-        checked_tokenizer(tokenizer)
     runner = open_engine(engine, workers, address) if engine != "local" or address is not None else None
     json_to_stdout = json_out == "-"
     console = Console(stderr=True) if json_to_stdout else Console()

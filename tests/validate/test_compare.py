@@ -58,10 +58,13 @@ def test_bad_reference_is_one_line_and_nothing_written(capsys, sets, tmp_path: P
     assert code == 2 and err.count("\n") == 1 and err.startswith("mrcr-validate: error: ") and not out.exists()
 
 
-def test_compare_refuses_clean(capsys, sets, tmp_path: Path) -> None:
+def test_compare_refuses_what_it_cannot_honour(capsys, sets, tmp_path: Path) -> None:
     data, reference = sets
     code, _, err = run(capsys, data, "--compare", reference, "--clean", tmp_path / "o")
     assert code == 2 and "--compare writes nothing" in err and not (tmp_path / "o").exists()
+    for option in (["--strict"], ["--engine", "ray"]):
+        code, _, err = run(capsys, data, "--compare", reference, *option)
+        assert code == 2 and err.count("\n") == 1 and "without --strict/--engine" in err
 
 
 def test_statistics_by_hand() -> None:
