@@ -2,10 +2,11 @@
 What a row sends and how its reply is graded is the recipe's (`mrcr_gen.recipes`)."""
 
 from .._bins import bin_label
+from ..batch import BatchLimits
 from ._analysis import RowAnalysis, Transcript, Writing, analyse_reply
 from ._auc import auc, trapezoid_auc
-from ._batch import BatchLimits, BatchStats, run_batch_async
-from ._batchfile import ExportStats, ImportStats, export_requests, import_results, read_outcomes, request_line
+from ._batch import BatchStats, run_batch_async
+from ._batchfile import ExportStats, ImportStats, export_requests, import_results, request_line
 from ._compare import compare_runs, compare_table, plot_compare
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._failures import analyse_item, failure_summary, write_failure_plots
@@ -56,7 +57,6 @@ __all__ = [
     "print_report",
     "prompt_counter",
     "read_items",
-    "read_outcomes",
     "read_responses",
     "records_view",
     "render_compare",
