@@ -179,3 +179,19 @@ def test_real_rows_are_probed_without_a_finding() -> None:
     shortcuts = report.summary.shortcuts
     assert shortcuts is not None and sum(g.rows for g in shortcuts.groups if g.probe == "depth") == 3
     assert not [f for f in report.findings if f.check == "shortcut"]  # 3 rows: too few to be one
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), n=st.integers(1, 8), extra=st.integers(0, 30))
+def test_every_outcome_is_a_score_with_its_moments(data, n: int, extra: int) -> None:
+    n_slots = n + extra
+    slots = sorted(data.draw(st.sets(st.integers(0, n_slots - 1), min_size=n, max_size=n)))
+    texts = st.text(alphabet="abc de", max_size=40)
+    needles = data.draw(st.lists(texts, min_size=n, max_size=n, unique=True))
+    k = data.draw(st.integers(1, n))
+    outcome = measure(_row(needles, slots, k, n_slots), _score)
+    for probe in PROBES:
+        assert 0 <= outcome.observed[probe] <= 1 and 0 <= outcome.expected[probe] <= 1 + 1e-9
+        assert outcome.variance[probe] >= 0
+    if n == 1:  # one needle: every needle probe is right
+        assert all(outcome.observed[p] == outcome.expected[p] == 1 for p in PROBES if p != "final_turn")
