@@ -114,3 +114,13 @@ def test_fix_says_fixed_only_for_a_row_it_changed(tmp_path: Path) -> None:
     assert result.changes[0] == f"{path}:0: dropped (token_bin)"  # nothing a fix could change
     assert result.changes[1].startswith(f"{path}:2: fixed: answer <- random string + messages[")
     assert all(not line.endswith("fixed: ") for line in result.changes)
+
+
+def test_fix_never_keeps_a_duplicate(tmp_path: Path) -> None:
+    from tests.support.rowkit import MUTATIONS
+
+    broken = MUTATIONS["answer_distractor"][0](make_row(5))  # fixable on its own
+    path = write_rows(tmp_path / "in.parquet", [make_row(4), broken, broken])
+    result = repair([path], tmp_path / "out.parquet", mode="fix", tokens=False)
+    assert (result.kept, result.fixed, result.dropped) == (1, 1, 1)
+    assert result.changes[-1] == f"{path}:2: dropped (duplicate_row, ground_truth)"
