@@ -453,6 +453,17 @@ def check_validated(ws: Workspace, command: Command, run: Run) -> None:
     assert "rows checked" in run.stdout
 
 
+def check_shortcuts(ws: Workspace, command: Command, run: Run) -> None:
+    assert "shortcut probes" in run.stdout and "rows checked" in run.stdout  # 2 rows a cell: no finding
+
+
+def check_health(ws: Workspace, command: Command, run: Run) -> None:
+    report = json.loads((ws.root / "health.json").read_text())
+    assert report["data"]["rows"] == rows_in(ws.root / "mrcr/2needle/2needle_0.parquet") * 2
+    assert report["reference"]["needle_depth"]["count"] == report["reference"]["rows"] * 8
+    assert "health report" in run.stdout
+
+
 def check_validate_json(ws: Workspace, command: Command, run: Run) -> None:
     report = json.loads(run.stdout)  # stdout holds the JSON alone
     assert report["summary"]["rows"] == rows_in(ws.root / "mrcr/8needle/8needle_0.parquet")
@@ -809,6 +820,10 @@ RULES: dict[str, Rule] = {
     ),
     "validate-clean-folder": Rule(
         r"^mrcr-validate mrcr/ bad\.parquet --clean clean/$", needs=("mrcr", "bad"), exit=1, check=check_cleaned_folder
+    ),
+    "validate-shortcuts": Rule(r"^mrcr-validate mrcr/ --shortcuts$", needs=("mrcr",), check=check_shortcuts),
+    "validate-compare": Rule(
+        r"^mrcr-validate mrcr/2needle/ --compare mrcr/8needle/ --json health\.json$", needs=("mrcr",), check=check_health
     ),
     "gen-pool": Rule(r"^mrcr-gen --writer pool --pool POOL\.parquet ", needs=("POOL",), check=check_generated),
     "pool-build-openai": Rule(r"^mrcr-gen pool build --writer openai --model gpt-4o ", check=check_pool_built),
