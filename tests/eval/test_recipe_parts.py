@@ -76,7 +76,9 @@ def test_a_recipes_own_answer_form_splits_its_replies_for_the_failure_analysis()
 
 @given(st.text(min_size=1), st.text())
 def test_the_default_form_splits_prefix_plus_writing(prefix, body):
-    assert split_prefix(prefix + body, prefix) == ("ok", body)
+    assert split_prefix(prefix + body, prefix) == ("ok", body, "")
+    if body and (body + prefix).find(prefix) == len(body):  # a prefix written last: both sides kept
+        assert split_prefix(body + prefix, prefix) == ("late", "", body)
 
 
 def _control_records(recipe: str, floor: dict) -> list[dict]:
