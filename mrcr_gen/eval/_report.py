@@ -19,7 +19,8 @@ from .._files import save_figure, write_text_atomic
 from .._prices import cache_aware_cost
 from ._auc import auc_fields
 from ._control import control_test
-from ._failures import failure_summary, write_failure_plots
+from ._ci import bootstrap, format_interval
+from ._failures import OUTCOMES, failure_summary, prefix_kept, target_share, write_failure_plots
 from ._floors import Floor, control_floors, declared_floors
 from ._items import EvalRecipe
 from ._results import (
@@ -191,9 +192,18 @@ def summarize_records(
             "skipped": _skipped(rows.skipped, window),
             "errors": _errors(rows.errors),
             "file_errors": [{"file": r["file"], "error": r.get("error")} for r in rows.file_errors],
-            "failures": failure_summary(rows.counted),
+            "failures": failure_summary(rows.counted + rows.skipped),
+            "ci": _intervals(rows, window),
         }
         | _spending(rows.scored, run.get("price_per_1m"))
+    )
+
+
+def _intervals(rows: _Rows, window: int | None) -> dict[str, Any]:
+    """Bootstrap 95% intervals of the headline mean, the bins' means and the AUCs (`_ci`)."""
+    counted = [(r, True) for r in rows.counted] + [(r, False) for r in rows.skipped]
+    return bootstrap(
+        [(r["bin"], _bin_upper_of(r), int(r.get("n_needles") or 0), _score(r), flag) for r, flag in counted], window
     )
 
 
@@ -379,6 +389,43 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _with_ci(value: float | None, interval: list[float] | None) -> str:
+    """A number with its 95% interval: "0.293 [0.250, 0.331]"."""
+    return f"{_fmt(value)} {format_interval(interval, _fmt)}".rstrip()
+
+
+SHORT_OUTCOMES = ("other", "distractor", "not in ctx", "empty", "error", "skipped")  # OUTCOMES[1:], short
+
+
+def outcome_table(summary: dict[str, Any]) -> Table:
+    """Per bin x needle count: what the replies returned, the target split by whether its prefix
+    was kept (a right writing without its prefix scores 0), and the share of replies that kept it."""
+    table = Table(title="What the replies returned (share of rows)")
+    table.add_column("bin")
+    headers = ("needles", "rows", "prefix kept", "target+prefix", "target-prefix", *SHORT_OUTCOMES)
+    for column in headers:
+        table.add_column(column, justify="right")
+    table.caption = (
+        "target+prefix: the right writing with its prefix; target-prefix: without it (scores 0); "
+        "prefix kept: replies that start with it"
+    )
+    for cell in (summary.get("failures") or {}).get("outcomes", []):
+        table.add_row(
+            cell["bin"],
+            str(cell["n_needles"]),
+            str(cell["count"]),
+            _pct(prefix_kept([cell])),
+            _pct(target_share([cell], "ok")),
+            _pct((target_share([cell]) or 0.0) - (target_share([cell], "ok") or 0.0)),
+            *(_pct(cell["shares"].get(outcome)) for outcome in OUTCOMES[1:]),
+        )
+    return table
+
+
 def render_table(summary: dict[str, Any], title: str | None = None, *, floors: Sequence[Floor] = ()) -> Table:
     """A rich table: one line per bin x needles, with the reference `floors` (as recipes declare them)."""
     table = Table(title=title or f"MRCR - {summary.get('model') or 'model'}")
@@ -395,19 +442,30 @@ def render_table(summary: dict[str, Any], title: str | None = None, *, floors: S
             *(_fmt(cell.get(floor.name)) for floor in floors),
         )
     cost, saved = summary.get("cost_usd"), summary.get("cache_saved_usd")
+    ci = summary.get("ci") or {}
     table.caption = (
-        f"mean score {_fmt(summary['mean_score'])} over {summary['n_rows']} rows "
+        f"mean score {_with_ci(summary['mean_score'], ci.get('mean_score'))} over {summary['n_rows']} rows "
         f"(errors count 0; {_fmt(summary['mean_score_answered'])} over the {summary['n_scored']} answered); "
-        f"AUC@128k {_fmt(summary.get('auc_128k'))}, AUC@1M {_fmt(summary.get('auc_1m'))}; "
+        f"AUC@128k {_with_ci(summary.get('auc_128k'), ci.get('auc_128k'))}, "
+        f"AUC@1M {_with_ci(summary.get('auc_1m'), ci.get('auc_1m'))}"
+        f"{' ([low, high]: bootstrap 95% intervals)' if ci else ''}; "
         f"skipped {summary['skipped']['count']} (not in the mean; in the bins' rows and means as 0); "
         f"errors {summary['errors']['count']}"
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
         f"{f' (prompt caching saved ${saved:,.4f})' if saved else ''}"
         f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
         f"{_not_official(summary, floors)}"
+        f"{_bins_note(summary)}"
         f"{_floors_note(floors)}"
     )
     return table
+
+
+def _bins_note(summary: dict[str, Any]) -> str:
+    """Each bin's mean (errors and skipped rows as 0) with its 95% interval."""
+    intervals = (summary.get("ci") or {}).get("bins") or {}
+    parts = [f"{b['bin']} {_with_ci(b['mean_score'], intervals.get(b['bin']))}" for b in summary.get("bins", [])]
+    return f"\nbin means: {'; '.join(parts)}" if parts else ""
 
 
 def _floors_note(floors: Sequence[Floor]) -> str:
@@ -501,6 +559,8 @@ def print_report(
     """The summary's table, then each recipe's own tables (`EvalRecipe.report_tables`)."""
     console = console or Console()
     console.print(render_table(summary, floors=declared_floors(recipes)))
+    if (summary.get("failures") or {}).get("outcomes"):
+        console.print(outcome_table(summary))
     for recipe in recipes:
         for table in recipe.report_tables(summary):
             console.print(table)

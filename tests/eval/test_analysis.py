@@ -82,7 +82,7 @@ def official_rule(response: str, answer: str, prefix: str) -> float:
 )
 def test_the_official_score_is_exactly_the_official_graders(seed, edit, free, at):
     """Whatever the diagnosis does, the score stays difflib's ratio with the official prefix rule."""
-    s, messages, transcript = row_of(4, seed)
+    s = sample(4, seed)
     rs, answer = s.row.random_string_to_prepend, s.row.answer
     text = answer[len(rs) :]
     cut = int(at * len(text))
@@ -101,7 +101,7 @@ def test_the_official_score_is_exactly_the_official_graders(seed, edit, free, at
 def test_messy_replies_find_their_writing_with_flags():
     """One inserted line, the target repeated 60 times, in upper case, the prefix written last: each
     is the target, flagged for what was unusual; the official grade is untouched."""
-    s, messages, transcript = row_of(8, 3)
+    s, _, transcript = row_of(8, 3)
     rs, answer = s.row.random_string_to_prepend, s.row.answer
     text = answer[len(rs) :]
     lines = text.split("\n")
