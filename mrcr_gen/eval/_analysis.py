@@ -44,7 +44,6 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-
 #: A reply matches a writing when their ratio reaches this: writings of the same format and
 #: entity written apart score about 0.2-0.4 against each other, a copy with small edits above 0.8.
 MATCH_THRESHOLD = 0.5

@@ -18,8 +18,8 @@ from .._bins import bin_headers, bin_sort_key, bin_upper
 from .._files import save_figure, write_text_atomic
 from .._prices import cache_aware_cost
 from ._auc import auc_fields
-from ._control import control_test
 from ._ci import bootstrap, format_interval
+from ._control import control_test
 from ._failures import OUTCOMES, failure_summary, prefix_kept, target_share, write_failure_plots
 from ._floors import Floor, control_floors, declared_floors
 from ._items import EvalRecipe
