@@ -149,6 +149,16 @@ def controls_table(entries: list[dict[str, Any]], floors: Sequence[Floor] = ()) 
     return table
 
 
+def overlay_png(entries: list[dict[str, Any]]) -> bytes:
+    """`plot_compare`'s plot as PNG bytes (for the compare page)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mrcr-compare-") as tmp:
+        path = Path(tmp) / "compare.png"
+        plot_compare(entries, path)
+        return path.read_bytes()
+
+
 def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None:
     """Mean score against context bin, one line per run."""
     import matplotlib

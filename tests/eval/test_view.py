@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from mrcr_gen.eval._compare_view import render_compare
 from mrcr_gen.eval._view import (
     OUTCOMES,
     ViewReport,
     ViewSample,
-    render_compare,
     render_view,
     samples_json,
     write_html,
@@ -154,8 +154,9 @@ def test_headline_shows_present_keys_in_order_and_none_as_na():
     page = render_view(report([], headline={"cost_usd": 1.5, "zeta": 3, "model": "m", "auc_1m": None,
                                             "complete": True, "mean_score": 0.123456}))
     shown = re.findall(r'data-key="([^"]+)">([^<]*)<', page)
-    assert shown == [("model", "m"), ("mean_score", "0.1235"), ("auc_1m", "n/a"), ("complete", "yes"),
-                     ("cost_usd", "1.5"), ("zeta", "3")]
+    # One number format: scores with three decimals, costs in dollars.
+    assert shown == [("model", "m"), ("mean_score", "0.123"), ("auc_1m", "n/a"), ("complete", "yes"),
+                     ("cost_usd", "$1.5000"), ("zeta", "3")]
     assert "AUC ≤1M" in page and "auc_128k" not in page
 
 
@@ -166,7 +167,7 @@ def test_outcome_table_lists_shares_in_the_outcome_order():
     table = re.search(r'<table id="outcomes".*?</table>', page, re.S).group(0)
     assert re.findall(r'<span class="badge o-([^"]+)">', table) == ["target", "empty", "weird"]
     cells = re.findall(r">([^<>]*)</td>", table)
-    assert cells == ["(0, 8192]", "4", "8", "37.5%", "12.5%", "50%"]
+    assert cells == ["(0, 8192]", "4", "8", "–", "37.5%", "12.5%", "50.0%"]  # no prefix counts: "–"
 
 
 def test_compare_puts_runs_side_by_side():
@@ -175,7 +176,7 @@ def test_compare_puts_runs_side_by_side():
     page = render_compare([first, second])
     table = re.search(r'<table id="headline-compare".*?</table>', page, re.S).group(0)
     assert re.findall(r"<th>([^<]*)</th>", table) == ["", "run A", "run B", "Model", "Mean score", "AUC ≤1M"]
-    assert re.findall(r'<td class="num">([^<]*)</td>', table) == ["a", "b", "0.5", "n/a", "n/a", "0.25"]
+    assert re.findall(r'<td class="num">([^<]*)</td>', table) == ["a", "b", "0.500", "n/a", "n/a", "0.250"]
     assert 'id="outcomes-0"' in page and 'id="outcomes-1"' in page
     assert page.count("data:image/png;base64,") == 1
     assert "<script" not in page and "script-src 'none'" in html.unescape(page)
@@ -197,7 +198,8 @@ def test_page_assets_ship_inside_the_built_wheel(tmp_path):
                    check=True, capture_output=True)
     with zipfile.ZipFile(next(tmp_path.glob("mrcr_gen-*.whl"))) as archive:
         names = set(archive.namelist())
-    assert {"mrcr_gen/eval/_view.py", "mrcr_gen/eval/view.js", "mrcr_gen/eval/view.css"} <= names
+    assert {"mrcr_gen/eval/_view.py", "mrcr_gen/eval/view.js", "mrcr_gen/eval/view.css",
+            "mrcr_gen/eval/view_browser.html"} <= names
 
 
 # -- the page in a real browser ---------------------------------------------------------------------
@@ -307,7 +309,7 @@ def test_browser_detail_highlights_the_changed_words(open_page):
     facts = dict(zip(page.eval_on_selector_all("#d-facts dt", "e => e.map(x => x.textContent)"),
                      page.eval_on_selector_all("#d-facts dd", "e => e.map(x => x.textContent)")))
     assert facts["Outcome"] == "other_needle" and facts["Returned index"] == "7"
-    assert facts["Target depth"] == "25.0%" and facts["Match ratio"] == "0.875" and facts["Truncated"] == "yes"
+    assert facts["Target depth"] == "25.0%" and facts["Match"] == "0.875" and facts["Truncated"] == "yes"
     assert facts["File"] == target.file and facts["Row"] == "0" and facts["Prefix"] == "ok"
     page.keyboard.press("Escape")
     assert page.is_hidden("#detail")
@@ -326,10 +328,13 @@ def test_browser_hostile_text_shows_as_text_and_never_runs(open_page):
     assert page.text_content("#d-query") == "<b>bold?</b>"
     assert page.locator("#detail img, #detail svg, #detail script, #detail b").count() == 0
     page.keyboard.press("Escape")
-    page.locator("#samples tbody tr", has_text="no-reply").click()  # an error: no reply, nothing to diff
-    assert page.text_content("#d-expected") == HOSTILE[3].expected
-    assert page.text_content("#d-reply") == "(no reply)"
+    # The file column shows the file's name (after its last "/"), the whole path in its tooltip.
+    page.locator('#samples td.file[title="<u>no-reply</u>.parquet"]').click()  # an error: nothing to diff
+    assert page.is_hidden("#d-diffbox") and page.is_hidden("#d-returned-box")
     assert page.text_content("#d-error") == HOSTILE[3].error
+    assert page.text_content("#d-summary").startswith("Error: the request failed")
+    facts = page.eval_on_selector_all("#d-facts dt", "e => e.map(x => x.textContent)")
+    assert "Truncated" not in facts and "Score" not in facts  # what applies to an error only
     assert page.locator("#detail img, #detail b, #detail u").count() == 0
     assert page.text_content("h1") == "<img src=y onerror=window.__pwned=5>"
     assert page.locator("img").count() == 1  # the plot alone
@@ -352,7 +357,7 @@ def test_browser_fetches_nothing_but_the_file(browser, tmp_path):
 
 
 def test_browser_loads_2400_long_samples(open_page):
-    words = "tea kettle leaf steep pour cup warm green black oolong".split()
+    words = ["tea", "kettle", "leaf", "steep", "pour", "cup", "warm", "green", "black", "oolong"]
 
     def text(seed: int, n: int = 700) -> str:  # ~4-5 KB of words
         return " ".join(words[(seed * 7 + k * k) % len(words)] for k in range(n))
@@ -390,7 +395,7 @@ def test_browser_compare_page_shows_every_run_and_fetches_nothing(browser, tmp_p
     page.goto(path.as_uri())
     header = page.eval_on_selector_all("#headline-compare thead th", "e => e.map(x => x.textContent)")
     cells = page.eval_on_selector_all("#headline-compare tbody td", "e => e.map(x => x.textContent)")
-    assert header == ["", "run a", "run <b>b</b>"] and cells == ["a", "<b>b</b>", "0.5", "n/a"]
+    assert header == ["", "run a", "run <b>b</b>"] and cells == ["a", "<b>b</b>", "0.500", "n/a"]
     assert page.locator("section.run").count() == 2 and page.locator("section.run img").count() == 2
     assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
     page.close()
