@@ -58,7 +58,8 @@ def _headline_table(reports: list[ViewReport]) -> str:
     return (
         "<section><h2>Headline</h2>"
         + _scroll(
-            f'<table id="headline-compare" class="grid"><thead><tr><th></th>{head}</tr></thead><tbody>{rows}</tbody></table>'
+            f'<table id="headline-compare" class="grid"><thead><tr><th></th>{head}</tr></thead>'
+            + f"<tbody>{rows}</tbody></table>"
         )
         + "</section>"
     )

@@ -145,7 +145,10 @@ def _warnings_html(warnings: list[str]) -> str:
     if not warnings:
         return ""
     items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
-    return f'<section id="warnings" class="banner" role="alert"><strong>Data changed or missing</strong><ul>{items}</ul></section>'
+    return (
+        '<section id="warnings" class="banner" role="alert"><strong>Data changed or missing</strong>'
+        f"<ul>{items}</ul></section>"
+    )
 
 
 def _scroll(table: str) -> str:
