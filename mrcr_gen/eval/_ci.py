@@ -113,5 +113,5 @@ def within_noise(a: Sequence[float] | None, b: Sequence[float] | None) -> bool |
 
 
 def format_interval(interval: Sequence[float] | None, fmt: Callable[[float], str]) -> str:
-    """ "[low, high]" in `fmt`, or "" without an interval."""
+    """The interval as "[low, high]" in `fmt`, or "" without one."""
     return "" if not interval else f"[{fmt(interval[0])}, {fmt(interval[1])}]"

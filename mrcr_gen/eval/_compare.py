@@ -107,7 +107,7 @@ def compare_table(entries: list[dict[str, Any]]) -> Table:
     for row in rows:
         table.add_row(*row)
     table.caption = (
-        "[low, high]: bootstrap 95% intervals (rows resampled within bin x needle cells); vs first: the mean's "
+        "in brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); vs first: the mean's "
         "difference from the first run, within noise when the intervals overlap; target+prefix: the right "
         "writing with its prefix (target alone: with or without)"
     )

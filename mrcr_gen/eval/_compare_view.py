@@ -35,7 +35,7 @@ def _leaderboard_html(entries: list[dict[str, Any]]) -> str:
     return (
         "<section><h2>Runs</h2>"
         + _scroll(f'<table id="leaderboard" class="grid"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
-        + '<p class="note">[low, high]: bootstrap 95% intervals (rows resampled within bin x needle cells); '
+        + '<p class="note">In brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); '
         "vs first: the mean's difference from the first run, within noise when the intervals overlap; "
         "target+prefix: the right writing with its prefix (target: with or without).</p></section>"
     )

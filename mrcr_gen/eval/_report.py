@@ -398,7 +398,7 @@ def _with_ci(value: float | None, interval: list[float] | None) -> str:
     return f"{_fmt(value)} {format_interval(interval, _fmt)}".rstrip()
 
 
-SHORT_OUTCOMES = ("other", "distractor", "not in ctx", "empty", "error", "skipped")  # OUTCOMES[1:], short
+SHORT_OUTCOMES = ("other", "distr", "no ctx", "empty", "error", "skip")  # OUTCOMES[1:], short
 
 
 def outcome_table(summary: dict[str, Any]) -> Table:
@@ -406,16 +406,18 @@ def outcome_table(summary: dict[str, Any]) -> Table:
     was kept (a right writing without its prefix scores 0), and the share of replies that kept it."""
     table = Table(title="What the replies returned (share of rows)")
     table.add_column("bin")
-    headers = ("needles", "rows", "prefix kept", "target+prefix", "target-prefix", *SHORT_OUTCOMES)
+    headers = ("n", "rows", "prefix", "tgt+pfx", "tgt-pfx", *SHORT_OUTCOMES)
     for column in headers:
         table.add_column(column, justify="right")
     table.caption = (
-        "target+prefix: the right writing with its prefix; target-prefix: without it (scores 0); "
-        "prefix kept: replies that start with it"
+        "n: needles; prefix: replies that start with their prefix; tgt+pfx: the target with its prefix; "
+        "tgt-pfx: the target without it (scores 0); other: another needle; distr: a distractor; "
+        "no ctx: text not in the conversation"
     )
-    for cell in (summary.get("failures") or {}).get("outcomes", []):
+    cells = (summary.get("failures") or {}).get("outcomes", [])
+    for cell, header in zip(cells, bin_headers([c["bin"] for c in cells]), strict=True):
         table.add_row(
-            cell["bin"],
+            header,
             str(cell["n_needles"]),
             str(cell["count"]),
             _pct(prefix_kept([cell])),
@@ -448,7 +450,7 @@ def render_table(summary: dict[str, Any], title: str | None = None, *, floors: S
         f"(errors count 0; {_fmt(summary['mean_score_answered'])} over the {summary['n_scored']} answered); "
         f"AUC@128k {_with_ci(summary.get('auc_128k'), ci.get('auc_128k'))}, "
         f"AUC@1M {_with_ci(summary.get('auc_1m'), ci.get('auc_1m'))}"
-        f"{' ([low, high]: bootstrap 95% intervals)' if ci else ''}; "
+        f"{' (in brackets: bootstrap 95% intervals)' if ci else ''}; "
         f"skipped {summary['skipped']['count']} (not in the mean; in the bins' rows and means as 0); "
         f"errors {summary['errors']['count']}"
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"

@@ -109,11 +109,11 @@ def format_value(value: Any, key: str = "") -> str:
     return str(value)
 
 
-def format_interval(interval: Any) -> str:
+def format_interval(interval: Any, label: str = "95% CI ") -> str:
     """A bootstrap 95% interval as the page writes it: "95% CI 0.250–0.331"; "" without one."""
     if not isinstance(interval, (list, tuple)) or len(interval) != 2:
         return ""
-    return f"95% CI {format_value(float(interval[0]))}–{format_value(float(interval[1]))}"
+    return f"{label}{format_value(float(interval[0]))}–{format_value(float(interval[1]))}"
 
 
 def _headline_keys(headlines: Iterable[dict[str, Any]]) -> list[str]:
@@ -162,7 +162,7 @@ def _bins_html(bins: list[dict[str, Any]]) -> str:
     body = "".join(
         f'<tr><td>{_e(b.get("bin", ""))}</td><td class="num">{_e(format_value(b.get("count")))}</td>'
         f'<td class="num">{_e(format_value(b.get("mean_score")))}</td>'
-        f'<td class="num ci">{_e(format_interval(b.get("ci")))}</td></tr>'
+        f'<td class="num ci">{_e(format_interval(b.get("ci"), ""))}</td></tr>'
         for b in bins
     )
     return (
