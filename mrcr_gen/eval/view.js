@@ -302,7 +302,13 @@
     $("d-query").textContent = s.query || "(not available)";
     var replied = s.status === "ok";
     $("d-diffbox").hidden = !replied;
-    if (replied) {
+    $("d-legend").hidden = !!s.context_lost;
+    if (replied && s.context_lost) {  // nothing to compare with: the reply as it came, unmarked
+      $("d-prefix").textContent = PREFIX_TEXT[s.prefix] || "";
+      $("d-expected").replaceChildren(el("span", "missing", "(not available: the data file is missing or changed)"));
+      $("d-reply").textContent = s.reply === null || s.reply === undefined ? "" : s.reply;
+      $("d-diffnote").textContent = "";
+    } else if (replied) {
       var texts = afterPrefix(s);
       $("d-prefix").textContent = PREFIX_TEXT[s.prefix] || "";
       showDiff(texts.expected, texts.reply);
