@@ -470,7 +470,7 @@ def compare(
         try:
             reports = [_view_of(run_dir) for run_dir in run_dirs]
             _warn([f"{run_dir}: {w}" for run_dir, r in zip(run_dirs, reports, strict=True) for w in r.warnings])
-            write_html(render_compare(reports, entries, overlay_png(entries)), html)
+            write_html(render_compare(reports, entries, overlay_png(entries), RECIPES), html)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         except OSError as exc:

@@ -7,9 +7,15 @@ and each other run."""
 from __future__ import annotations
 
 import base64
+import io
+from collections.abc import Sequence
 from typing import Any
 
-from ._compare import compare_rows
+from rich.console import Console
+
+from ._compare import compare_rows, controls_table
+from ._floors import declared_floors
+from ._items import EvalRecipe
 from ._view import (
     ViewReport,
     ViewSample,
@@ -39,6 +45,16 @@ def _leaderboard_html(entries: list[dict[str, Any]]) -> str:
         "vs first: the mean's difference from the first run, within noise when the intervals overlap; "
         "target+prefix: the right writing with its prefix (target: with or without).</p></section>"
     )
+
+
+def _controls_html(entries: list[dict[str, Any]], recipes: Sequence[EvalRecipe]) -> str:
+    """The memorization controls' table, as the terminal prints it (when a run is a control)."""
+    table = controls_table(entries, declared_floors(recipes))
+    if table is None:
+        return ""
+    console = Console(record=True, width=200, file=io.StringIO())
+    console.print(table)
+    return f'<section><h2>Memorization controls</h2><pre class="text">{_e(console.export_text())}</pre></section>'
 
 
 def _headline_table(reports: list[ViewReport]) -> str:
@@ -113,10 +129,14 @@ def _flips_html(reports: list[ViewReport]) -> str:
 
 
 def render_compare(
-    reports: list[ViewReport], entries: list[dict[str, Any]] | None = None, overlay: bytes | None = None
+    reports: list[ViewReport],
+    entries: list[dict[str, Any]] | None = None,
+    overlay: bytes | None = None,
+    recipes: Sequence[EvalRecipe] = (),
 ) -> str:
-    """Runs side by side (see the module docstring); `entries` are `compare`'s (the leaderboard),
-    `overlay` its plot (PNG). Static (no script)."""
+    """Runs side by side (see the module docstring); `entries` are `compare`'s (the leaderboard
+    and the controls' table, against the floors `recipes` declare), `overlay` its plot (PNG).
+    Static (no script)."""
     if not reports:
         raise ValueError("render_compare needs at least one report")
     sections = ""
@@ -137,7 +157,7 @@ def render_compare(
     warnings = [f"{r.title}: {w}" for r in reports for w in r.warnings]
     body = (
         f"<header><h1>{_e(title)}</h1></header><main>{_warnings_html(warnings)}"
-        + (_leaderboard_html(entries) if entries else "")
+        + (_leaderboard_html(entries) + _controls_html(entries, recipes) if entries else "")
         + _headline_table(reports)
         + overlay_html
         + _flips_html(reports)

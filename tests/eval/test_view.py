@@ -400,3 +400,124 @@ def test_browser_compare_page_shows_every_run_and_fetches_nothing(browser, tmp_p
     assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
     page.close()
     assert [url for url in requested if not url.startswith(("file:", "data:"))] == []
+
+
+# -- issue 35: phone width, needle strip, search, filters, deep links, warnings ------------------------
+
+
+def test_warnings_show_as_a_banner_and_intervals_beside_their_numbers():
+    page = render_view(report([sample(0)], warnings=["data file /x/a.parquet is missing: rows 1, 2 show without"],
+                              intervals={"mean_score": [0.25, 0.75]},
+                              bins=[{"bin": BINS[0][0], "count": 3, "mean_score": 0.5, "ci": [0.25, 0.75]}]))
+    banner = re.search(r'<section id="warnings".*?</section>', page, re.S).group(0)
+    assert "/x/a.parquet is missing: rows 1, 2" in banner
+    assert "95% CI 0.250–0.750" in page and re.search(r'<table id="bins".*?0\.500.*?0\.250–0\.750', page, re.S)
+    assert 'id="warnings"' not in render_view(report([sample(0)]))
+
+
+def test_outcome_table_splits_the_target_by_its_prefix():
+    rows = [{"bin": BINS[0][0], "n_needles": 2, "count": 4, "shares": {"target": 1.0},
+             "prefix": {"ok": 1, "late": 1, "missing": 2, "none": 0},
+             "crossed": {"target": {"ok": 1, "late": 1, "missing": 2, "none": 0}}}]
+    table = re.search(r'<table id="outcomes".*?</table>', render_view(report([], outcomes=rows)), re.S).group(0)
+    assert ">25.0%</td>" in table  # prefix kept
+    assert "100.0%<span class=\"sub\">25.0% with prefix</span>" in table and "--a:0.250" in table
+
+
+def phone_page(browser, path: Path):
+    page = browser.new_page()
+    page.set_viewport_size({"width": 420, "height": 860})
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(path.as_uri())
+    return page
+
+
+def test_browser_fits_a_phone_and_keeps_file_names(browser, tmp_path):
+    long_dir = "/data/" + "a-very-long-directory-name/" * 4
+    samples = [sample(i, file=long_dir + f"mrcr_v2_8needle_in_(65536,131072)-{i % 4}.parquet") for i in range(40)]
+    wide = report(samples, outcomes=[
+        {"bin": label, "n_needles": n, "count": 10, "shares": {o: 1 / len(OUTCOMES) for o in OUTCOMES},
+         "prefix": {"ok": 5, "late": 2, "missing": 3, "none": 0}}
+        for label, _ in BINS for n in (2, 4, 8)
+    ], warnings=["data file " + long_dir + "x.parquet is missing: rows 1, 2"])
+    view_path, compare_path = tmp_path / "view.html", tmp_path / "compare.html"
+    write_html(render_view(wide), view_path)
+    write_html(render_compare([wide, wide]), compare_path)
+    for path in (view_path, compare_path):
+        page = phone_page(browser, path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420, path.name  # no page-level scroll
+        if path == view_path:
+            names = page.eval_on_selector_all("#samples td.file", "e => e.map(x => [x.textContent, x.title])")
+            assert all(text == title.rsplit("/", 1)[-1] and text.endswith(".parquet") for text, title in names)
+            page.click("#samples tbody tr >> nth=0")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 420
+            box = page.eval_on_selector("#d-facts", "e => e.getBoundingClientRect().top")
+            assert box > page.eval_on_selector("#d-reply", "e => e.getBoundingClientRect().top")  # reply first
+        assert page.errors == []
+        page.close()
+
+
+def test_browser_needle_strip_marks_the_asked_and_returned_needles(open_page):
+    s = sample(1, outcome="other_needle", needle_depths=[0.1, 0.5, 0.9], target_ordinal=2, returned_ordinal=3,
+               returned_text="the third needle's writing", prefix_text="abc1", prefix="ok",
+               expected="abc1 the second needle", reply="abc1 the third needle's writing")
+    page = open_page(report([s]))
+    page.click("#samples tbody tr >> nth=0")
+    marks = page.eval_on_selector_all("#d-strip .needle", "e => e.map(x => [x.textContent, x.className, x.style.left])")
+    assert marks == [["1", "needle", "10%"], ["2", "needle asked", "50%"], ["3", "needle returned", "90%"]]
+    assert page.is_visible("#d-returned-box") and page.text_content("#d-returned") == s.returned_text
+    assert page.text_content("#d-expected-plain") == " the second needle"
+    # The diff starts after the prefix: the kept random string is neither struck out nor added.
+    assert "abc1" not in page.text_content("#d-expected") and "abc1" not in page.text_content("#d-reply")
+    assert page.eval_on_selector_all("#d-expected del", "e => e.map(x => x.textContent)") == ["second needle"]
+    assert page.errors == []
+
+
+LENGTHS = "e => e.map(x => Number(x.textContent.replace(/,/g, '')))"
+
+
+def test_browser_search_filters_sorts_and_deep_links(open_page):
+    samples = [sample(i, context_chars=1000 + 37 * (i * 7 % 50), truncated=i % 6 == 0) for i in range(50)]
+    samples[17] = sample(17, reply="abc17 a reply about Zanzibar", context_chars=5)
+    page = open_page(report(samples))
+    page.fill("#f-search", "zanzibar")
+    assert [r["row"] for r in table_rows(page)] == [17]
+    page.fill("#f-search", "")
+    page.select_option("#f-prefix", "late")
+    assert {s.row for s in samples if s.prefix == "late"} == {r["row"] for r in all_pages(page)}
+    page.select_option("#f-prefix", "")
+    page.select_option("#f-truncated", "yes")
+    assert {s.row for s in samples if s.truncated} == {r["row"] for r in all_pages(page)}
+    page.select_option("#f-truncated", "")
+    page.select_option("#f-ordinal", "3")
+    assert {s.row for s in samples if s.target_ordinal == 3} == {r["row"] for r in all_pages(page)}
+    page.select_option("#f-ordinal", "")
+    page.select_option("#f-depth", "4")
+    assert {s.row for s in samples if s.target_depth is not None and int(s.target_depth * 10) == 4} == {
+        r["row"] for r in all_pages(page)}
+    page.select_option("#f-depth", "")
+    page.click("#samples th[data-sort=length]")
+    lengths = page.eval_on_selector_all("#samples td.length", LENGTHS)
+    assert lengths == sorted(lengths) and lengths[0] == 5
+    page.click("#samples th[data-sort=length]")  # again: the other way
+    lengths = page.eval_on_selector_all("#samples td.length", LENGTHS)
+    assert lengths == sorted(lengths, reverse=True)
+    page.click("#samples th[data-sort=depth]")
+    depths = [s.target_depth for s in samples]
+    shown = page.eval_on_selector_all("#samples td.depth", "e => e.map(x => parseFloat(x.textContent))")
+    assert shown == sorted(100 * d for d in depths)
+    # Opening a sample writes its deep link; the link opens it in a fresh page, whatever the filters.
+    page.select_option("#f-outcome", "target")
+    page.click("#samples tbody tr >> nth=1")
+    link = page.evaluate("location.href")
+    title = page.text_content("#d-title")
+    fresh = page.context.new_page()
+    fresh.goto(link)
+    fresh.wait_for_selector("#detail:not([hidden])")
+    assert fresh.text_content("#d-title") == title
+    fresh.goto(link.split("#")[0] + "#run-2.parquet:2")  # a file's name alone, unencoded, works too
+    fresh.wait_for_selector("#detail:not([hidden])")
+    assert fresh.text_content("#d-title") == "run-2.parquet · row 2"
+    fresh.close()
+    assert page.errors == []
