@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._auc import auc_fields
+from ._shapes import Intervals
 
 LEVEL = 0.95
 REPLICATES = 1000
@@ -59,15 +60,17 @@ def bootstrap(
     bin_means = {label: bin_sum[label] / bin_count[label] for label in bin_sum}
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(in_mean > 0, total / np.maximum(in_mean, 1), np.nan)
-    return {
-        "level": LEVEL,
-        "replicates": replicates,
-        "seed": seed,
-        "resampled": "rows within each bin x needle-count cell",
-        "mean_score": _interval(means),
-        "bins": {label: _interval(values) for label, values in bin_means.items()},
-        **_auc_intervals(bin_sum, bin_count, uppers, max_context_window, replicates),
-    }
+    return Intervals.model_validate(
+        {
+            "level": LEVEL,
+            "replicates": replicates,
+            "seed": seed,
+            "resampled": "rows within each bin x needle-count cell",
+            "mean_score": _interval(means),
+            "bins": {label: _interval(values) for label, values in bin_means.items()},
+            **_auc_intervals(bin_sum, bin_count, uppers, max_context_window, replicates),
+        }
+    ).model_dump()
 
 
 def _auc_intervals(

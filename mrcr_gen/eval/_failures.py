@@ -27,6 +27,7 @@ from .._bins import bin_headers, bin_sort_key
 from .._files import save_figure
 from ._analysis import analyse_split
 from ._items import EvalItem, EvalRecipe
+from ._shapes import FailureSummary
 
 OUTCOMES = ("target", "other_needle", "distractor", "not_in_context", "empty", "error", "skipped")
 PREFIX_STATES = ("ok", "late", "missing", "none")  # "none": no reply analysed (error, skipped, unanalysed)
@@ -85,24 +86,26 @@ def failure_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if analysis.get("target_depth") is not None and record.get("score") is not None:
             decile = depth_decile(float(analysis["target_depth"]))
             depth[n_needles][(decile, record["bin"])].append(float(record["score"]))
-    return {
-        "analysed_rows": analysed,
-        "outcomes": [
-            _outcome_cell(label, n, counts)
-            for (label, n), counts in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1]))
-        ],
-        "ordinal_confusion": [
-            {
-                "n_needles": n,
-                "asked": list(range(1, n + 1)),
-                "returned": [*range(1, n + 1), NOT_A_NEEDLE],
-                "counts": [[counts[(k, j)] for j in [*range(1, n + 1), NOT_A_NEEDLE]] for k in range(1, n + 1)],
-            }
-            for n, counts in sorted(confusion.items())
-            if n > 0
-        ],
-        "depth": [_depth_grid(n, grid) for n, grid in sorted(depth.items())],
-    }
+    return FailureSummary.model_validate(
+        {
+            "analysed_rows": analysed,
+            "outcomes": [
+                _outcome_cell(label, n, counts)
+                for (label, n), counts in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1]))
+            ],
+            "ordinal_confusion": [
+                {
+                    "n_needles": n,
+                    "asked": list(range(1, n + 1)),
+                    "returned": [*range(1, n + 1), NOT_A_NEEDLE],
+                    "counts": [[counts[(k, j)] for j in [*range(1, n + 1), NOT_A_NEEDLE]] for k in range(1, n + 1)],
+                }
+                for n, counts in sorted(confusion.items())
+                if n > 0
+            ],
+            "depth": [_depth_grid(n, grid) for n, grid in sorted(depth.items())],
+        }
+    ).model_dump()
 
 
 def _outcome_cell(label: str, n_needles: int, counts: Counter) -> dict[str, Any]:
