@@ -27,9 +27,10 @@ before that ask), which of them are the needles, and the ordinal the final query
 
 Speed: a 1M-token row holds thousands of writings, too many to compare with difflib each. The
 candidates are the needles and the writings that contain one of a few exact fragments of the
-reply (casefolded, `str.__contains__`, in C); the word comparison runs on those alone. A reply that
-paraphrases a distractor so much that no 32-character fragment survives is compared with the
-needles only and, below the threshold, is `not_in_context`.
+reply (`str.__contains__`, in C; casefolded when none holds one as written); the word
+comparison runs on those alone. A reply that paraphrases a distractor so much that no
+32-character fragment survives is compared with the needles only and, below the threshold, is
+`not_in_context`.
 """
 
 from __future__ import annotations
@@ -201,22 +202,28 @@ def _fragments(body: str) -> list[str]:
 
 def _candidates(body: str, transcript: Transcript) -> list[int]:
     """Positions in `transcript.writings` worth a comparison: the target first, the other
-    needles, then the writings holding the most fragments of the (casefolded) reply."""
+    needles, then the writings holding the most fragments of the reply (casefolded when none
+    holds one as written: a reply in another case)."""
     needles = list(transcript.needles)
     target = needles[transcript.target - 1] if 0 < transcript.target <= len(needles) else None
     ordered = ([target] if target is not None else []) + [n for n in needles if n != target]
-    fragments = _fragments(body.casefold())
+    chosen = set(ordered)
+    hits = _holding(_fragments(body), [w.text for w in transcript.writings], chosen)
+    if not hits and body.casefold() != body:
+        hits = _holding(_fragments(body.casefold()), transcript.folded, chosen)
+    return ordered + [position for _, position in sorted(hits)[:MAX_CANDIDATES]]
+
+
+def _holding(fragments: list[str], texts: Sequence[str], skip: set[int]) -> list[tuple[int, int]]:
+    """(-fragments found, position) of each text (not in `skip`) holding one of the fragments."""
+    hits = []
     if fragments:
-        hits = []
-        chosen = set(ordered)
-        for position, text in enumerate(transcript.folded):
-            if position in chosen:
-                continue
-            found = sum(1 for fragment in fragments if fragment in text)
-            if found:
-                hits.append((-found, position))
-        ordered += [position for _, position in sorted(hits)[:MAX_CANDIDATES]]
-    return ordered
+        for position, text in enumerate(texts):
+            if position not in skip:
+                found = sum(1 for fragment in fragments if fragment in text)
+                if found:
+                    hits.append((-found, position))
+    return hits
 
 
 def best_match(body: str, transcript: Transcript) -> tuple[int | None, float]:

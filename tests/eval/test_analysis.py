@@ -118,6 +118,9 @@ def test_messy_replies_find_their_writing_with_flags():
         assert (analysis.repeated, analysis.case_changed, analysis.before_prefix) == (repeated, upper, before)
         assert analysis.match_ratio >= 0.95
     assert grade(rs + text.upper(), answer, rs) < 0.5  # the score itself stays the official one
+    distractor = next(w for k, w in enumerate(transcript.writings) if k not in transcript.needles)
+    shouted = analyse_reply(rs + distractor.text.upper(), transcript)  # found by its casefolded fragments
+    assert (shouted.returned, shouted.returned_index, shouted.case_changed) == ("distractor", distractor.index, True)
 
 
 def test_a_distractor_is_located_and_compared_with_the_needle_ask():
