@@ -27,10 +27,10 @@ before that ask), which of them are the needles, and the ordinal the final query
 
 Speed: a 1M-token row holds thousands of writings, too many to compare with difflib each. The
 candidates are the needles and the writings that contain one of a few exact fragments of the
-reply (`str.__contains__`, in C; casefolded when none holds one as written); the word
-comparison runs on those alone. A reply that paraphrases a distractor so much that no
-32-character fragment survives is compared with the needles only and, below the threshold, is
-`not_in_context`.
+reply (`str.__contains__`, in C; casefolded when none holds one as written and the reply is
+cased as no writing is: mostly capitals, or none); the word comparison runs on those alone. A
+reply that paraphrases a distractor so much that no 32-character fragment survives is compared
+with the needles only and, below the threshold, is `not_in_context`.
 """
 
 from __future__ import annotations
@@ -209,9 +209,19 @@ def _candidates(body: str, transcript: Transcript) -> list[int]:
     ordered = ([target] if target is not None else []) + [n for n in needles if n != target]
     chosen = set(ordered)
     hits = _holding(_fragments(body), [w.text for w in transcript.writings], chosen)
-    if not hits and body.casefold() != body:
+    if not hits and _case_changed(body):
         hits = _holding(_fragments(body.casefold()), transcript.folded, chosen)
     return ordered + [position for _, position in sorted(hits)[:MAX_CANDIDATES]]
+
+
+def _case_changed(text: str) -> bool:
+    """Whether a text's letters are cased as no writing is (mostly capitals, or no capital at all):
+    only then are its fragments looked for casefolded, which costs a pass over the conversation."""
+    letters = [c for c in text if c.isalpha()]
+    if len(letters) < FRAGMENT_CHARS:
+        return False
+    upper = sum(1 for c in letters if c.isupper()) / len(letters)
+    return upper > 0.3 or upper == 0
 
 
 def _holding(fragments: list[str], texts: Sequence[str], skip: set[int]) -> list[tuple[int, int]]:
