@@ -231,10 +231,12 @@ def plot_ordinals(summary: dict[str, Any], path: str | os.PathLike, title: str) 
             counts = matrix["counts"]
             if matrix["asked"]:
                 axes.imshow(counts, cmap="Blues", aspect="equal")
+                top = max(max(row) for row in counts) or 1
                 for k, row in enumerate(counts):
                     for j, value in enumerate(row):
-                        if value:
-                            axes.text(j, k, str(value), ha="center", va="center", fontsize=9)
+                        if value:  # white on the dark cells, so every count stays legible
+                            color = "white" if value > top / 2 else "black"
+                            axes.text(j, k, str(value), ha="center", va="center", fontsize=9, color=color)
             labels = [str(j) if j else "none" for j in matrix["returned"]]
             axes.set_xticks(range(len(labels)), labels)
             axes.set_yticks(range(len(matrix["asked"])), [str(k) for k in matrix["asked"]])
