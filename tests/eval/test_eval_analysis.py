@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pyarrow.parquet as pq
 
@@ -127,14 +128,18 @@ def test_bad_run_folders_are_one_line_and_exit_2(tmp_path, capsys):
     assert code == 2 and "no results.jsonl" in err and "Traceback" not in err
 
 
-def test_a_run_whose_data_is_gone_is_still_shown(small_data, tmp_path, api_key, capsys):
-    import shutil
-
+def run_on_a_copy(small_data, tmp_path):
+    """(the copy of the data, the run folder) of an oracle run on a copy of `small_data`."""
     data = tmp_path / "data.parquet"
     shutil.copy(small_data, data)
     run = tmp_path / "run"
     with ChatServer("oracle") as server:
         run_eval(config([data], run, server))
+    return data, run
+
+
+def test_a_run_whose_data_is_gone_is_still_shown(small_data, tmp_path, api_key, capsys):
+    data, run = run_on_a_copy(small_data, tmp_path)
     older = [{k: v for k, v in r.items() if k != "analysis"} for r in results(run)]
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in older))
     data.unlink()
@@ -187,13 +192,7 @@ def test_a_run_without_prefixes_is_told_from_a_right_one(small_data, tmp_path, a
 
 
 def test_view_and_compare_warn_when_data_is_moved_or_changed(small_data, tmp_path, api_key, capsys):
-    import shutil
-
-    data = tmp_path / "data.parquet"
-    shutil.copy(small_data, data)
-    run = tmp_path / "run"
-    with ChatServer("oracle") as server:
-        run_eval(config([data], run, server))
+    data, run = run_on_a_copy(small_data, tmp_path)
     data.rename(tmp_path / "moved.parquet")
     code, _, err = call(eval_main, ["view", str(run)], capsys)
     assert code == 0 and err.count("warning: ") == 1 and f"data file {data} is missing: rows 0, 1, 2" in err
