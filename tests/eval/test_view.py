@@ -307,7 +307,7 @@ def test_browser_detail_highlights_the_changed_words(open_page):
     assert page.text_content("#d-reply") == target.reply
     assert page.text_content("#d-query") == target.query
     facts = dict(zip(page.eval_on_selector_all("#d-facts dt", "e => e.map(x => x.textContent)"),
-                     page.eval_on_selector_all("#d-facts dd", "e => e.map(x => x.textContent)")))
+                     page.eval_on_selector_all("#d-facts dd", "e => e.map(x => x.textContent)"), strict=True))
     assert facts["Outcome"] == "other_needle" and facts["Returned index"] == "7"
     assert facts["Target depth"] == "25.0%" and facts["Match"] == "0.875" and facts["Truncated"] == "yes"
     assert facts["File"] == target.file and facts["Row"] == "0" and facts["Prefix"] == "ok"
@@ -521,3 +521,19 @@ def test_browser_search_filters_sorts_and_deep_links(open_page):
     assert fresh.text_content("#d-title") == "run-2.parquet · row 2"
     fresh.close()
     assert page.errors == []
+
+
+def test_compare_pairs_the_rows_that_changed_largest_score_change_first():
+    from mrcr_gen.eval._compare_view import flipped_rows
+
+    first = report([sample(0, score=1.0, outcome="target"), sample(1, score=0.5, outcome="target"),
+                    sample(2, score=0.9, outcome="target")])
+    second = report([sample(0, score=1.0, outcome="target"), sample(1, score=0.4, outcome="target"),
+                     sample(2, score=0.0, outcome="other_needle"), sample(3)])
+    pairs = flipped_rows(first, second)
+    assert [(a.row, a.score, b.score, b.outcome) for a, b in pairs] == [
+        (2, 0.9, 0.0, "other_needle"), (1, 0.5, 0.4, "target")
+    ]
+    page = render_compare([first, second])
+    table = re.search(r'<table id="flips-1".*?</table>', page, re.S).group(0)
+    assert "2 rows changed" in page and table.count("<tr>") == 3 and "-0.900" in table
