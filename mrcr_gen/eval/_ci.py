@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._bins import bin_sort_key
 from ._auc import auc_fields
 from ._shapes import Intervals
 
@@ -49,7 +50,8 @@ def bootstrap(
     in_mean = np.zeros(replicates)
     bin_sum: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(replicates))
     bin_count: dict[str, int] = defaultdict(int)
-    for (label, _, _), members in sorted(_cells(rows).items()):
+    cells = sorted(_cells(rows).items(), key=lambda kv: (bin_sort_key(kv[0][0]), *kv[0][1:]))
+    for (label, _, _), members in cells:  # bins in their order: `bins` lists them so
         scores = np.array([score for score, _ in members], dtype=float)
         counted = np.array([flag for _, flag in members], dtype=float)
         picks = rng.integers(0, len(members), size=(replicates, len(members)))
