@@ -165,6 +165,7 @@ CONTAINED_RUN = 4
 #: `case_changed`: the casefolded similarity beats the case-sensitive one by at least this much.
 CASE_GAIN = 0.2
 REPEAT_HEAD = 12  # words of a writing's opening looked for more than once (`repeated`)
+BODY_WORDS_PER_WRITING = 4  # a reply's words compared with a writing: at most this many times its length
 
 
 def words(text: str, fold: bool = True) -> list[str]:
@@ -238,16 +239,25 @@ def _holding(fragments: list[str], texts: Sequence[str], skip: set[int]) -> list
 
 def best_match(body: str, transcript: Transcript) -> tuple[int | None, float]:
     """(position in `transcript.writings`, `similarity`) of the writing the reply body matches
-    best; ties go to the earlier candidate (the target before the other needles before distractors)."""
+    best; ties go to the earlier candidate (the target before the other needles before
+    distractors). A writing the reply holds whole (casefolded) scores 1 without a comparison; one
+    whose shared words cannot reach `MATCH_THRESHOLD`, or beat the best so far, is not compared
+    (None when no writing can reach it); only the first `BODY_WORDS_PER_WRITING` times the
+    writing's length of a long reply is compared (a looping reply must not cost seconds)."""
     best: int | None = None
     best_score = 0.0
     body_words = words(body)
     bag = Counter(body_words)
+    folded = body.casefold()
     for position in _candidates(body, transcript):
-        writing = words(transcript.writings[position].text)
-        if best is not None and _upper_bound(bag, len(body_words), writing) <= best_score:
-            continue  # cannot beat the best so far
-        score = similarity(body_words, writing)
+        text = transcript.writings[position].text
+        writing = words(text)
+        if text.strip() and text.strip().casefold() in folded:
+            score = 1.0
+        elif _upper_bound(bag, len(body_words), writing) < max(best_score, MATCH_THRESHOLD):
+            continue  # cannot match, or cannot beat the best so far
+        else:
+            score = similarity(body_words[: BODY_WORDS_PER_WRITING * max(len(writing), 100)], writing)
         if best is None or score > best_score:
             best, best_score = position, score
     return best, best_score

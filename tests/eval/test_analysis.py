@@ -121,6 +121,10 @@ def test_messy_replies_find_their_writing_with_flags():
     distractor = next(w for k, w in enumerate(transcript.writings) if k not in transcript.needles)
     shouted = analyse_reply(rs + distractor.text.upper(), transcript)  # found by its casefolded fragments
     assert (shouted.returned, shouted.returned_index, shouted.case_changed) == ("distractor", distractor.index, True)
+    looping = analyse_reply(rs + "the cat and the dog " * 4000, transcript)  # no writing reachable: none compared
+    assert (looping.returned, looping.match_ratio, looping.returned_index) == ("not_in_context", 0.0, None)
+    dumped = analyse_reply(rs + "\n".join(w.text for w in transcript.writings), transcript)  # holds every writing
+    assert (dumped.returned, dumped.returned_ordinal) == ("target", s.target_ordinal)
 
 
 def test_a_distractor_is_located_and_compared_with_the_needle_ask():
@@ -143,7 +147,7 @@ def test_a_distractor_is_located_and_compared_with_the_needle_ask():
 
 
 def test_prefix_states_empty_not_in_context_and_truncation():
-    s, messages, transcript = row_of(2, 6)
+    s, _, transcript = row_of(2, 6)
     rs, answer = s.row.random_string_to_prepend, s.row.answer
     target = answer[len(rs) :]
     assert analyse_reply(target, transcript).prefix == "missing"
