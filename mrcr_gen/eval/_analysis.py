@@ -129,7 +129,7 @@ class RowAnalysis(BaseModel):
     returned_index: int | None = None  # the writing's message / turn index when one matched
     same_format: bool | None = None  # a distractor's ask shares the needle's format
     same_entity: bool | None = None  # a distractor's ask shares the needle's entity / topic
-    match_ratio: float  # `similarity` of the reply's body and the best-matching writing (not the grade)
+    match_ratio: float  # `similarity` to the best-matching writing (not the grade); 0 when none could reach 0.5
     target_depth: float | None  # share of characters before the target needle's ask
     returned_depth: float | None = None  # share of characters before the matched writing's ask
     truncated: bool
