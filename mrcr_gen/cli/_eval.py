@@ -431,6 +431,12 @@ def _view_of(path: Path) -> Any:
     return view_path(path)
 
 
+def _warn(warnings: list[str]) -> None:
+    """The report's warnings (rows that lost their context), one line each on stderr."""
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 @report_app.command()
 def report(
     run_dir: Path = typer.Argument(
@@ -471,7 +477,9 @@ def view(
     if output is None:
         output = run_dir.with_suffix(".html") if _inspect_log(run_dir) else run_dir / "report.html"
     try:
-        write_html(render_view(_view_of(run_dir)), output)
+        report = _view_of(run_dir)
+        _warn(report.warnings)
+        write_html(render_view(report), output)
     except ValueError as exc:  # run.json that is not JSON; a log not of these tasks
         raise CommandError(str(exc)) from None
     except OSError as exc:
@@ -492,7 +500,7 @@ def compare(
 ) -> None:
     from .._api import compare_runs
     from ..eval import render_compare, write_html
-    from ..eval._compare import compare_table, controls_table, plot_compare
+    from ..eval._compare import compare_table, controls_table, overlay_png, plot_compare
     from ..eval._floors import declared_floors
     from ..recipes import RECIPES
 
@@ -509,7 +517,9 @@ def compare(
             raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
     if html is not None:
         try:
-            write_html(render_compare([_view_of(run_dir) for run_dir in run_dirs]), html)
+            reports = [_view_of(run_dir) for run_dir in run_dirs]
+            _warn([f"{run_dir}: {w}" for run_dir, r in zip(run_dirs, reports, strict=True) for w in r.warnings])
+            write_html(render_compare(reports, entries, overlay_png(entries), RECIPES), html)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         except OSError as exc:
