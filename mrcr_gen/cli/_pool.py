@@ -314,10 +314,10 @@ def import_results_command(
     from .._prices import PriceError
     from ..pool import PoolError
     from ..pool._batchfiles import read_manifest
-    from ..recipes.openai_mrcr import import_results, price_for
+    from ..recipes.openai_mrcr import import_results, results_price
 
     try:
-        price = price_for(read_manifest(requests).model, price_in, price_out)
+        price = results_price(read_manifest(requests).model, price_in, price_out)
         report = import_results(results, requests, out, cache_dir=cache_dir, price=price, compare=compare)
     except (PoolError, PriceError) as exc:
         raise CommandError(str(exc)) from None

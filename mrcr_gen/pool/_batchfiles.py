@@ -16,7 +16,6 @@ duplicates) runs before the cache is touched.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,10 +23,12 @@ from typing import Any
 
 from .._files import atomic_path, file_sha256, write_text_atomic
 from .._models import Ask, _Frozen
+from .._prices import cached_price_for, price_for
+from .._usage import Usage, batch_price, from_openai
+from ..batch import encoded_line, request_line, same_model
 from ._cache import WritingCache, cache_key
 from ._pool import PoolError, parse_ask
 
-CHAT_URL = "/v1/chat/completions"
 DEFAULT_ENDPOINT = "run-batch"  # the endpoint name of writings from a batch file, unless named
 
 
@@ -103,11 +104,9 @@ def export_requests(
     finally:
         cache.close()
     requests = {key: entry for key, entry in planned.items() if key not in cached}
-    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_path(out) as tmp, open(tmp, "wb") as handle:
         for key, (ask, _) in requests.items():
-            body = {"model": model, "messages": [{"role": "user", "content": ask}], **params}
-            line = {"custom_id": key, "method": "POST", "url": CHAT_URL, "body": body}
-            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            handle.write(encoded_line(request_line(key, writing_body(model, ask, params))))
     manifest = RequestSet(
         model=model,
         endpoint=endpoint,
@@ -121,17 +120,36 @@ def export_requests(
     return manifest
 
 
+def writing_body(model: str, ask: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat-completions body of one writing: the ask as the single user message."""
+    return {"model": model, "messages": [{"role": "user", "content": ask}], **params}
+
+
+def ledger_price(
+    model: str, price_in: float | None = None, price_out: float | None = None, *, discounted: bool
+) -> dict[str, Any] | None:
+    """`price_per_1m` of batch lines (the usage ledger's form): the flags, else the model's list
+    price (`price_for`, `cached_price_for`); with `discounted` (replies of the OpenAI Batch API) at
+    the batch discount with the list price beside. None when the price is not known."""
+    price = price_for(model, price_in, price_out)
+    if price is None:
+        return None
+    cached = cached_price_for(model, price_in, price_out)
+    listed = {"input": price[0], "cached_input": price[0] if cached is None else cached, "output": price[1]}
+    return batch_price(listed) if discounted else listed
+
+
 class StoredReplies(_Frozen):
     stored: int  # writings written into the cache now
     already_cached: int  # replies for writings the cache had already (neither stored nor costed again)
     prompt_tokens: int
     completion_tokens: int
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
 
-
-def same_model(requested: str, served: object) -> bool:
-    """Whether a reply's `model` is the requested one: equal, or its dated snapshot (the Batch API
-    answers `gpt-4o` with `gpt-4o-2024-08-06`)."""
-    return isinstance(served, str) and (served == requested or served.startswith(requested + "-"))
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.prompt_tokens, self.completion_tokens, self.reasoning_tokens, self.cached_tokens)
 
 
 def store_replies(
@@ -152,7 +170,7 @@ def store_replies(
         if custom_id not in manifest.requests:
             raise PoolError(f"custom_id {custom_id!r} is not one of the requests of this request set")
         served = body.get("model") if isinstance(body, dict) else None
-        if not same_model(manifest.model, served):
+        if not isinstance(served, str) or not same_model(served, manifest.model):
             raise PoolError(f"custom_id {custom_id} was answered by {served!r}, not {manifest.model!r}")
         try:
             result = completion_from_body(body)
@@ -161,21 +179,17 @@ def store_replies(
         problem = utf8_problem(result.text)
         if problem:
             raise PoolError(f"custom_id {custom_id}: {problem}")
-        results.append((custom_id, result))
+        results.append((custom_id, result, from_openai(body.get("usage"))))
     cache = WritingCache(cache_dir)
     try:
-        present = cache.get_many([custom_id for custom_id, _ in results])
-        fresh = [(custom_id, result) for custom_id, result in results if custom_id not in present]
+        present = cache.get_many([custom_id for custom_id, _, _ in results])
+        fresh = [reply for reply in results if reply[0] not in present]
         rows = []
-        for custom_id, result in fresh:
+        for custom_id, result, _ in fresh:
             ask, variant = manifest.ask_of(custom_id)
             rows.append((custom_id, manifest.endpoint, manifest.model, manifest.params, ask, variant, result))
         cache.put_all(rows)  # all or none: a killed import leaves the cache as it was
     finally:
         cache.close()
-    return StoredReplies(
-        stored=len(fresh),
-        already_cached=len(results) - len(fresh),
-        prompt_tokens=sum(result.prompt_tokens or 0 for _, result in fresh),
-        completion_tokens=sum(result.completion_tokens or 0 for _, result in fresh),
-    )
+    usage = sum((used for _, _, used in fresh), Usage())
+    return StoredReplies(stored=len(fresh), already_cached=len(results) - len(fresh), **usage.as_record())
