@@ -32,23 +32,36 @@ from ._pool import PoolError, parse_ask
 DEFAULT_ENDPOINT = "run-batch"  # the endpoint name of writings from a batch file, unless named
 
 
-class RequestSet(_Frozen):
-    """The manifest of a requests file: what its lines ask for and which writing each one is."""
+class WritingRequests(_Frozen):
+    """Requests of writings by one model at one endpoint with one set of parameters, keyed by
+    custom_id (the writing's cache key): which (ask, variant) each one is."""
 
     model: str
     endpoint: str
     params: dict[str, Any]
-    requests_sha256: str
-    cached: int  # writings of the plan already in the cache when it was exported (not requested)
     requests: dict[str, tuple[str, int]]  # custom_id -> (ask, variant)
-    planned: dict[str, tuple[str, int]]  # every writing of the plan, requested or cached
+
+    def writings(self) -> dict[str, tuple[str, int]]:
+        """custom_id -> (ask, variant) of every writing `ask_of` knows."""
+        return self.requests
 
     def ask_of(self, custom_id: str) -> tuple[Ask, int]:
-        text, variant = self.planned[custom_id]
+        text, variant = self.writings()[custom_id]
         ask = parse_ask(text)
-        if ask is None:  # written by export_requests from an Ask: a hand-edited manifest
-            raise PoolError(f"manifest ask {text!r} is not 'write a {{format}} about {{entity}}'")
+        if ask is None:  # written by mrcr-gen from an Ask: a hand-edited record
+            raise PoolError(f"recorded ask {text!r} is not 'write a {{format}} about {{entity}}'")
         return ask, variant
+
+
+class RequestSet(WritingRequests):
+    """The manifest of a requests file: what its lines ask for and which writing each one is."""
+
+    requests_sha256: str
+    cached: int  # writings of the plan already in the cache when it was exported (not requested)
+    planned: dict[str, tuple[str, int]]  # every writing of the plan, requested or cached
+
+    def writings(self) -> dict[str, tuple[str, int]]:
+        return self.planned
 
 
 def manifest_path(requests: str | os.PathLike) -> Path:
@@ -159,27 +172,41 @@ def store_replies(
 
     PoolError, with nothing written, for a custom_id the manifest never requested, a reply of
     another model, or a body that is not a chat completion with text."""
-    from .._openai import ChatError, completion_from_body, utf8_problem
-
     results = []
     seen: set[str] = set()
     for custom_id, body in replies:
         if custom_id in seen:
             raise PoolError(f"custom_id {custom_id} is given twice: a reply is used once")
         seen.add(custom_id)
-        if custom_id not in manifest.requests:
-            raise PoolError(f"custom_id {custom_id!r} is not one of the requests of this request set")
-        served = body.get("model") if isinstance(body, dict) else None
-        if not isinstance(served, str) or not same_model(served, manifest.model):
-            raise PoolError(f"custom_id {custom_id} was answered by {served!r}, not {manifest.model!r}")
-        try:
-            result = completion_from_body(body)
-        except ChatError as exc:
-            raise PoolError(f"custom_id {custom_id}: {exc}") from None
-        problem = utf8_problem(result.text)
-        if problem:
-            raise PoolError(f"custom_id {custom_id}: {problem}")
-        results.append((custom_id, result, from_openai(body.get("usage"))))
+        results.append(checked_reply(manifest, custom_id, body))
+    return store_checked(manifest, results, cache_dir)
+
+
+Checked = tuple[str, Any, Usage]  # (custom_id, ChatResult, its usage)
+
+
+def checked_reply(manifest: WritingRequests, custom_id: str, body: Any) -> Checked:
+    """A reply that can be stored as its request's writing; PoolError when it cannot: a custom_id
+    never requested, a reply of another model, a body that is not a chat completion with text."""
+    from .._openai import ChatError, completion_from_body, utf8_problem
+
+    if custom_id not in manifest.requests:
+        raise PoolError(f"custom_id {custom_id!r} is not one of the requests of this request set")
+    served = body.get("model") if isinstance(body, dict) else None
+    if not isinstance(served, str) or not same_model(served, manifest.model):
+        raise PoolError(f"custom_id {custom_id} was answered by {served!r}, not {manifest.model!r}")
+    try:
+        result = completion_from_body(body)
+    except ChatError as exc:
+        raise PoolError(f"custom_id {custom_id}: {exc}") from None
+    problem = utf8_problem(result.text)
+    if problem:
+        raise PoolError(f"custom_id {custom_id}: {problem}")
+    return custom_id, result, from_openai(body.get("usage"))
+
+
+def store_checked(manifest: WritingRequests, results: list[Checked], cache_dir: str | os.PathLike) -> StoredReplies:
+    """Store checked replies the cache lacks, in one transaction (all, or none when killed)."""
     cache = WritingCache(cache_dir)
     try:
         present = cache.get_many([custom_id for custom_id, _, _ in results])
