@@ -80,7 +80,12 @@ class PoolBatches:
             self.record = self._recorded(model, endpoint, params)
         elif folder.exists() and any(not path.name.endswith(".partial") for path in folder.iterdir()):
             raise PoolError(f"{folder} holds files this command did not write; choose another --out")
+        else:  # the folder's first file: it is this build's from now on
+            self._save_record()
         self.attempted: set[str] = set()  # sent, stored or failed by this command: not sent again by it
+
+    def _save_record(self) -> None:
+        write_text_atomic(self.record_path, self.record.model_dump_json(indent=1) + "\n")
 
     def _recorded(self, model: str, endpoint: str, params: dict[str, Any]) -> WritingRequests:
         try:
@@ -88,6 +93,10 @@ class PoolBatches:
         except (ValueError, OSError):
             raise PoolError(f"{self.record_path} is not a record of `mrcr-gen pool build --batch`") from None
         asked = {"model": model, "endpoint": endpoint, "params": params}
+        if record.model_dump(include=set(asked)) != asked and not self.folder.state.parts:
+            record = WritingRequests(**asked, requests={})  # no batch was made: nothing to collect
+            self.record = record
+            self._save_record()
         if record.model_dump(include=set(asked)) != asked:
             raise PoolError(
                 f"{self.record_path.parent} holds the batches of {record.model} at {record.endpoint} with "
@@ -111,7 +120,8 @@ class PoolBatches:
             except PoolError as exc:
                 progress.failures.append((ask, variant, str(exc)))
         progress.stored += store_checked(self.record, checked, cache_dir).stored
-        self.folder.mark_recorded(ended.parts)
+        if ended.parts:
+            self.folder.mark_recorded(ended.parts)
 
     def send(self, jobs: Sequence[Job], cache_dir: str | os.PathLike, progress: Progress) -> None:
         """Write every job neither cached, nor in a running batch, nor attempted now into request files."""
@@ -126,7 +136,7 @@ class PoolBatches:
             return
         requests = self.record.requests | {key: (ask.text, variant) for ask, variant, key in todo}
         self.record = self.record.model_copy(update={"requests": requests})
-        write_text_atomic(self.record_path, self.record.model_dump_json(indent=1) + "\n")  # before any line
+        self._save_record()  # before any request line
         parts = self.folder.writer()
         record = self.record
         for ask, variant, key in todo:

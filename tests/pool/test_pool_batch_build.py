@@ -188,6 +188,21 @@ def test_other_options_on_the_same_batches_are_refused(tmp_path, capsys):
         assert server.stats()["batch_requests"] == 8
 
 
+def test_a_build_with_every_writing_cached_sends_nothing_and_leaves_the_folder_reusable(tmp_path, capsys):
+    with ChatServer(writer_policy) as server:
+        build_pool_openai(
+            MODEL, PLAN, base_url=server.base_url, out=tmp_path / "online.parquet", cache_dir=tmp_path / "cache",
+            api_key=API_KEY, progress=False,
+        )  # fmt: skip
+        for _ in range(2):
+            progress, report = build(server, tmp_path, wait=False)
+            assert report is not None and (report.cached, report.written, progress.sent) == (8, 0, 0)
+            assert report.batch is not None and report.batch.lines == 0 and report.cost_usd == 0
+        # no batch was ever made: other options may take the folder over
+        _, report = build(server, tmp_path, params={"temperature": 0.5})
+        assert report is not None and report.written == 8 and server.stats()["batch_requests"] == 8
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
