@@ -28,7 +28,7 @@ from typing import Any
 from .._files import write_text_atomic
 from .._models import Ask, _Frozen
 from .._usage import Usage, from_openai
-from ..batch import BatchError, BatchFolder, BatchLimits, encoded_line, read_outputs, request_line
+from ..batch import STATE_NAME, BatchError, BatchFolder, BatchLimits, encoded_line, read_outputs, request_line
 from ._batchfiles import Checked, WritingRequests, checked_reply, store_checked, writing_body
 from ._cache import WritingCache
 from ._pool import PoolError
@@ -41,6 +41,18 @@ def batches_path(out: str | os.PathLike) -> Path:
     """`pool.parquet` -> `pool.batches/`, beside the pool: the batches of its build."""
     out = Path(out)
     return out.with_name(out.name.removesuffix(".parquet") + ".batches")
+
+
+def running_requests(out: str | os.PathLike) -> int:
+    """The requests of the pool at `out` in batches that have not ended (or not been made): an
+    online build of it would send them again."""
+    folder = batches_path(out)
+    if not (folder / STATE_NAME).is_file():
+        return 0
+    try:
+        return sum(part.requests for part in BatchFolder(folder).pending())
+    except BatchError:  # a record no build can continue: `pool build --batch` refuses it
+        return 0
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 from mrcr_gen._prices import CACHED_INPUT_PRICES, PRICES
 from mrcr_gen.batch import BatchLimits
 from mrcr_gen.cli import gen_main
-from mrcr_gen.pool import read_pool
+from mrcr_gen.pool import PoolError, read_pool
 from mrcr_gen.pool._batchbuild import batches_path
 from mrcr_gen.pool._cache import cache_key
 from mrcr_gen.pool._quality import quality_report_path
@@ -181,6 +181,10 @@ def test_killed_between_upload_and_batch_the_batch_is_adopted(tmp_path):
 def test_other_options_on_the_same_batches_are_refused(tmp_path, capsys):
     with ChatServer(writer_policy, batches=BatchBehaviour(hold=True)) as server:
         build(server, tmp_path, wait=False)
+        # an online build of the pool would send (and pay) its running batches' writings again
+        with pytest.raises(PoolError, match=r"8 writings of .* are in batches still running"):
+            build_pool_openai(MODEL, PLAN, base_url=server.base_url, out=tmp_path / "p.parquet", api_key=API_KEY)
+        assert server.total_requests == 0
         args = ["pool", "build", "--model", MODEL, "--base-url", server.base_url, "--out", tmp_path / "p.parquet"]
         args += [*PLAN_ARGS, "--cache-dir", tmp_path / "cache", "--batch", "--temperature", "0.5"]
         code, err = run([str(a) for a in args], capsys)

@@ -34,7 +34,7 @@ from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
-from ...pool._batchbuild import BatchFigures
+from ...pool._batchbuild import BatchFigures, batches_path, running_requests
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
 from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
@@ -218,6 +218,12 @@ def build_pool_openai(
     if not variants or min(variants.values()) < 1:
         raise PoolError("nothing to write: no asks, or fewer than 1 writing per ask")
     params = dict(sorted((params or {}).items()))
+    running = running_requests(out)
+    if running:  # sent online too, they would be paid twice
+        raise PoolError(
+            f"{running:,} writings of {out} are in batches still running ({batches_path(out)}): "
+            "collect them first with `pool build --batch`"
+        )
     if price is None:
         price = price_for(model)
     started = time.perf_counter()
