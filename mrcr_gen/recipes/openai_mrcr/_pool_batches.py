@@ -64,12 +64,12 @@ def build_pool_batch(
     where = endpoint(base_url)
     cache_dir = Path(cache_dir or default_cache_dir())
     jobs = [(ask, v, cache_key(where, model, params, ask.text, v)) for ask, count in asks.items() for v in range(count)]
-    batches = PoolBatches(out, model, where, params, limits)
-    cached = _cached(cache_dir, [key for _, _, key in jobs])
     try:
         client = make_client(base_url, api_key=api_key, timeout=timeout)
-    except ChatError as exc:  # no API key
+    except ChatError as exc:  # no API key: refused before the batches folder is made
         raise BuildError(str(exc)) from None
+    batches = PoolBatches(out, model, where, params, limits)
+    cached = _cached(cache_dir, [key for _, _, key in jobs])
     try:
         progress = asyncio.run(_run(batches, jobs, cache_dir, client, wait, max_retries, on_status))
     except ChatError as exc:
