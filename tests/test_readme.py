@@ -69,6 +69,7 @@ from tests.support.tiny_tokenizer import write_tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DEFAULT_MRCR_REVISION = "f4c69fae7cf81f7ca26b9fee34b392a50f6b8a1d"  # what `inspect eval mrcr_gen/mrcr` reads by default
 DOCS = ROOT / "docs"
 CLIS = ("mrcr-gen", "mrcr-validate", "mrcr-grade", "mrcr-eval", "inspect")
 API_KEY = "sk-readme-test-0f9e8d7c6b5a"
@@ -372,6 +373,8 @@ def setup_hub(ws: Workspace) -> None:
     mrcr = ws.root / "mrcr"
     files = {str(p.relative_to(mrcr)): p.read_bytes() for p in mrcr.rglob("*.parquet")}
     ws.hub.add_commit("datasets", "openai/mrcr", files)
+    # the same files at the revision the Inspect task reads by default (`-T data` absent)
+    ws.hub.add_commit("datasets", "openai/mrcr", files, ref=None, sha=DEFAULT_MRCR_REVISION)
     # A larger vocabulary than the unit tests' tokenizer: it counts close to o200k, as a real model's does.
     folder = write_tiny_tokenizer(ws.root / ".model-tokenizer", vocab_size=8000, writings=400)
     files = {name: (folder / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json")}
@@ -677,6 +680,19 @@ def check_export_inspect(ws: Workspace, command: Command, run: Run) -> None:
     assert len(log.samples) == summarize_run(run_dir)["n_rows"]
 
 
+def check_inspect_default(ws: Workspace, command: Command, run: Run) -> None:
+    """Without -T data: openai/mrcr at the pinned revision, each row in two epochs, ids FILE:ROW."""
+    log = _inspect_log_of(ws, command)
+    check_inspect_eval(ws, command, run)
+    assert log.eval.config.epochs == 2 and len(log.samples) % 2 == 0
+    assert {s.id.split(":")[0] for s in log.samples} <= {f"8needle/8needle_{i}.parquet" for i in (0, 1)}
+    assert all(f"/snapshots/{DEFAULT_MRCR_REVISION}/" in entry["path"] for entry in log.eval.metadata["data"])
+
+
+def check_inspect_report_folder(ws: Workspace, command: Command, run: Run) -> None:
+    assert "AUC@128k" in run.stdout and "2 epochs: each row's score" in " ".join(run.stdout.split()), run.explain()
+
+
 def check_inspect_report(ws: Workspace, command: Command, run: Run) -> None:
     assert "AUC@128k" in run.stdout and "1.000" in run.stdout
     assert sorted(p.name for p in (ws.root / "logs/gpt-4.1").iterdir())[-1].endswith(".eval")  # nothing written beside
@@ -855,14 +871,22 @@ RULES: dict[str, Rule] = {
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report),
     "eval-view": Rule(r"^mrcr-eval view runs/", needs=("eval-generated",), check=check_view),
-    "inspect-hub": Rule(r"^inspect eval mrcr_gen/mrcr --model openai/", needs=("hub",), check=check_inspect_eval),
+    "inspect-hub": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model openai/\S+ -T data=", needs=("hub",), check=check_inspect_eval
+    ),
+    "inspect-default": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model openai/\S+ --epochs 2 ", needs=("hub",), check=check_inspect_default
+    ),
     "inspect-v2": Rule(r"^inspect eval mrcr_gen/mrcr_v2 ", needs=("gen-v2",), check=check_inspect_eval),
     "inspect-offline": Rule(r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval),
     "inspect-local": Rule(
         r"^inspect eval mrcr_gen/mrcr --model openai-api/local/", needs=("gen-data",), check=check_inspect_eval
     ),
     "export-inspect": Rule(r"^mrcr-eval export-inspect runs/", needs=("eval-generated",), check=check_export_inspect),
-    "inspect-report": Rule(r"^mrcr-eval report logs/", needs=("inspect-hub",), check=check_inspect_report),
+    "inspect-report": Rule(r"^mrcr-eval report logs/\S+\.eval$", needs=("inspect-hub",), check=check_inspect_report),
+    "inspect-report-folder": Rule(
+        r"^mrcr-eval report logs/default$", needs=("inspect-default",), check=check_inspect_report_folder
+    ),
     "inspect-compare": Rule(
         r"^mrcr-eval compare runs/mini-generated logs/", needs=("eval-generated", "inspect-offline"),
         check=check_inspect_compare,

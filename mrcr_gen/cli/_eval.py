@@ -364,6 +364,50 @@ def _require_run_dir(run_dir: Path) -> None:
         raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory (nor an Inspect log)")
 
 
+def _inspect_logs_in(folder: Path) -> list[Path]:
+    """The Inspect logs in a folder that is not a run directory (an `inspect eval --log-dir`)."""
+    if not folder.is_dir() or (folder / "results.jsonl").is_file():
+        return []
+    from ..inspect._import import inspect_logs_in
+
+    return inspect_logs_in(folder)
+
+
+def _report_inspect_logs(folder: Path, logs: list[Path]) -> None:
+    """The report of each log of these tasks in `folder`; a log of another task is named and passed over."""
+    console, reported = Console(), 0
+    for path in logs:
+        try:
+            _report_inspect_log(path, console, title=str(path))
+            reported += 1
+        except CommandError as exc:
+            stderr.print(f"skipped {exc}", highlight=False)
+    if not reported:
+        raise CommandError(f"{folder}: no Inspect log of {' or '.join(_tasks())} in it")
+
+
+def _tasks() -> tuple[str, ...]:
+    from ..inspect._import import TASKS
+
+    return TASKS
+
+
+def _report_inspect_log(path: Path, console: Console, title: str | None = None) -> None:
+    """Print the report of one Inspect log, under a rule naming `title` if given (nothing is
+    written beside someone's Inspect logs)."""
+    from ..inspect._import import InspectLogError, summarize_inspect_log
+
+    try:
+        summary = summarize_inspect_log(path)
+    except InspectLogError as exc:
+        raise CommandError(str(exc)) from None
+    if title is not None:
+        console.rule(title)
+    print_report(summary, console)
+    if summary.get("epochs_note"):
+        console.print(summary["epochs_note"], highlight=False)
+
+
 def _inspect_log(path: Path) -> bool:
     from ..inspect._import import is_inspect_log
 
@@ -388,18 +432,21 @@ def _view_of(path: Path) -> Any:
 
 
 @report_app.command()
-def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval).")) -> None:
+def report(
+    run_dir: Path = typer.Argument(
+        ..., help="A mrcr-eval run directory, an Inspect log (.eval), or a folder of Inspect logs."
+    ),
+) -> None:
     from .._api import add_analyses
     from .._files import Busy
 
+    logs = _inspect_logs_in(run_dir)
+    if logs:  # a folder of Inspect logs: each of these tasks' logs reported, in name order
+        _report_inspect_logs(run_dir, logs)
+        return
     _require_run_dir(run_dir)
-    if _inspect_log(run_dir):  # printed only: nothing is written beside someone's Inspect logs
-        from ..inspect._import import InspectLogError, summarize_inspect_log
-
-        try:
-            print_report(summarize_inspect_log(run_dir), Console())
-        except InspectLogError as exc:
-            raise CommandError(str(exc)) from None
+    if _inspect_log(run_dir):
+        _report_inspect_log(run_dir, Console())
         return
     try:
         add_analyses(run_dir)
