@@ -104,11 +104,10 @@ class PoolBatches:
             record = WritingRequests.model_validate_json(self.record_path.read_text(encoding="utf-8"))
         except (ValueError, OSError):
             raise PoolError(f"{self.record_path} is not a record of `mrcr-gen pool build --batch`") from None
-        asked = {"model": model, "endpoint": endpoint, "params": params}
+        asked: dict[str, Any] = {"model": model, "endpoint": endpoint, "params": params}
         if record.model_dump(include=set(asked)) != asked and not self.folder.state.parts:
-            record = WritingRequests(**asked, requests={})  # no batch was made: nothing to collect
-            self.record = record
-            self._save_record()
+            self._save_record()  # no batch was made of the recorded options: nothing to collect, a fresh record
+            return self.record
         if record.model_dump(include=set(asked)) != asked:
             raise PoolError(
                 f"{self.record_path.parent} holds the batches of {record.model} at {record.endpoint} with "

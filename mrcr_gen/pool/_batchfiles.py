@@ -23,7 +23,7 @@ from typing import Any
 
 from .._files import atomic_path, file_sha256, write_text_atomic
 from .._models import Ask, _Frozen
-from .._prices import cached_price_for, price_for
+from .._prices import price_per_1m
 from .._usage import Usage, batch_price, from_openai
 from ..batch import encoded_line, request_line, same_model
 from ._cache import WritingCache, cache_key
@@ -142,13 +142,11 @@ def ledger_price(
     model: str, price_in: float | None = None, price_out: float | None = None, *, discounted: bool
 ) -> dict[str, Any] | None:
     """`price_per_1m` of batch lines (the usage ledger's form): the flags, else the model's list
-    price (`price_for`, `cached_price_for`); with `discounted` (replies of the OpenAI Batch API) at
-    the batch discount with the list price beside. None when the price is not known."""
-    price = price_for(model, price_in, price_out)
-    if price is None:
+    price (`_prices.price_per_1m`); with `discounted` (replies of the OpenAI Batch API) at the batch
+    discount with the list price beside. None when the price is not known."""
+    listed = price_per_1m(model, price_in, price_out)
+    if listed is None:
         return None
-    cached = cached_price_for(model, price_in, price_out)
-    listed = {"input": price[0], "cached_input": price[0] if cached is None else cached, "output": price[1]}
     return batch_price(listed) if discounted else listed
 
 
