@@ -228,3 +228,21 @@ def test_a_folder_of_other_files_is_refused(tmp_path, capsys):
     code, err = run([str(a) for a in [*args, *PLAN_ARGS, "--batch"]], capsys)
     assert code == 2 and "holds files this command did not write" in err
     assert (folder / "mine.txt").read_text() == "mine"
+
+
+def test_a_failed_batch_is_reported_and_its_writings_resent_by_a_rerun(tmp_path, capsys):
+    out = tmp_path / "p.parquet"
+    with ChatServer(writer_policy, batches=BatchBehaviour(fail="token_limit_exceeded")) as server:
+        args = ["pool", "build", "--batch", "--model", MODEL, "--base-url", server.base_url, "--out", out, *PLAN_ARGS]
+        args = [str(a) for a in [*args, "--cache-dir", tmp_path / "cache", "--poll-interval", "0.01"]]
+        code, err = run(args, capsys)
+        assert code == 1 and "8 writings failed" in err.splitlines()[-1] and "token_limit_exceeded" in err
+        assert len(read_pool(out)) == 0  # the pool of the writings there are: none yet
+        saved = json.loads((tmp_path / "p.build.json").read_text())
+        assert (saved["batch"]["lines"], saved["batch"]["failed_lines"], saved["cost_usd"]) == (0, 8, 0)
+        server.batch_behaviour = BatchBehaviour()
+        code, err = run(args, capsys)
+        assert code == 0, err
+        # the failed batch's 8 requests sent again once (a failed batch bills nothing)
+        assert server.stats()["batch_requests"] == 16 and server.stats()["batches_created"] == 2
+    assert len(read_pool(out)) == 8
