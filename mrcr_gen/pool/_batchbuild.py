@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .._files import write_text_atomic
-from .._models import Ask, _Frozen
+from .._models import _Frozen
 from .._usage import Usage, from_openai
 from ..batch import STATE_NAME, BatchError, BatchFolder, BatchLimits, encoded_line, read_outputs, request_line
 from ._batchfiles import Checked, WritingRequests, checked_reply, store_checked, writing_body
@@ -34,7 +34,7 @@ from ._cache import WritingCache
 from ._pool import PoolError
 
 RECORD_NAME = "writings.json"
-Job = tuple[Ask, int, str]  # (ask, variant, cache key)
+Job = tuple[Any, int, str]  # (the request: an Ask, or anything with the request's `text`; variant; cache key)
 
 
 def batches_path(out: str | os.PathLike) -> Path:
@@ -63,7 +63,7 @@ class Progress:
     sent: int = 0  # requests submitted now
     batches: int = 0  # batches made now
     waiting: int = 0  # requests in batches still running
-    failures: list[tuple[Ask, int, str]] = field(default_factory=list)  # (ask, variant, error)
+    failures: list[tuple[str, int, str]] = field(default_factory=list)  # (request text, variant, error)
     problems: list[str] = field(default_factory=list)  # torn, duplicated, conflicting lines
 
 
@@ -80,14 +80,22 @@ class PoolBatches:
     """The batches of one pool build (see the module docstring). PoolError when the folder is not
     one this build can continue."""
 
-    def __init__(self, out: str | os.PathLike, model: str, endpoint: str, params: dict[str, Any], limits: BatchLimits):
-        folder = batches_path(out)
+    def __init__(
+        self,
+        folder: Path,
+        model: str,
+        endpoint: str,
+        params: dict[str, Any],
+        limits: BatchLimits,
+        record_type: type[WritingRequests] = WritingRequests,
+    ):
         try:
             self.folder = BatchFolder(folder, limits, label="mrcr_pool_part")
         except BatchError as exc:
             raise PoolError(f"{exc}; choose another --out") from None
         self.record_path = folder / RECORD_NAME
-        self.record = WritingRequests(model=model, endpoint=endpoint, params=params, requests={})
+        self.record_type = record_type  # its `ask_of` gives what the cache stores as each writing's request
+        self.record = record_type(model=model, endpoint=endpoint, params=params, requests={})
         if self.record_path.exists():
             self.record = self._recorded(model, endpoint, params)
         elif folder.exists() and any(not path.name.endswith(".partial") for path in folder.iterdir()):
@@ -101,7 +109,7 @@ class PoolBatches:
 
     def _recorded(self, model: str, endpoint: str, params: dict[str, Any]) -> WritingRequests:
         try:
-            record = WritingRequests.model_validate_json(self.record_path.read_text(encoding="utf-8"))
+            record = self.record_type.model_validate_json(self.record_path.read_text(encoding="utf-8"))
         except (ValueError, OSError):
             raise PoolError(f"{self.record_path} is not a record of `mrcr-gen pool build --batch`") from None
         asked: dict[str, Any] = {"model": model, "endpoint": endpoint, "params": params}
@@ -122,14 +130,14 @@ class PoolBatches:
         checked: list[Checked] = []
         for custom_id, outcome in sorted(ended.outcomes.items()):
             self.attempted.add(custom_id)
-            ask, variant = self.record.ask_of(custom_id)
+            text, variant = self.record.requests[custom_id]
             if not outcome.ok:
-                progress.failures.append((ask, variant, f"{outcome.code or 'failed'}: {outcome.error}"))
+                progress.failures.append((text, variant, f"{outcome.code or 'failed'}: {outcome.error}"))
                 continue
             try:
                 checked.append(checked_reply(self.record, custom_id, outcome.body))
             except PoolError as exc:
-                progress.failures.append((ask, variant, str(exc)))
+                progress.failures.append((text, variant, str(exc)))
         progress.stored += store_checked(self.record, checked, cache_dir).stored
         if ended.parts:
             self.folder.mark_recorded(ended.parts)
@@ -155,7 +163,7 @@ class PoolBatches:
             line = encoded_line(request_line(key, writing_body(record.model, ask.text, record.params)))
             if not parts.add(key, line):
                 limit = self.folder.limits.max_bytes
-                progress.failures.append((ask, variant, f"the request is over the {limit} bytes of a batch file"))
+                progress.failures.append((ask.text, variant, f"the request is over the {limit} bytes of a batch file"))
         parts.close()
 
     def totals(self) -> Totals:

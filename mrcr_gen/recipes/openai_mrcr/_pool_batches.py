@@ -68,7 +68,7 @@ def build_pool_batch(
         client = make_client(base_url, api_key=api_key, timeout=timeout)
     except ChatError as exc:  # no API key: refused before the batches folder is made
         raise BuildError(str(exc)) from None
-    batches = PoolBatches(out, model, where, params, limits)
+    batches = PoolBatches(batches_path(out), model, where, params, limits)
     cached = _cached(cache_dir, [key for _, _, key in jobs])
     try:
         progress = asyncio.run(_run(batches, jobs, cache_dir, client, wait, max_retries, on_status))
@@ -125,7 +125,7 @@ def _publish(
         requested=len(jobs),
         cached=len(cached_before),
         written=progress.stored,
-        failed=tuple(Failure(ask=ask.text, variant=v, error=error) for ask, v, error in progress.failures),
+        failed=tuple(Failure(ask=ask, variant=v, error=error) for ask, v, error in progress.failures),
         http_requests=0,
         responses={},
         retries=0,
