@@ -77,6 +77,13 @@ def cached(tmp_path) -> int:
         cache.close()
 
 
+def import_free(tmp_path, results, capsys):
+    """`pool import-results RESULTS` of requests.jsonl into p.parquet, priced at 0."""
+    args = ["pool", "import-results", results, "--requests", tmp_path / "requests.jsonl"]
+    args += ["--out", tmp_path / "p.parquet", "--cache-dir", tmp_path / "cache"]
+    return run([*args, "--price-in", "0", "--price-out", "0"], capsys)
+
+
 def test_export_writes_the_batch_input_format(tmp_path, capsys):
     code, out, err = export(tmp_path, capsys)
     assert code == 0, err
@@ -134,16 +141,7 @@ def test_missing_failed_duplicated_and_conflicting_lines_are_reported(tmp_path, 
     lines = [vllm_line(r[1], 1), vllm_line(r[1], 1), vllm_line(r[2], 2), vllm_line(r[2], 2, text="Another text.")]
     lines += [failed_line(r[3]), vllm_line(r[4], 4), vllm_line(r[5], 5)]  # r[0]: missing
     results = write_lines(tmp_path / "results.jsonl", lines)
-    args = [
-        "pool",
-        "import-results",
-        results,
-        "--requests",
-        tmp_path / "requests.jsonl",
-        "--out",
-        tmp_path / "p.parquet",
-    ]
-    code, _, err = run([*args, "--cache-dir", tmp_path / "cache", "--price-in", "0", "--price-out", "0"], capsys)
+    code, _, err = import_free(tmp_path, results, capsys)
     assert code == 1
     report = json.loads((tmp_path / "p.build.json").read_text())
     manifest = read_manifest(tmp_path / "requests.jsonl")
@@ -179,16 +177,7 @@ def test_bad_output_files_are_refused_with_nothing_written(tmp_path, capsys, pro
         results.write_text('{"custom_id": "torn", "resp\nnot json\n')
     elif problem == "the requests":
         results = tmp_path / "requests.jsonl"
-    args = [
-        "pool",
-        "import-results",
-        results,
-        "--requests",
-        tmp_path / "requests.jsonl",
-        "--out",
-        tmp_path / "p.parquet",
-    ]
-    code, _, err = run([*args, "--cache-dir", tmp_path / "cache", "--price-in", "0", "--price-out", "0"], capsys)
+    code, _, err = import_free(tmp_path, results, capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith("mrcr-gen: error: "), err
     assert cached(tmp_path) == 0 and not (tmp_path / "p.parquet").exists()
 
@@ -202,16 +191,7 @@ def test_a_torn_line_is_reported_and_the_other_replies_stored(tmp_path, capsys):
     cut = text.splitlines(keepends=True)
     results = tmp_path / "results.jsonl"
     results.write_text("".join(cut[:2]) + cut[2][:40] + "\n" + "".join(cut[3:]))
-    args = [
-        "pool",
-        "import-results",
-        results,
-        "--requests",
-        tmp_path / "requests.jsonl",
-        "--out",
-        tmp_path / "p.parquet",
-    ]
-    code, _, err = run([*args, "--cache-dir", tmp_path / "cache", "--price-in", "0", "--price-out", "0"], capsys)
+    code, _, err = import_free(tmp_path, results, capsys)
     assert code == 1 and f"{results}:3: not a batch output line (torn or corrupted); ignored" in err
     report = json.loads((tmp_path / "p.build.json").read_text())
     manifest = read_manifest(tmp_path / "requests.jsonl")

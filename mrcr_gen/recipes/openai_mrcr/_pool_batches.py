@@ -29,7 +29,15 @@ from ...pool._cache import CACHE_FILE, WritingCache, cache_key, default_cache_di
 from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
 from ._catalog import writing_reference
-from ._pool_llm import GPT4O_REFERENCE, BuildError, BuildReport, Failure, _one_build_per_pool, build_report_path
+from ._pool_llm import (
+    GPT4O_REFERENCE,
+    BuildError,
+    BuildReport,
+    Failure,
+    _one_build_per_pool,
+    build_report_path,
+    pool_figures,
+)
 
 
 @_one_build_per_pool
@@ -132,10 +140,7 @@ def _publish(
         **usage.as_record(),
         cost_usd=None if price is None else cost(price, usage)["cost_usd"],
         truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
-        writings=len(writings),
-        duplicates=duplicates,
-        asks=len({w.ask for w in writings}),
-        tokens=sum(w.n_tokens for w in writings),
+        **pool_figures(writings, duplicates),
         elapsed_s=time.perf_counter() - started,
         max_in_flight=0,
         batch=BatchFigures(

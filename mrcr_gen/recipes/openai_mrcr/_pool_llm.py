@@ -395,10 +395,7 @@ class _PoolBuild:
             cached_tokens=billed.cached_tokens,
             cost_usd=cost_usd(self.price, billed.prompt_tokens, billed.completion_tokens),
             truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
-            writings=len(writings),
-            duplicates=duplicates,
-            asks=len({w.ask for w in writings}),
-            tokens=sum(w.n_tokens for w in writings),
+            **pool_figures(writings, duplicates),
             elapsed_s=time.perf_counter() - started,
             max_in_flight=self.runner.max_in_flight,
         )
@@ -419,6 +416,16 @@ def _progress_bar(console: Console, progress: bool) -> Progress:
         console=console,
         disable=not progress,
     )
+
+
+def pool_figures(writings: Sequence[Any], duplicates: int) -> dict[str, Any]:
+    """A build report's figures of the pool written: distinct writings, merged duplicates, asks, tokens."""
+    return {
+        "writings": len(writings),
+        "duplicates": duplicates,
+        "asks": len({w.ask for w in writings}),
+        "tokens": sum(w.n_tokens for w in writings),
+    }
 
 
 def build_report_path(out: str | os.PathLike) -> Path:
