@@ -504,6 +504,20 @@ def check_pool_built(ws: Workspace, command: Command, run: Run) -> None:
     assert_no_key(ws)
 
 
+def check_pool_built_by_batch(ws: Workspace, command: Command, run: Run) -> None:
+    check_pool_built(ws, command, run)
+    out = ws.root / option(command.text, "--out")
+    built = json.loads(out.with_name(out.name.removesuffix(".parquet") + ".build.json").read_text())
+    # Every writing the cache lacked went through the Batch API (none, if the online example of the
+    # same model ran first: the batch build reuses its writings), each line billed once.
+    model = option(command.text, "--model")
+    asks = [r for r in ws.server.batch_requests if r["messages"][0]["content"].startswith("write a ")]
+    sent = [r for r in asks if r["model"] == model]
+    assert built["batch"]["lines"] == len(sent) <= built["requested"]
+    assert built["batch"]["price_per_1m"]["batch_discount"] == 0.5
+    assert (out.with_name(out.name.removesuffix(".parquet") + ".batches") / "writings.json").is_file()
+
+
 def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
     from mrcr_gen.pool import read_pool
     from mrcr_gen.recipes.openai_mrcr._harvest import catalog_path
@@ -833,6 +847,7 @@ RULES: dict[str, Rule] = {
         r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated
     ),
     "harvest": Rule(r"^mrcr-gen pool harvest mrcr/", needs=("mrcr",), check=check_harvested),
+    "pool-build-batch": Rule(r"^mrcr-gen pool build --batch ", check=check_pool_built_by_batch),
     "pool-export": Rule(r"^mrcr-gen pool export-requests ", check=check_pool_requests),
     "pool-import": Rule(
         r"^mrcr-gen pool import-results pool-results\.jsonl ",
