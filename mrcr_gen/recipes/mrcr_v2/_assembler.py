@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from ..._budget import AssemblyError, fill_budget
+from ..._budget import AssemblyError, fill_budget, interleave, needle_slots
 from ..._models import Writing
 from ..._seeding import derived_rng
 from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
@@ -296,10 +296,7 @@ class V2Assembler:
         labels = [key for key, turns in chosen.items() for _ in turns]
         rng.shuffle(labels)
         needles = [next(queues[key]) for key in labels]
-        total = len(needles) + len(filler)
-        slots = set(rng.sample(range(total), len(needles)))
-        needle_iter, filler_iter = iter(needles), iter(filler)
-        turns = [next(needle_iter) if i in slots else next(filler_iter) for i in range(total)]
+        turns = interleave(needles, filler, needle_slots(rng, len(needles) + len(filler), len(needles)))
 
         transcript = Transcript(
             fewshot=fewshot,
