@@ -46,7 +46,7 @@ from ._batchfile import (
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._items import EvalItem, EvalRecipe, recipe_named
 from ._planner import Planner, base_record
-from ._results import RESULTS_NAME, ResultsWriter
+from ._results import BATCH_DIR, RESULTS_NAME, ResultsWriter
 from ._runner import RunStats, eval_client
 from ._session import close_client
 
@@ -59,7 +59,6 @@ BATCH_DISCOUNT = 0.5
 #: Seconds before the first status check of the batches; the interval doubles up to the cap.
 POLL_FIRST_S = 10.0
 POLL_CAP_S = 600.0
-BATCH_DIR = "batches"
 STATE_NAME = "batches.json"
 TERMINAL = frozenset({"completed", "expired", "failed", "cancelled"})
 

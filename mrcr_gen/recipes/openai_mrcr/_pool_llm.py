@@ -36,7 +36,7 @@ from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
 from ..._tokens import count_tokens_batch
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
-from ...pool._pool import PoolError, PoolWriting, dedupe, write_pool
+from ...pool._pool import PoolError, PoolWriting, check_pool_out, dedupe, write_pool
 from ._catalog import Catalog, load_catalog
 
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
@@ -160,7 +160,9 @@ def _one_build_per_pool(build: Callable[..., BuildReport]) -> Callable[..., Buil
     def locked(*args: Any, **kwargs: Any) -> BuildReport:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        lock = pool_lock_path(bound.arguments["out"])
+        out = bound.arguments["out"]
+        lock = pool_lock_path(out)
+        check_pool_out(out, [lock, build_report_path(out)])  # before the lock file is made: nothing written
         lock.parent.mkdir(parents=True, exist_ok=True)
         try:
             with exclusive_lock(lock, f"the pool {bound.arguments['out']}"):
