@@ -141,3 +141,29 @@ def units_running(workers: int) -> Callable[[psutil.Process], bool]:
 def file_written(folder: Path, pattern: str = "*.parquet") -> Callable[[psutil.Process], bool]:
     """Ready once a file matching `pattern` is in place under `folder` (the work is under way)."""
     return lambda _: folder.is_dir() and any(folder.rglob(pattern))
+
+
+def kill_when(args: list[str], ready: Callable[[], bool], *, env: dict[str, str] | None = None) -> tuple[int, bool]:
+    """Start `args` and SIGKILL it once `ready()` holds; (its return code, whether it was killed).
+    A command that ends before `ready()` holds is left to end (not killed)."""
+    process = subprocess.Popen(args, env=env or command_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while process.poll() is None and not ready():
+            assert time.monotonic() < deadline, "the command never got ready"
+            time.sleep(0.01)
+        if process.poll() is not None:
+            return process.returncode, False
+        children: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(process.pid).children(recursive=True)
+        process.kill()
+        returncode = process.wait(timeout=STOP_DEADLINE)
+        for child in children:  # what the command started dies with it, as the rules require of it
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        return returncode, True
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
