@@ -138,7 +138,9 @@ class Data:
                 billed = server.ledger.billed()
             assert set(billed) <= set(self.keys.values()), "the rows' content keys are not what is sent"
             summary = json.loads((out / "summary.json").read_text())
-            self.references[selection] = Reference(summary, frozenset(billed), {k: e[0].usage for k, e in billed.items()})
+            self.references[selection] = Reference(
+                summary, frozenset(billed), {k: e[0].usage for k, e in billed.items()}
+            )
         return self.references[selection]
 
 
@@ -297,11 +299,14 @@ class PaidReplies(RuleBasedStateMachine):
             if event.tag not in tags:
                 continue
             if event.kind == SENT:
-                assert event.key in selected, f"{what}: sent a row it does not select [invariant: resend] {self.where()}"
+                assert event.key in selected, (
+                    f"{what}: sent a row it does not select [invariant: resend] {self.where()}"
+                )
                 if event.key in seen:
                     resent[event.key] += 1
                     assert resent[event.key] < self.DATA.rows_of(event.key), (
-                        f"{what}: sent ({event.channel}) a row whose reply was received [invariant: resend] {self.where()}"
+                        f"{what}: sent ({event.channel}) a row whose reply was received "
+                        f"[invariant: resend] {self.where()}"
                     )
             elif event.kind == DELIVERED and event.ok and not step.killed:
                 seen.add(event.key)
@@ -319,7 +324,9 @@ class PaidReplies(RuleBasedStateMachine):
                 f"selection [invariant: cost] {self.where()}"
             )
         if summary["complete"]:
-            assert reported == reference.total(), f"{what}: usage {reported}, not {reference.total()} [cost] {self.where()}"
+            assert reported == reference.total(), (
+                f"{what}: usage {reported}, not {reference.total()} [cost] {self.where()}"
+            )
             assert without(summary, HOW) == without(reference.summary, HOW), (
                 f"{what}: complete, but its summary differs from a fresh online run's (mean_score "
                 f"{summary['mean_score']} vs {reference.summary['mean_score']}) [invariant: equal] {self.where()}"
@@ -415,7 +422,9 @@ class PaidReplies(RuleBasedStateMachine):
         """The server's Batch API run on a batch input file; its error lines, then its output lines."""
         client = openai.OpenAI(base_url=self.chat.base_url, api_key=API_KEY, max_retries=0)
         uploaded = client.files.create(file=requests, purpose="batch")
-        made = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        made = client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
         ended = client.batches.retrieve(made.id)
         files = [ended.error_file_id, ended.output_file_id]
         results.write_bytes(b"".join(client.files.content(f).read() for f in files if f))
@@ -563,8 +572,14 @@ def test_paid_replies_everywhere(state_data, tmp_path, api_env, forker):
 # ----------------------------------------------------------------------- the shortest sequences
 
 
-def replay(state_data: dict[str, Data], tmp_path: Path, forker: Forker, data: str,
-           *steps: Callable[[PaidReplies], None], snapshot: str | None = None) -> None:
+def replay(
+    state_data: dict[str, Data],
+    tmp_path: Path,
+    forker: Forker,
+    data: str,
+    *steps: Callable[[PaidReplies], None],
+    snapshot: str | None = None,
+) -> None:
     machine = machine_for(EVERYWHERE, state_data[data], tmp_path, forker)()
     try:
         machine.open(snapshot)
@@ -574,9 +589,14 @@ def replay(state_data: dict[str, Data], tmp_path: Path, forker: Forker, data: st
         machine.teardown()
 
 
-def test_issue_34_item_1_a_narrower_rerun_keeps_the_replies_of_rows_it_does_not_select(state_data, tmp_path, api_env, forker):
+def test_issue_34_item_1_a_narrower_rerun_keeps_the_replies_of_rows_it_does_not_select(
+    state_data, tmp_path, api_env, forker
+):
     replay(
-        state_data, tmp_path, forker, "distinct",
+        state_data,
+        tmp_path,
+        forker,
+        "distinct",
         lambda m: m.batch("all", "no-wait", "completed", None, hold=True),
         lambda m: m.batch("needles 2", "batch", "completed", None, hold=False),
     )
@@ -584,7 +604,10 @@ def test_issue_34_item_1_a_narrower_rerun_keeps_the_replies_of_rows_it_does_not_
 
 def test_issue_34_item_1_a_narrower_rerun_sends_no_part_of_a_wider_killed_run(state_data, tmp_path, api_env, forker):
     replay(
-        state_data, tmp_path, forker, "distinct",
+        state_data,
+        tmp_path,
+        forker,
+        "distinct",
         lambda m: m.batch("all", "batch", "completed", "upload", hold=False),
         lambda m: m.batch("limit 2", "batch", "completed", None, hold=False),
     )
@@ -600,7 +623,10 @@ def test_issue_34_item_3_a_torn_output_line_does_not_block_the_run(state_data, t
 
 def test_issue_34_item_4_a_vanished_batch_is_recovered(state_data, tmp_path, api_env, forker):
     replay(
-        state_data, tmp_path, forker, "distinct",
+        state_data,
+        tmp_path,
+        forker,
+        "distinct",
         lambda m: m.batch("all", "no-wait", "completed", None, hold=True),
         lambda m: m.vanish("batches"),
     )

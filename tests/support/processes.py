@@ -146,8 +146,6 @@ def file_written(folder: Path, pattern: str = "*.parquet") -> Callable[[psutil.P
     return lambda _: folder.is_dir() and any(folder.rglob(pattern))
 
 
-
-
 def _call(spec: str) -> Any:
     """The object a "module:name" spec names."""
     module, _, name = spec.partition(":")
@@ -189,10 +187,15 @@ class Forker:
     """A running `fork_server`: `kill_when` runs one command in it."""
 
     def __init__(self, main: str, setup: str | None = None, env: dict[str, str] | None = None):
-        args = [sys.executable, "-c", "import sys; from tests.support.processes import fork_server; fork_server(*sys.argv[1:])", main]
+        serve = "import sys; from tests.support.processes import fork_server; fork_server(*sys.argv[1:])"
+        args = [sys.executable, "-c", serve, main]
         self.process = subprocess.Popen(
-            [*args, *([setup] if setup else [])], env=env or command_env(), cwd=ROOT, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [*args, *([setup] if setup else [])],
+            env=env or command_env(),
+            cwd=ROOT,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
 
     def _ask(self, line: str) -> str:
