@@ -25,8 +25,8 @@ used (run in this process, or in a forked child process SIGKILLed at a point the
 works); `test_paid_replies_everywhere` draws from every case of issue 34; the `test_issue_34_*`
 tests replay the shortest sequence that broke each item. The examples are few (CI-sized; at least
 3 steps each) and drawn from a seed printed with the test's output: MRCR_STATE_SEED=N draws the
-same sequences again, MRCR_STATE_EXAMPLES=N draws N of them (a failure also prints its
-`@reproduce_failure` blob).
+same sequences again, MRCR_STATE_EXAMPLES=N draws N of them, MRCR_STATE_SHRINK=1 shrinks a failing
+one (minutes; a failure also prints its `@reproduce_failure` blob).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 
 import openai
 import pytest
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
@@ -521,6 +521,8 @@ def run_machine(profile: Profile, state_data: dict[str, Data], tmp_path: Path, f
             deadline=None,
             print_blob=True,
             database=None,
+            # A failure prints its whole sequence (at most 4 steps); shrinking it takes minutes.
+            phases=tuple(Phase) if os.environ.get("MRCR_STATE_SHRINK") else (Phase.explicit, Phase.generate),
             suppress_health_check=list(HealthCheck),
         ),
         _min_steps=3,
