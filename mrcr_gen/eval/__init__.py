@@ -2,11 +2,13 @@
 What a row sends and how its reply is graded is the recipe's (`mrcr_gen.recipes`)."""
 
 from .._bins import bin_label
+from ..batch import BatchLimits
 from ._analysis import RowAnalysis, Transcript, Writing, analyse_reply
 from ._auc import auc, trapezoid_auc
-from ._batch import BatchLimits, BatchStats, run_batch_async
-from ._batchfile import ExportStats, ImportStats, export_requests, import_results, read_outcomes, request_line
+from ._batch import BatchStats, run_batch_async
+from ._batchfile import ExportStats, ImportStats, export_requests, import_results, request_line
 from ._compare import compare_runs, compare_table, plot_compare
+from ._compare_view import render_compare
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._failures import analyse_item, failure_summary, write_failure_plots
 from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
@@ -15,7 +17,7 @@ from ._report import plot_summary, print_report, render_table, summarize, summar
 from ._responses import ResponsesError, grade_responses, read_responses
 from ._run_view import add_analyses, graded_view, records_view, run_view, view_samples
 from ._runner import RunStats, preflight, run_eval, run_eval_async
-from ._view import ViewReport, ViewSample, render_compare, render_view, write_html
+from ._view import ViewReport, ViewSample, render_view, write_html
 
 __all__ = [
     "BatchLimits",
@@ -56,7 +58,6 @@ __all__ = [
     "print_report",
     "prompt_counter",
     "read_items",
-    "read_outcomes",
     "read_responses",
     "records_view",
     "render_compare",
