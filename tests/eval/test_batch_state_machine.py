@@ -18,7 +18,9 @@ used (run in this process, or in a forked child process SIGKILLed at a point the
    the server checkpointed before and restored after, so the probe changes nothing) exits 0, or
    a second one does (the first may only collect batches that ended in errors);
 4. equal: its summary, as every complete summary a step writes, equals a fresh online run's on the
-   same selection, but for how the replies were obtained and what they cost;
+   same selection, but for how the replies were obtained and what they cost (a folder that got
+   two replies that differ for one request is exempt: which one counts is the implementation's
+   documented choice; `test_issue_34_item_6_*` checks that it does not depend on line order);
 5. a model the server does not know stops a run for good (exit 2), online or through batches.
 
 `test_paid_replies_on_main_paths` draws only from what today's main handles (it shows the harness
@@ -77,11 +79,22 @@ OUTCOMES: dict[str, dict[str, Any]] = {
     "duplicated": {"duplicate": True},
     "torn": {"torn": True},
     "conflicting": {"conflict": True},
+    "conflicting first": {"conflict": True, "conflict_first": True},
 }
 #: Where a batch command is killed: while the server holds this API call (its work done).
 BATCH_KILLS = ("upload", "create", "retrieve", "content")
-#: Summary fields that say how the replies were obtained and priced, not what they scored.
-HOW = ("settings", "price_per_1m", "cost_usd", "cost_without_cache_usd", "cache_saved_usd", "latency_s", "base_url")
+#: Summary fields that say how the replies were obtained and priced, not what they scored (the
+#: usage too: a batch sends rows of the same content once; the cost invariant checks it).
+HOW = (
+    "settings",
+    "price_per_1m",
+    "cost_usd",
+    "cost_without_cache_usd",
+    "cache_saved_usd",
+    "latency_s",
+    "base_url",
+    "usage",
+)
 EXAMPLES = int(os.environ.get("MRCR_STATE_EXAMPLES", "0"))
 SEED = int(os.environ.get("MRCR_STATE_SEED") or random.SystemRandom().randrange(1 << 32))
 
@@ -107,14 +120,19 @@ def cli(args: list[str]) -> tuple[int, str]:
 
 @dataclass
 class Reference:
-    """A fresh online run of a selection: its summary, its distinct requests, one reply's usage each."""
+    """A fresh online run of a selection: its summary, its distinct requests, one reply's usage
+    each, and the selected rows of each request content."""
 
     summary: dict
     keys: frozenset[str]
     usage: dict[str, Usage]
+    rows: Counter[str]
 
-    def total(self) -> Usage:
-        return sum((self.usage[key] for key in self.keys), Usage())
+    def costed_once(self, billed: dict[str, list[Event]]) -> Usage:
+        """The usage of the `billed` replies of the selection, each reply costed once and no more
+        replies of a content costed than the selection has rows of it (a batch sends rows of the
+        same content once, an online run may send each)."""
+        return sum((self.usage[k] * min(len(billed.get(k, ())), self.rows[k]) for k in self.keys), Usage())
 
 
 @dataclass
@@ -138,9 +156,10 @@ class Data:
                 billed = server.ledger.billed()
             assert set(billed) <= set(self.keys.values()), "the rows' content keys are not what is sent"
             summary = json.loads((out / "summary.json").read_text())
-            self.references[selection] = Reference(
-                summary, frozenset(billed), {k: e[0].usage for k, e in billed.items()}
-            )
+            records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+            rows = Counter(self.keys[(r["file"], r["row"])] for r in records if r.get("status") == "ok")
+            usage = {k: e[0].usage for k, e in billed.items()}
+            self.references[selection] = Reference(summary, frozenset(billed), usage, rows)
         return self.references[selection]
 
 
@@ -223,6 +242,7 @@ class PaidReplies(RuleBasedStateMachine):
         self.imported = self.home / "imported"
         self.received: set[str] = set()  # content keys whose HTTP-200 reply this folder received
         self.resent: Counter[str] = Counter()  # content keys sent again after that, by their other rows
+        self.conflicted: dict[str, set[str]] = {"main": set(), "import": set()}  # keys given two replies
         self.history: list[str] = []
 
     # ------------------------------------------------------------ plumbing
@@ -313,20 +333,22 @@ class PaidReplies(RuleBasedStateMachine):
         return resent
 
     def check_summary(self, summary: dict, reference: Reference, tags: Collection[str], what: str) -> None:
-        """Invariants 2 (cost) and 4 (equal, once complete)."""
-        billed = self.chat.ledger.billed(tags)
-        bound = sum((billed[key][0].usage for key in reference.keys if key in billed), Usage())
+        """Invariants 2 (cost) and 4 (equal, once complete: unless replies conflicted)."""
+        for event in self.chat.ledger.events:
+            if event.conflict and event.tag in tags:
+                self.conflicted["import" if "import" in tags else "main"].add(event.key)
+        bound = reference.costed_once(self.chat.ledger.billed(tags))
         usage = summary["usage"]
         reported = Usage(usage["prompt_tokens"], usage["completion_tokens"], usage.get("cached_tokens") or 0)
         for name, got, most in zip(("prompt", "completion", "cached"), reported.fields(), bound.fields(), strict=True):
             assert got <= most, (
-                f"{what}: reports {got} {name} tokens, more than the {most} billed once per request of its "
-                f"selection [invariant: cost] {self.where()}"
+                f"{what}: reports {got} {name} tokens, more than the {most} of the replies billed for its "
+                f"selection, each costed once [invariant: cost] {self.where()}"
             )
         if summary["complete"]:
-            assert reported == reference.total(), (
-                f"{what}: usage {reported}, not {reference.total()} [cost] {self.where()}"
-            )
+            assert reported == bound, f"{what}: usage {reported}, not the {bound} billed [cost] {self.where()}"
+            if reference.keys & self.conflicted["import" if "import" in tags else "main"]:
+                return
             assert without(summary, HOW) == without(reference.summary, HOW), (
                 f"{what}: complete, but its summary differs from a fresh online run's (mean_score "
                 f"{summary['mean_score']} vs {reference.summary['mean_score']}) [invariant: equal] {self.where()}"
@@ -579,14 +601,16 @@ def replay(
     tmp_path: Path,
     forker: Forker,
     data: str,
-    *steps: Callable[[PaidReplies], None],
+    *steps: Callable[[PaidReplies], Any],
     snapshot: str | None = None,
-) -> None:
+) -> Any:
+    """Run `steps` on a new machine, with every check; what the last step returns."""
     machine = machine_for(EVERYWHERE, state_data[data], tmp_path, forker)()
     try:
         machine.open(snapshot)
         for step in steps:
-            step(machine)
+            found = step(machine)
+        return found
     finally:
         machine.teardown()
 
@@ -634,8 +658,23 @@ def test_issue_34_item_4_a_vanished_batch_is_recovered(state_data, tmp_path, api
     )
 
 
-def test_issue_34_item_6_conflicting_output_lines_are_not_graded_silently(state_data, tmp_path, api_env, forker):
-    replay(state_data, tmp_path, forker, "distinct", lambda m: m.batch("all", "batch", "conflicting", None, hold=False))
+def test_issue_34_item_6_conflicting_output_lines_are_graded_whatever_their_order(
+    state_data, tmp_path, api_env, forker
+):
+    """Two replies that differ for one request: the one graded does not depend on line order (on
+    main before issue 34: the later line won)."""
+
+    def scores(outcome: str) -> list:
+        def run(machine: PaidReplies) -> list:
+            machine.batch("all", "batch", outcome, None, hold=False)
+            records = [json.loads(line) for line in (machine.out / "results.jsonl").read_text().splitlines()]
+            return sorted((r["row"], r["score"], r["response"]) for r in records)
+
+        folder = tmp_path / outcome.replace(" ", "-")
+        folder.mkdir()
+        return replay(state_data, folder, forker, "distinct", run)
+
+    assert scores("conflicting") == scores("conflicting first")
 
 
 def test_issue_34_item_7_dated_model_names_are_imported(state_data, tmp_path, api_env, forker):

@@ -646,7 +646,8 @@ class BatchBehaviour:
     with a `Fault` (429 or 500; `stall` holds the call after its work) instead.
     The output file of a batch that ends while `torn` is set has its last line cut in half (no
     newline); with `duplicate`, its first line twice; with `conflict`, a second HTTP-200 line for
-    its first request with another reply (same usage) right after it. Each is billed once."""
+    its first request with another reply (same usage) right after it (`conflict_first`: right
+    before it). Each is billed once."""
 
     polls: int = 1
     hold: bool = False
@@ -657,6 +658,7 @@ class BatchBehaviour:
     torn: bool = False
     duplicate: bool = False
     conflict: bool = False
+    conflict_first: bool = False
 
 
 EXPIRED_ERROR = {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}
@@ -741,10 +743,12 @@ def _shaped_output(behaviour: BatchBehaviour, batch: dict, done: list[int]) -> t
         message["content"] = "(another reply) " + (message["content"] or "")
         other["id"] += "-again"
         other["response"]["body"]["id"] += "-again"
-        lines.insert(1, (i, other, False))
+        lines.insert(0 if behaviour.conflict_first else 1, (i, other, False))
         lines = [(j, line, ok and j != i) for j, line, ok in lines]  # neither reply of the pair can be trusted
     texts = [json.dumps(line) + "\n" for _, line, _ in lines]
     events = [_delivery(batch, i, line, ok) for i, line, ok in lines]
+    if lines and behaviour.conflict:
+        events = [dataclasses.replace(e, conflict=i == lines[0][0]) for (i, _, _), e in zip(lines, events, strict=True)]
     if texts and behaviour.torn:
         texts[-1] = texts[-1][: len(texts[-1]) // 2]
         events[-1] = dataclasses.replace(events[-1], ok=False)

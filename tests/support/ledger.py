@@ -45,6 +45,9 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(a + b for a, b in zip(self.fields(), other.fields(), strict=True)))
 
+    def __mul__(self, times: int) -> Usage:
+        return Usage(*(a * times for a in self.fields()))
+
     def fields(self) -> tuple[int, int, int]:
         return self.prompt_tokens, self.completion_tokens, self.cached_tokens
 
@@ -58,6 +61,7 @@ class Event:
     reply_id: str | None = None
     usage: Usage = Usage()
     ok: bool = False  # delivered: a readable, uncontradicted HTTP-200 reply
+    conflict: bool = False  # delivered: one of two HTTP-200 replies that differ for one request
 
 
 class Ledger:
