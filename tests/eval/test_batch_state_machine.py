@@ -42,7 +42,7 @@ import random
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,6 +232,9 @@ class Step:
     err: str
     events: list[Event]
 
+    def __repr__(self) -> str:  # short, in pytest's assertion messages
+        return f"Step(exit {self.code}{', killed' if self.killed else ''}, {len(self.events)} ledger events)"
+
 
 class PaidReplies(RuleBasedStateMachine):
     """The state and the checks; `machine_for` adds the rules a `Profile` allows."""
@@ -380,14 +383,22 @@ class PaidReplies(RuleBasedStateMachine):
             self.check_summary(json.loads((self.out / "summary.json").read_text()), reference, {"main"}, what)
         self.probe()
 
+    @contextlib.contextmanager
+    def probing(self, folder: Path) -> Iterator[Path]:
+        """A copy of `folder` to rerun in; the server's state is restored after (a probe changes nothing)."""
+        saved = checkpoint(self.chat)
+        copy = self.home / f"probe-{folder.name}"
+        try:
+            if folder.exists():
+                shutil.copytree(folder, copy)
+            yield copy
+        finally:
+            restore(self.chat, saved)
+            shutil.rmtree(copy, ignore_errors=True)
+
     def probe(self) -> None:
         """Invariants 3 and 4: a rerun of everything on a copy of the folder, the server healthy."""
-        chat = self.chat
-        saved = checkpoint(chat)
-        copy = self.home / "probe"
-        try:
-            if self.out.exists():
-                shutil.copytree(self.out, copy)
+        with self.probing(self.out) as copy:
             mode = self.mode_of(self.out) or "online"
             step = self.run(self.args(copy, "all", mode=mode), tag="probe")
             if step.code == 1:  # batches that ended in errors collected: the next rerun sends their rows again
@@ -401,9 +412,6 @@ class PaidReplies(RuleBasedStateMachine):
             self.check_sends(step, reference.keys, {"main", "probe"}, f"the {mode} rerun of everything")
             summary = json.loads((copy / "summary.json").read_text())
             self.check_summary(summary, reference, {"main", "probe"}, f"the {mode} rerun of everything")
-        finally:
-            restore(chat, saved)
-            shutil.rmtree(copy, ignore_errors=True)
 
     # ------------------------------------------------------------ steps
     def online(self, selection: str, kill_at: int | None) -> None:
@@ -463,44 +471,34 @@ class PaidReplies(RuleBasedStateMachine):
         client.close()
         return results
 
-    def import_results(self, selection: str, outcome: str) -> None:
-        """`batch export`, the server's batch run of it (ending as `outcome`), `batch import`."""
-        self.history.append(f"import {selection} {outcome}")
+    def imported_into(self, out: Path, selection: str, outcome: str, tag: str) -> tuple[int, str]:
+        """`batch export` of `selection`, the server's batch run of it (ending as `outcome`, its
+        requests under `tag`), `batch import` of its files into `out`: (exit code, stderr)."""
         requests, results = self.home / "requests.jsonl", self.home / "results.jsonl"
         data = str(self.DATA.path)
         code, err = cli(["batch", "export", data, "-o", str(requests), "-m", MODEL, *SELECTIONS[selection]])
         assert code == 0, err
         chat = self.chat
-        chat.tag, chat.batch_behaviour = "import", BatchBehaviour(**OUTCOMES[outcome])
+        chat.tag, chat.batch_behaviour = tag, BatchBehaviour(**OUTCOMES[outcome])
         self.answered(requests, results)
         chat.batch_behaviour = BatchBehaviour()
-        args = ["batch", "import", str(results), data, "-o", str(self.imported), "-m", MODEL, *PRICES, "-q"]
-        code, err = cli([*args, *SELECTIONS[selection]])
+        return cli(
+            ["batch", "import", str(results), data, "-o", str(out), "-m", MODEL, *PRICES, "-q", *SELECTIONS[selection]]
+        )
+
+    def import_results(self, selection: str, outcome: str) -> None:
+        """An import of a batch run of `selection` that ended as `outcome`, then the probe."""
+        self.history.append(f"import {selection} {outcome}")
+        code, err = self.imported_into(self.imported, selection, outcome, "import")
         what = self.history[-1]
         assert code in (0, 1), f"{what}: an import of the server's own batch output exits {code}: {err} {self.where()}"
         summary = json.loads((self.imported / "summary.json").read_text())
         self.check_summary(summary, self.DATA.reference(selection), {"import"}, what)
-        self.probe_import()
-
-    def probe_import(self) -> None:
-        """Invariants 3 and 4 for the imports: a healthy batch output of everything, imported into a copy."""
-        chat = self.chat
-        saved = checkpoint(chat)
-        copy = self.home / "probe-import"
-        try:
-            shutil.copytree(self.imported, copy)
-            requests, results = self.home / "all.requests.jsonl", self.home / "all.results.jsonl"
-            data = str(self.DATA.path)
-            assert cli(["batch", "export", data, "-o", str(requests), "-m", MODEL])[0] == 0
-            chat.tag = "probe"
-            self.answered(requests, results)
-            code, err = cli(["batch", "import", str(results), data, "-o", str(copy), "-m", MODEL, *PRICES, "-q"])
+        with self.probing(self.imported) as copy:  # invariants 3 and 4 for the imports
+            code, err = self.imported_into(copy, "all", "completed", "probe")
             assert code == 0, f"imports not recoverable: importing everything exits {code}: {err} {self.where()}"
             summary = json.loads((copy / "summary.json").read_text())
             self.check_summary(summary, self.DATA.reference("all"), {"import", "probe"}, "importing everything")
-        finally:
-            restore(chat, saved)
-            shutil.rmtree(copy, ignore_errors=True)
 
 
 def machine_for(profile: Profile, data: Data, folder: Path, forker: Forker) -> type[PaidReplies]:
