@@ -185,13 +185,19 @@ def read_inspect_log(path: str | os.PathLike) -> tuple[list[dict[str, Any]], dic
     except Exception as exc:
         raise InspectLogError(f"{path}: not a readable Inspect log: {str(exc).strip().splitlines()[0]}") from None
     run = _run_of(header, path)
+    # A sample the task itself ran in a log `export_run` wrote (`inspect eval-retry` of it) has no
+    # original record: it is read as the task's, with the exported run's settings, so that the
+    # run's summary counts it (its reply was paid for) rather than passing it over as another run's.
+    fingerprint = run.get("fingerprint") if RUN_KEY in (header.eval.metadata or {}) else None
+    exported = {} if fingerprint is None else {"settings": fingerprint}
     epochs: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for sample in log.read_eval_log_samples(
         str(path),
         all_samples_required=False,
         exclude_fields={"messages", "events", "attachments", "store"},
     ):
-        epochs[sample.id].append(record_of(sample))
+        own = isinstance((sample.metadata or {}).get(RECORD_KEY), dict)
+        epochs[sample.id].append(record_of(sample) | ({} if own else exported))
     count = header.eval.config.epochs or 1
     if count > 1:
         run["epochs"] = {"count": count, "reducer": header.eval.config.epochs_reducer or ["mean"]}
