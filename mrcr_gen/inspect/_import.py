@@ -137,10 +137,14 @@ def score_value(score: Any, key: str) -> float | None:
 def record_of(sample: Any) -> dict[str, Any]:
     """The results record of one sample of these tasks."""
     metadata = sample.metadata or {}
-    if isinstance(metadata.get(RECORD_KEY), dict):
-        return dict(metadata[RECORD_KEY])
-    record: dict[str, Any] = {name: metadata.get(name) for name in _ROW_FIELDS}
     score = (sample.scores or {}).get(SCORER)
+    if isinstance(metadata.get(RECORD_KEY), dict):
+        record = dict(metadata[RECORD_KEY])
+        graded = None if score is None else score_value(score, SCORE_KEY)
+        if record.get("status") == "ok" and graded is not None:  # graded again since (`inspect score`, an edit)
+            record |= {"score": graded, "score_lenient": score_value(score, LENIENT_KEY)}
+        return record
+    record: dict[str, Any] = {name: metadata.get(name) for name in _ROW_FIELDS}
     scored = (score.metadata or {}) if score is not None else {}
     status = metadata.get("status", "ok") if score is None else scored.get("status", "ok")
     if status == "skipped":

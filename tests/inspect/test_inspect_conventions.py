@@ -223,6 +223,27 @@ def test_an_exported_log_is_one_inspect_reads_retries_and_rescores(mrcr_data, tm
     assert task_log.eval.scorers[0].metrics == log.eval.scorers[0].metrics
 
 
+def test_a_score_graded_again_in_an_exported_log_is_the_one_reported(mrcr_data, tmp_path):
+    """`inspect score` and Inspect's score edits change a sample's score, not the record the export
+    keeps beside it: `mrcr-eval report` of the log reads the score the log now holds."""
+    from inspect_ai.log import edit_score, write_eval_log
+    from inspect_ai.scorer import ScoreEdit
+
+    with ChatServer("first_needle") as server:
+        summary = _run_with_one_error([mrcr_data / "a_small.parquet"], tmp_path / "run", server)
+    out = tmp_path / "run.eval"
+    export_run(tmp_path / "run", out)
+    log = read_eval_log(str(out))
+    sample = next(s for s in log.samples if s.scores["mrcr_scorer"].value["score"] < 1)
+    edit = ScoreEdit(value={"score": 1.0, "lenient": 1.0})
+    edit_score(log, sample.id, "mrcr_scorer", edit, recompute_metrics=False)
+    write_eval_log(log, str(out))
+    records, _ = read_inspect_log(out)
+    [record] = [r for r in records if (r["file"], r["row"]) == (sample.metadata["file"], sample.metadata["row"])]
+    assert (record["score"], record["score_lenient"]) == (1.0, 1.0)
+    assert summarize_inspect_log(out)["mean_score"] > summary["mean_score"]
+
+
 def test_inspect_logs_are_priced_in_compare(mrcr_data, tmp_path, monkeypatch):
     """A log of a model whose list price is known: `compare` (and `report`) show its cost."""
     log, _ = _run(
