@@ -218,6 +218,9 @@ def test_an_exported_log_is_one_inspect_reads_retries_and_rescores(mrcr_data, tm
     [task_path] = (tmp_path / "task").glob("*.eval")
     task_log = read_eval_log(str(task_path))
     assert sorted(s.id for s in task_log.samples) == sorted(s.id for s in log.samples)
+    exported_metadata = {s.id: s.metadata for s in log.samples}
+    for sample in task_log.samples:  # the task's metadata, that `inspect score` reads, is all there
+        assert set(sample.metadata) <= set(exported_metadata[sample.id]), sample.id
     names = {key: (m.name, m.group) for key, m in task_log.results.scores[0].metrics.items()}
     assert names == {key: (m.name, m.group) for key, m in metrics.items()}
     assert task_log.eval.scorers[0].metrics == log.eval.scorers[0].metrics
