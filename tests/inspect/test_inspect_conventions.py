@@ -113,7 +113,18 @@ def test_epochs_every_metric_and_the_report_are_over_all_epochs(mrcr_data, tmp_p
     assert metrics["mean"] == pytest.approx(_mean(official))
     assert metrics["lenient"] == pytest.approx(_mean(lenient))
     assert _mean(first_epoch) != pytest.approx(_mean(lenient))  # the epochs differ: the test can tell
+    for field, prefix in (("bin_upper", "bin_"), ("n_needles", "needles_")):  # every metric, by hand
+        groups: dict[int, list[float]] = defaultdict(list)
+        for epochs, row_mean in zip(by_row.values(), official, strict=True):
+            groups[epochs[0].metadata[field]].append(row_mean)
+        assert {f"{prefix}{key}": metrics[f"{prefix}{key}"] for key in groups} == pytest.approx(
+            {f"{prefix}{key}": _mean(values) for key, values in groups.items()}
+        )
     summary = summarize_inspect_log(log.location)
+    assert sorted(b["mean_score"] for b in summary["bins"] if b["count"]) == pytest.approx(
+        sorted(value for name, value in metrics.items() if name.startswith("bin_"))
+    )
+    assert (summary["auc_128k"], summary["auc_1m"]) == pytest.approx((metrics.get("auc_128k"), metrics.get("auc_1m")))
     assert summary["mean_score"] == pytest.approx(metrics["mean"])
     assert summary["mean_score_lenient"] == pytest.approx(metrics["lenient"])
     assert summary["n_rows"] == len(by_row)
