@@ -139,11 +139,11 @@ def record_of(sample: Any) -> dict[str, Any]:
     metadata = sample.metadata or {}
     score = (sample.scores or {}).get(SCORER)
     if isinstance(metadata.get(RECORD_KEY), dict):
-        record = dict(metadata[RECORD_KEY])
+        exported = dict(metadata[RECORD_KEY])
         graded = None if score is None else score_value(score, SCORE_KEY)
-        if record.get("status") == "ok" and graded is not None:  # graded again since (`inspect score`, an edit)
-            record |= {"score": graded, "score_lenient": score_value(score, LENIENT_KEY)}
-        return record
+        if exported.get("status") == "ok" and graded is not None:  # graded again since (`inspect score`, an edit)
+            exported |= {"score": graded, "score_lenient": score_value(score, LENIENT_KEY)}
+        return exported
     record: dict[str, Any] = {name: metadata.get(name) for name in _ROW_FIELDS}
     scored = (score.metadata or {}) if score is not None else {}
     status = metadata.get("status", "ok") if score is None else scored.get("status", "ok")
