@@ -207,6 +207,15 @@ def _intervals(rows: _Rows, window: int | None) -> dict[str, Any]:
     )
 
 
+def counted_scores(records: list[dict[str, Any]], run: dict[str, Any]) -> dict[tuple[Any, ...], tuple[str, int, float]]:
+    """Each row `mean_score` counts (errors as 0), keyed by its content digest and row index (so
+    two runs of the same rows pair up wherever their files lie): (bin, needle count, score)."""
+    return {
+        (r.get("digest") or r["file"], int(r["row"])): (r["bin"], int(r.get("n_needles") or 0), _score(r))
+        for r in _rows(records, run).counted
+    }
+
+
 def _recipe_extras(recipes: Sequence[EvalRecipe], rows: _Rows, window: int | None) -> dict[str, Any]:
     """Each recipe's own entries from its rows, errors and skipped rows scored 0."""
     extra: dict[str, Any] = {}
