@@ -15,7 +15,15 @@ from ._control import ALPHA, pair_controls, test_name
 from ._failures import prefix_kept, target_share
 from ._floors import Floor, control_floors
 from ._items import EvalRecipe
-from ._report import _fmt, bin_headers, counted_scores, finish_bin_plot, read_run_dir, summarize_records
+from ._report import (
+    _fmt,
+    bin_headers,
+    counted_scores,
+    finish_bin_plot,
+    read_run_dir,
+    shade_intervals,
+    summarize_records,
+)
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:
@@ -191,7 +199,7 @@ def overlay_png(entries: list[dict[str, Any]]) -> bytes:
 
 
 def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Mean score against context bin, one line per run."""
+    """Mean score against context bin, one line per run, each bin's 95% interval shaded around it."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -203,7 +211,10 @@ def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None
         for entry in entries:
             points = [(i, entry["bins"][label]) for i, label in enumerate(bins) if entry["bins"].get(label) is not None]
             label = f"{entry['model']} ({Path(entry['run']).name})"
-            axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
-        finish_bin_plot(figure, axes, bins, "MRCR - runs compared", bool(entries), path)
+            (line,) = axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
+            shade_intervals(axes, bins, entry["bins"], (entry.get("ci") or {}).get("bins"), "", line.get_color())
+        finish_bin_plot(
+            figure, axes, bins, "MRCR - runs compared (shaded: bootstrap 95% intervals)", bool(entries), path
+        )
     finally:
         plt.close(figure)

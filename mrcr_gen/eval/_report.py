@@ -528,9 +528,28 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike, *, floors: Se
                         alpha=0.6,
                         label=f"{n_needles} needles: {floor.title}",
                     )
+        means = {b["bin"]: b["mean_score"] for b in summary["bins"]}
+        shade_intervals(axes, bins, means, (summary.get("ci") or {}).get("bins"), "all rows", "black")
         finish_bin_plot(figure, axes, bins, f"MRCR - {summary.get('model') or 'model'}", bool(summary["cells"]), path)
     finally:
         plt.close(figure)
+
+
+def shade_intervals(
+    axes: Any, bins: list[str], means: dict[str, float | None], intervals: dict[str, list[float]] | None, label: str,
+    color: Any,
+) -> None:  # fmt: skip
+    """Shade each bin's bootstrap 95% interval around the line of its means (the bins that have
+    one); `label` names the line in the legend ("" when a line of `means` is drawn already)."""
+    bands = intervals or {}
+    points = [(i, b) for i, b in enumerate(bins) if bands.get(b) and means.get(b) is not None]
+    if not points:
+        return
+    xs = [x for x, _ in points]
+    if label:
+        ys = [means[b] for _, b in points]
+        axes.plot(xs, ys, color=color, linewidth=1, alpha=0.7, label=f"{label} (shaded: 95% interval)")
+    axes.fill_between(xs, [bands[b][0] for _, b in points], [bands[b][1] for _, b in points], color=color, alpha=0.12)
 
 
 def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend: bool, path: str | os.PathLike) -> None:

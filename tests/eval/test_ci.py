@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from mrcr_gen import compare_runs
 from mrcr_gen.eval._ci import bootstrap, paired_difference, within_noise
-from mrcr_gen.eval._compare import noise_verdict
-from mrcr_gen.eval._report import summarize_records
+from mrcr_gen.eval._compare import noise_verdict, plot_compare
+from mrcr_gen.eval._report import plot_summary, summarize_records
 
 SMALL, LARGE = "(4096, 8192]", "(8192, 16384]"
 
@@ -105,3 +105,43 @@ def test_compare_reads_a_steady_gain_on_the_same_rows_beyond_noise(tmp_path):
     unpaired = compare_runs([first, other])[1]
     assert unpaired["paired"] is None
     assert noise_verdict(unpaired, entries[0]) == "+0.000 (within noise: intervals overlap)"
+
+
+def _bands(monkeypatch):
+    """The bands (x, low, high) the plots shade, as matplotlib is asked to draw them."""
+    from matplotlib.axes import Axes
+
+    drawn = []
+    real = Axes.fill_between
+
+    def recording(self, x, low, high, *args, **kwargs):
+        drawn.append((list(x), list(low), list(high)))
+        return real(self, x, low, high, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "fill_between", recording)
+    return drawn
+
+
+def test_the_plots_shade_the_bins_intervals(tmp_path, monkeypatch):
+    drawn = _bands(monkeypatch)
+    records = [
+        {
+            "file": "f",
+            "row": upper + i,
+            "bin": label,
+            "bin_upper": upper,
+            "n_needles": 2,
+            "status": "ok",
+            "score": i / 10,
+        }
+        for i in range(10)
+        for label, upper in ((SMALL, 8192), (LARGE, 16384))
+    ]
+    summary = summarize_records(records)
+    plot_summary(summary, tmp_path / "plot.png")
+    intervals = summary["ci"]["bins"]
+    assert drawn == [([0, 1], [intervals[SMALL][0], intervals[LARGE][0]], [intervals[SMALL][1], intervals[LARGE][1]])]
+    drawn.clear()
+    entries = compare_runs([_write_run(tmp_path / "a", [0.1, 0.9, 0.5])])
+    plot_compare(entries, tmp_path / "compare.png")
+    assert drawn == [([0], [entries[0]["ci"]["bins"][SMALL][0]], [entries[0]["ci"]["bins"][SMALL][1]])]
