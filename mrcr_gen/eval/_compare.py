@@ -137,6 +137,14 @@ def compare_rows(entries: list[dict[str, Any]]) -> tuple[list[str], list[list[st
     return [*COMPARE_COLUMNS, *bin_headers(bins), "errors", "cost"], rows
 
 
+COMPARE_CAPTION = (
+    "in brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); vs first: the mean's "
+    "difference from the first run over the rows both ran, with its paired interval (within noise when it holds "
+    "0), or, for runs that share no row, within noise when the runs' intervals overlap; target+prefix: the right "
+    "writing with its prefix (target alone: with or without)"
+)
+
+
 def compare_table(entries: list[dict[str, Any]]) -> Table:
     columns, rows = compare_rows(entries)
     table = Table(title="MRCR runs")
@@ -144,12 +152,7 @@ def compare_table(entries: list[dict[str, Any]]) -> Table:
         table.add_column(name, justify="left" if name in ("run", "model") else "right")
     for row in rows:
         table.add_row(*row)
-    table.caption = (
-        "in brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); vs first: the mean's "
-        "difference from the first run, over the rows both ran with its paired interval (within noise when it holds "
-        "0), or, without shared rows, within noise when the runs' intervals overlap; target+prefix: the right "
-        "writing with its prefix (target alone: with or without)"
-    )
+    table.caption = COMPARE_CAPTION
     return table
 
 

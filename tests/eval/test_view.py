@@ -537,3 +537,38 @@ def test_compare_pairs_the_rows_that_changed_largest_score_change_first():
     page = render_compare([first, second])
     table = re.search(r'<table id="flips-1".*?</table>', page, re.S).group(0)
     assert "2 rows changed" in page and table.count("<tr>") == 3 and "-0.900" in table
+
+
+def _compared_runs(tmp_path: Path) -> list[dict]:
+    """`compare`'s entries of two runs over the same rows of the three bins, the second better."""
+    from mrcr_gen import compare_runs
+
+    for name, gain in (("first", 0.0), ("second", 0.25)):
+        (tmp_path / name).mkdir()
+        records = [
+            {"file": "d.parquet", "row": upper + i, "digest": f"{upper}-{i}", "bin": label, "bin_upper": upper,
+             "n_needles": 2, "status": "ok", "score": min(1.0, i / 8 + gain)}
+            for label, upper in BINS for i in range(8)
+        ]  # fmt: skip
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return compare_runs([tmp_path / "first", tmp_path / "second"])
+
+
+def test_compare_page_explains_its_leaderboard_as_the_terminal_does(tmp_path):
+    from mrcr_gen.eval._compare import COMPARE_CAPTION
+
+    entries = _compared_runs(tmp_path)
+    page = render_compare([report([sample(0)]), report([sample(0)])], entries)
+    assert html.escape(COMPARE_CAPTION[1:]) in page and "rows paired" in page  # one caption, terminal and page
+
+
+def test_browser_compare_leaderboard_fits_a_wide_screen(browser, tmp_path):
+    entries = _compared_runs(tmp_path)
+    path = tmp_path / "compare.html"
+    write_html(render_compare([report([sample(0)]), report([sample(0)])], entries), path)
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(path.as_uri())
+    width, box = page.eval_on_selector("#leaderboard", "t => [t.scrollWidth, t.parentElement.clientWidth]")
+    assert width <= box  # every column in view, none behind a sideways scroll
+    page.close()
