@@ -235,6 +235,12 @@
     }
     return { expected: expected, reply: reply };
   }
+  // Which part of the reply the diff shows (as `afterPrefix` cuts it).
+  function replyTitle(s) {
+    if (s.prefix === "late" && (s.flags || []).indexOf("before_prefix") >= 0) return "Reply (before its late prefix)";
+    if (s.prefix === "missing") return "Reply (whole: no prefix found)";
+    return "Reply (after the prefix)";
+  }
   var PREFIX_TEXT = {
     ok: "Prefix kept: the reply starts with the random string.",
     late: "Prefix late: the random string is in the reply but not at its start (the official score is 0).",
@@ -306,10 +312,12 @@
     if (replied && s.context_lost) {  // nothing to compare with: the reply as it came, unmarked
       $("d-prefix").textContent = PREFIX_TEXT[s.prefix] || "";
       $("d-expected").replaceChildren(el("span", "missing", "(not available: the data file is missing or changed)"));
+      $("d-reply-title").textContent = "Reply (as it came)";
       $("d-reply").textContent = s.reply === null || s.reply === undefined ? "" : s.reply;
       $("d-diffnote").textContent = "";
     } else if (replied) {
       var texts = afterPrefix(s);
+      $("d-reply-title").textContent = replyTitle(s);
       $("d-prefix").textContent = PREFIX_TEXT[s.prefix] || "";
       showDiff(texts.expected, texts.reply);
     }

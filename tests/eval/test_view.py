@@ -572,3 +572,19 @@ def test_browser_compare_leaderboard_fits_a_wide_screen(browser, tmp_path):
     width, box = page.eval_on_selector("#leaderboard", "t => [t.scrollWidth, t.parentElement.clientWidth]")
     assert width <= box  # every column in view, none behind a sideways scroll
     page.close()
+
+
+def test_browser_reply_heading_says_which_part_of_the_reply_is_shown(open_page):
+    """A late prefix written last: the writing shown is the text BEFORE it; a missing prefix: the whole reply."""
+    late = sample(1, prefix="late", flags=["before_prefix"], prefix_text="abc1", outcome="target",
+                  expected="abc1 the poem", reply="the poem abc1")
+    missing = sample(2, prefix="missing", prefix_text="abc2", outcome="target", expected="abc2 the poem",
+                     reply="the poem")
+    page = open_page(report([late, missing, sample(3, prefix="ok", prefix_text="abc3", outcome="target")]))
+    headings = []
+    for n in range(3):
+        page.click(f"#samples tbody tr >> nth={n}")
+        headings.append(page.text_content("#d-reply-title"))
+        page.click("#d-close")
+    assert headings == ["Reply (before its late prefix)", "Reply (whole: no prefix found)", "Reply (after the prefix)"]
+    assert page.errors == []
