@@ -259,7 +259,10 @@
       mark.title = "needle " + ordinal + " at " + pct(depth) + (asked ? " (asked)" : "") + (returned ? " (returned)" : "");
       box.appendChild(mark);
     });
-    if (s.outcome === "distractor" && s.returned_depth !== null && s.returned_depth !== undefined) {
+    var distractor = s.outcome === "distractor" && s.returned_depth !== null && s.returned_depth !== undefined;
+    // the legend's "returned" only where something was returned (not for an error, a skipped row, text from nowhere)
+    $("d-key-returned").hidden = !(distractor || (s.returned_ordinal && s.returned_ordinal <= depths.length));
+    if (distractor) {
       var other = el("span", "needle distractor returned", "d");
       other.style.left = (100 * s.returned_depth).toFixed(2) + "%";
       other.title = "the distractor returned, at " + pct(s.returned_depth);

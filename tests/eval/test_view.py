@@ -588,3 +588,18 @@ def test_browser_reply_heading_says_which_part_of_the_reply_is_shown(open_page):
         page.click("#d-close")
     assert headings == ["Reply (before its late prefix)", "Reply (whole: no prefix found)", "Reply (after the prefix)"]
     assert page.errors == []
+
+
+def test_browser_strip_legend_names_returned_only_when_something_was(open_page):
+    depths = {"needle_depths": [0.2, 0.6]}
+    error = sample(0, status="error", outcome="error", score=None, prefix=None, returned_ordinal=None, **depths)
+    nowhere = sample(1, outcome="not_in_context", returned_ordinal=None, target_ordinal=1, **depths)
+    other = sample(2, outcome="other_needle", target_ordinal=1, returned_ordinal=2, **depths)
+    page = open_page(report([error, nowhere, other]))
+    shown = []
+    for n in range(3):
+        page.click(f"#samples tbody tr >> nth={n}")
+        shown.append(page.is_visible("#d-key-returned"))
+        page.click("#d-close")
+    assert shown == [False, False, True]
+    assert page.errors == []
