@@ -75,6 +75,7 @@ def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, 
         "control": summary.get("control"),
         "memorization": summary.get("memorization"),
         "data": sorted(e["sha256"] for e in summary.get("data") or [] if isinstance(e, dict) and "sha256" in e),
+        "paired": None,  # the difference from the first run over shared rows (`paired_with_first`)
     }
 
 
