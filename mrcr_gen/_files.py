@@ -96,6 +96,15 @@ def write_text_atomic(target: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def default_cache_dir() -> Path:
+    """The user cache folder of mrcr-gen (writings, token counts): `$MRCR_GEN_CACHE`, else
+    `$XDG_CACHE_HOME/mrcr-gen`, else `~/.cache/mrcr-gen`."""
+    if os.environ.get("MRCR_GEN_CACHE"):
+        return Path(os.environ["MRCR_GEN_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mrcr-gen"
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

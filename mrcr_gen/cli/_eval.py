@@ -16,6 +16,7 @@ from .._api import preflight, print_report, run_eval_async, write_report
 from ..eval import EvalConfig, EvalError, EvalFatal
 from ._common import (
     EXIT_FINDINGS,
+    NO_CACHE_HELP,
     TOKENIZER_HELP,
     CommandError,
     checked_tokenizer,
@@ -120,6 +121,7 @@ def evaluate(
     count_with_server: bool = typer.Option(
         False, "--count-with-server", help="Count each prompt with the server's vLLM-style /tokenize endpoint."
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     needles: list[int] = typer.Option([], "--needles", "-n", help="Only rows with this needle count (repeatable)."),
     bins: list[int] = typer.Option(
         [], "--bin", "-b", help="Only rows of the bin with this upper edge, e.g. 65536 (repeatable)."
@@ -240,6 +242,7 @@ def evaluate(
             tokenizer_spec=tokenizer,
             chat_template=chat_template,
             count_with_server=count_with_server,
+            count_cache=not no_cache,
         )
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None

@@ -34,8 +34,8 @@ class MrcrJson(BaseRecipe):
     def checking(self) -> Any:
         return _checks.SPEC
 
-    def read_items(self, path: Any, *, tokenizer_spec: str = "o200k_base", skip: Any = None) -> Any:
-        return read_chat_items(_answers.ROWS, path, tokenizer_spec=tokenizer_spec, skip=skip)
+    def read_items(self, path: Any, *, tokenizer_spec: str = "o200k_base", skip: Any = None, counts: Any = None) -> Any:
+        return read_chat_items(_answers.ROWS, path, tokenizer_spec=tokenizer_spec, skip=skip, counts=counts)
 
     def grade(self, response: str, item: EvalItem) -> float:
         return _answers.grade(response, item.answer, item.prefix)
