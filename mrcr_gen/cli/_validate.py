@@ -24,7 +24,7 @@ from .._parquet import use_lean_memory_pool
 from .._request import ValidateRequest
 from ..recipes import group_inputs
 from ..validate import RepairRefused, RepairResult, ValidationReport, merge_reports
-from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
+from ._common import NO_CACHE_HELP, TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
 PROG = "mrcr-validate"
 
@@ -191,6 +191,7 @@ def validate(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ) -> int:
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output")
@@ -226,6 +227,7 @@ def validate(
             engine=runner,
             strict=strict,
             tokenizer=tokenizer,
+            cache=not no_cache,
             mode=mode,
             out=out,
             progress=advance,

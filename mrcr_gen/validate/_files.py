@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from .._counts import RowCounts
 from .._parquet import decoded_bytes, use_lean_memory_pool
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
@@ -109,7 +110,9 @@ class FileJob:
         return self.scan.metadata is not None and self.scan.readable and not self.keep_here
 
 
-def _open_file(spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None, threads: int) -> FileJob:
+def _open_file(
+    spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None, threads: int, cache: bool = True
+) -> FileJob:
     """Open a file through the recipe's reader and choose what recounts its tokens: `tokenizer`,
     else the one its dataset card (or sidecar) names, else o200k_base."""
     scan = spec.reader.open(path, str(path))
@@ -125,6 +128,7 @@ def _open_file(spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None,
         recorded_tokenizer=recorded,
         skip_columns=frozenset(scan.unusable_columns),
         threads=threads,
+        counts=RowCounts(path, scan.tokenizer, cache=cache) if tokens and problem is None else None,
     )
     return FileJob(path, scan, context, problem)
 
@@ -273,10 +277,13 @@ def iter_validate(
     with_batches: bool = True,
     tokenizer: str | None = None,
     csv_filter: Callable[[Path], bool] | None = None,
+    cache: bool = True,
 ) -> Iterator[tuple[FileScan, Batch | None, list[RowResult]]]:
     """Validate many inputs, yielding (file, batch, results) in row order; findings and summary
     accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
-    `tokenizer`, else the one the file's dataset card names, else o200k_base.
+    `tokenizer`, else the one the file's dataset card names, else o200k_base; a checker may take a
+    row's counts from its sealed sidecar or (unless `cache` is False) the count cache instead
+    (`CheckContext.counts`, see `mrcr_gen._counts`).
 
     Rows of a file the recipe lets the pipeline cut (`spec.whole_files` off, parquet) are checked in
     units (row groups, or ranges of a large row group) that each worker reads itself, by `engine`
@@ -289,7 +296,7 @@ def iter_validate(
     for problem in problems:
         builder.add_finding(problem)
     threads = workers or default_workers()
-    jobs = [_open_file(spec, path, tokens, tokenizer, threads) for path in files]
+    jobs = [_open_file(spec, path, tokens, tokenizer, threads, cache) for path in files]
     with ExitStack() as stack:
         local_workers = _local_workers(jobs, tokens, workers) if engine is None else 1
         if engine is None and local_workers > 1:
@@ -348,6 +355,7 @@ def validate_paths(
     strict: bool = False,
     tokenizer: str | None = None,
     csv_filter: Callable[[Path], bool] | None = None,
+    cache: bool = True,
 ) -> ValidationReport:
     """Validate files, directories, globs and hf:// paths; return every finding and the summary
     (`strict`: warnings count as errors). `tokenizer` (a spec) recounts the tokens; by default the
@@ -356,7 +364,7 @@ def validate_paths(
         paths = [paths]
     builder = ReportBuilder(strict=strict, order=spec.check_names)
     options: dict[str, Any] = {"tokens": tokens, "workers": workers, "engine": engine, "progress": progress}
-    options["tokenizer"] = tokenizer
+    options |= {"tokenizer": tokenizer, "cache": cache}
     for _ in iter_validate(paths, spec=spec, builder=builder, with_batches=False, csv_filter=csv_filter, **options):
         pass
     return builder.build()

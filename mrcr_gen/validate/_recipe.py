@@ -85,6 +85,7 @@ def validate_inputs(spec: CheckSpec, inputs: Sequence[str | os.PathLike], reques
         "progress": request.progress,
         "strict": request.strict,
         "tokenizer": request.tokenizer,
+        "cache": getattr(request, "cache", True),  # `--no-cache`; options made before it have none
     }
     if request.mode == "check" or request.out is None:
         return RepairResult(report=validate_paths(inputs, spec=spec, **options), output="")

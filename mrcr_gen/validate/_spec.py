@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._counts import RowCounts
 from .._tokens import DEFAULT_TOKENIZER
 from ._findings import Finding, RowResult
 
@@ -90,6 +91,9 @@ class CheckContext:
     recorded_tokenizer: str | None = None  # the one the file's card or sidecar names (None: unrecorded)
     skip_columns: frozenset[str] = frozenset()  # columns the checks must not read (missing or wrongly typed)
     threads: int = 1  # threads the checker may use (a file checked in this process)
+    #: Counts of rows counted before (the file's sealed sidecar, the count cache): a checker that
+    #: takes a row's counts from here need not recount it, and `put`s those it counts.
+    counts: RowCounts | None = None
 
 
 class RowChecker(Protocol):

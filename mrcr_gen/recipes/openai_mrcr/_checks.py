@@ -11,8 +11,10 @@ from functools import lru_cache
 from typing import Any
 
 from ..._bins import bin_for_tokens
+from ..._counts import RowCounts
 from ..._models import ASK_TEMPLATE, normalize_writing, ordinal
 from ..._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
+from ...eval._chat import row_digest
 from ...validate._asks import encodable, unencodable_at
 from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity, as_errors
 from . import _checks_asks
@@ -459,13 +461,27 @@ class _Checker:
         if not is_real_date(value):
             self.add("date_added", f"date_added is {_short(value, 30)}, expected a real date as MM-DD-YYYY")
 
-    def tokens(self, tokenizer: str = DEFAULT_TOKENIZER) -> tuple[int | None, str | None]:
+    def tokens(
+        self, tokenizer: str = DEFAULT_TOKENIZER, counts: RowCounts | None = None
+    ) -> tuple[int | None, str | None]:
         messages, answer = self.ctx.messages, self.usable.get("answer")
         if messages is None or answer is None:  # a missing answer is `schema`'s: no bin is claimed without it
             return None, None
-        count = _repeated_text_counter(tokenizer)
-        texts = [*(m["content"] for m in messages), answer]
-        n_tokens = sum(count(encodable(text) if self.unencodable else text) for text in texts)
+        # Counted before (sealed sidecar, cache: by the digest mrcr-eval uses), unless the row's
+        # text is counted here as it could not be sent (U+FFFD in place of what UTF-8 cannot encode).
+        counts = None if self.unencodable else counts
+        record = self.ctx.record
+        digest = row_digest(record.get("prompt"), answer, record.get("random_string_to_prepend"))
+        known = counts.get(self.row if self.row is not None else -1, digest) if counts is not None else None
+        if known is not None:
+            n_tokens = known[1]
+        else:
+            count = _repeated_text_counter(tokenizer)
+            texts = [*(m["content"] for m in messages), answer]
+            prompt_tokens = sum(count(encodable(text) if self.unencodable else text) for text in texts[:-1])
+            n_tokens = prompt_tokens + count(encodable(answer) if self.unencodable else answer)
+            if counts is not None:
+                counts.put(digest, (prompt_tokens, n_tokens))
         found = bin_for_tokens(n_tokens)
         if found is None:
             self.add(
@@ -490,6 +506,7 @@ def analyze_row(
     skip_columns: Collection[str] = (),
     strict: bool = False,
     tokenizer: str = DEFAULT_TOKENIZER,
+    counts: RowCounts | None = None,
 ) -> tuple[RowResult, RowContext]:
     """Run every check on one raw row; return the result (`strict`: warnings made errors) and
     what was parsed on the way."""
@@ -512,7 +529,7 @@ def analyze_row(
         checker.near_duplicate_needle_response()
         checker.counts()
         checker.date_added()
-        n_tokens, bin_label = checker.tokens(tokenizer) if count_tokens else (None, None)
+        n_tokens, bin_label = checker.tokens(tokenizer, counts) if count_tokens else (None, None)
     except Exception as exc:  # a check must never take the run down; report it on this row
         checker.add("schema", f"row could not be checked: {type(exc).__name__}: {exc}")
         n_tokens, bin_label = None, None
@@ -536,8 +553,10 @@ def check_row(
     skip_columns: Collection[str] = (),
     strict: bool = False,
     tokenizer: str = DEFAULT_TOKENIZER,
+    counts: RowCounts | None = None,
 ) -> RowResult:
-    """The findings of one row plus its token count and bin (counted by `tokenizer`)."""
+    """The findings of one row plus its token count and bin (counted by `tokenizer`, or as
+    `counts` had them counted before)."""
     return analyze_row(
         record,
         file=file,
@@ -546,6 +565,7 @@ def check_row(
         skip_columns=skip_columns,
         strict=strict,
         tokenizer=tokenizer,
+        counts=counts,
     )[0]
 
 
