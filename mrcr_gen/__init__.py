@@ -1,28 +1,37 @@
 """mrcr-gen: generate, validate and evaluate MRCR long-context datasets."""
 
-# --- recipe-neutral core ---
-from ._bins import BIN_UPPER_EDGES, BINS, Bin, bin_by_upper, bin_for_tokens
-from ._budget import AssemblyError
-from ._models import Ask, FormatSpec, Message, Writing, normalize_ask, ordinal
-from ._tokens import Tokenizer, TokenizerError, count_tokens, count_tokens_batch, load_tokenizer, o200k, row_token_count
 from ._version import __version__
 
-# --- openai/mrcr: generator and validator ---
-from .recipes.openai_mrcr._assembler import Assembler
-from .recipes.openai_mrcr._catalog import Catalog, load_catalog
-from .recipes.openai_mrcr._checks import validate_row
-from .recipes.openai_mrcr._generate import GenerateConfig, GenerateResult, generate_dataset, generate_sample
-from .recipes.openai_mrcr._models import Answer, Conversation, MrcrRow, Needle, Sample
-from .recipes.openai_mrcr._offline import OfflineWriter
-from .recipes.openai_mrcr._rows import MRCR_COLUMNS, MRCR_SCHEMA, iter_rows, write_rows
-from .recipes.openai_mrcr._validate import validate_file, validate_paths
-from .validate import Finding, RowResult, ValidationReport
-from .writers import Writer
-
-# Pools and evaluation import the openai client (~0.5 s): loaded on first use of their names.
+# Every name loads on first use (`__getattr__`): a command's start (`mrcr-gen --help`) imports
+# only what it uses, never the tokenizer, pyarrow or the openai client for nothing.
 _OPENAI = "recipes.openai_mrcr"
 _V2 = "recipes.mrcr_v2"
 _LAZY = {
+    **dict.fromkeys(["BIN_UPPER_EDGES", "BINS", "Bin", "bin_by_upper", "bin_for_tokens"], "_bins"),
+    "AssemblyError": "_budget",
+    **dict.fromkeys(["Ask", "FormatSpec", "Message", "Writing", "normalize_ask", "ordinal"], "_models"),
+    **dict.fromkeys(
+        [
+            "Tokenizer",
+            "TokenizerError",
+            "count_tokens",
+            "count_tokens_batch",
+            "load_tokenizer",
+            "o200k",
+            "row_token_count",
+        ],
+        "_tokens",
+    ),
+    "Assembler": f"{_OPENAI}._assembler",
+    **dict.fromkeys(["Catalog", "load_catalog"], f"{_OPENAI}._catalog"),
+    "validate_row": f"{_OPENAI}._checks",
+    **dict.fromkeys(["GenerateConfig", "GenerateResult", "generate_dataset", "generate_sample"], f"{_OPENAI}._generate"),
+    **dict.fromkeys(["Answer", "Conversation", "MrcrRow", "Needle", "Sample"], f"{_OPENAI}._models"),
+    "OfflineWriter": f"{_OPENAI}._offline",
+    **dict.fromkeys(["MRCR_COLUMNS", "MRCR_SCHEMA", "iter_rows", "write_rows"], f"{_OPENAI}._rows"),
+    **dict.fromkeys(["validate_file", "validate_paths"], f"{_OPENAI}._validate"),
+    **dict.fromkeys(["Finding", "RowResult", "ValidationReport"], "validate"),
+    "Writer": "writers",
     "BuildReport": f"{_OPENAI}._pool_llm",
     "build_pool_openai": f"{_OPENAI}._pool_llm",
     "build_pool_for_request": f"{_OPENAI}._shortcut",
@@ -80,50 +89,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = [
-    "__version__",
-    "BIN_UPPER_EDGES",
-    "BINS",
-    "Bin",
-    "bin_by_upper",
-    "bin_for_tokens",
-    "Catalog",
-    "load_catalog",
-    "Answer",
-    "Ask",
-    "Conversation",
-    "FormatSpec",
-    "Message",
-    "MrcrRow",
-    "Needle",
-    "Sample",
-    "Writing",
-    "ordinal",
-    "MRCR_COLUMNS",
-    "MRCR_SCHEMA",
-    "iter_rows",
-    "write_rows",
-    "count_tokens",
-    "count_tokens_batch",
-    "o200k",
-    "row_token_count",
-    "load_tokenizer",
-    "Tokenizer",
-    "TokenizerError",
-    "Assembler",
-    "AssemblyError",
-    "normalize_ask",
-    "GenerateConfig",
-    "GenerateResult",
-    "generate_dataset",
-    "generate_sample",
-    "OfflineWriter",
-    "Writer",
-    "Finding",
-    "RowResult",
-    "ValidationReport",
-    "validate_file",
-    "validate_paths",
-    "validate_row",
-    *_LAZY,
-]
+__all__ = ["__version__", *_LAZY]

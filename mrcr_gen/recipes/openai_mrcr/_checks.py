@@ -470,9 +470,11 @@ class _Checker:
         # Counted before (sealed sidecar, cache: by the digest mrcr-eval uses), unless the row's
         # text is counted here as it could not be sent (U+FFFD in place of what UTF-8 cannot encode).
         counts = None if self.unencodable else counts
-        record = self.ctx.record
-        digest = row_digest(record.get("prompt"), answer, record.get("random_string_to_prepend"))
-        known = counts.get(self.row if self.row is not None else -1, digest) if counts is not None else None
+        known, digest = None, ""
+        if counts is not None:
+            record = self.ctx.record
+            digest = row_digest(record.get("prompt"), answer, record.get("random_string_to_prepend"))
+            known = counts.get(self.row if self.row is not None else -1, digest)
         if known is not None:
             n_tokens = known[1]
         else:
