@@ -25,7 +25,9 @@ _LAZY = {
     "Assembler": f"{_OPENAI}._assembler",
     **dict.fromkeys(["Catalog", "load_catalog"], f"{_OPENAI}._catalog"),
     "validate_row": f"{_OPENAI}._checks",
-    **dict.fromkeys(["GenerateConfig", "GenerateResult", "generate_dataset", "generate_sample"], f"{_OPENAI}._generate"),
+    **dict.fromkeys(
+        ["GenerateConfig", "GenerateResult", "generate_dataset", "generate_sample"], f"{_OPENAI}._generate"
+    ),
     **dict.fromkeys(["Answer", "Conversation", "MrcrRow", "Needle", "Sample"], f"{_OPENAI}._models"),
     "OfflineWriter": f"{_OPENAI}._offline",
     **dict.fromkeys(["MRCR_COLUMNS", "MRCR_SCHEMA", "iter_rows", "write_rows"], f"{_OPENAI}._rows"),

@@ -12,7 +12,6 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from .._api import preflight, print_report, run_eval_async, write_report
 from ..eval import EvalConfig, EvalError, EvalFatal
 from ._common import (
     EXIT_FINDINGS,
@@ -262,6 +261,8 @@ def _check_bins(bins: list[int]) -> None:
 
 def _preflight(config: EvalConfig, quiet: bool) -> list[Any]:
     """The rows over --max-context-window as the run counts them (not as the seed), said on stderr."""
+    from .._api import preflight
+
     try:
         too_long = preflight(config)
     except EvalError as exc:
@@ -301,6 +302,8 @@ def _run(
     report of what was recorded before it."""
     import asyncio
 
+    from .._api import run_eval_async, write_report
+
     on_record = _progress(quiet)
     try:
         if batch:
@@ -317,6 +320,8 @@ def _run(
 
 def _finish(out: Path, stats: Any, quiet: bool) -> None:
     """Write and show the report; exit 2 for unreadable files, 1 while batches run or rows failed."""
+    from .._api import print_report, write_report
+
     if not quiet and stderr.is_terminal:
         stderr.print()
     summary = write_report(out)
@@ -390,7 +395,7 @@ def _view_of(path: Path) -> Any:
 
 @report_app.command()
 def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval).")) -> None:
-    from .._api import add_analyses
+    from .._api import add_analyses, print_report, write_report
     from .._files import Busy
 
     _require_run_dir(run_dir)

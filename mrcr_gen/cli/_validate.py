@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 from rich.console import Console, JustifyMethod
@@ -20,10 +20,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from .._parquet import use_lean_memory_pool
 from .._request import ValidateRequest
 from ..recipes import group_inputs
-from ..validate import RepairRefused, RepairResult, ValidationReport, merge_reports
+
+if TYPE_CHECKING:
+    from ..validate import RepairResult, ValidationReport
+
 from ._common import NO_CACHE_HELP, TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
 PROG = "mrcr-validate"
@@ -57,6 +59,7 @@ def _progress(console: Console) -> Progress:
 
 
 def _summary_tables(report: ValidationReport, console: Console, max_findings: int) -> None:
+
     s = report.summary
     table = Table(title="mrcr-validate summary", show_header=False)
     table.add_row("files", str(s.files))
@@ -193,6 +196,10 @@ def validate(
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ) -> int:
+    from .._parquet import use_lean_memory_pool  # here, not at --help: it loads pyarrow
+    from ..validate import RepairRefused, ValidationReport, merge_reports
+
+    use_lean_memory_pool()  # before any worker starts: they take it from the environment
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output")
     if tokenizer is not None:
@@ -263,7 +270,6 @@ def validate(
 
 def validate_main(argv: list[str] | None = None) -> None:
     """Console script `mrcr-validate`."""
-    use_lean_memory_pool()  # before any worker starts: they take it from the environment
     run_app(app, PROG, argv)
 
 

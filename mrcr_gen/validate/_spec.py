@@ -8,14 +8,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._counts import RowCounts
 from .._tokens import DEFAULT_TOKENIZER
 from ._findings import Finding, RowResult
+
+if TYPE_CHECKING:  # annotations only: importing this module never loads pyarrow
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: `fix(record, file=, row=)` -> (the rewritten record, the checks it fixed), or None when the row
 #: cannot be recovered from its own prompt.

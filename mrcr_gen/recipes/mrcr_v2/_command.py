@@ -11,12 +11,10 @@ from pydantic import ValidationError
 
 from ..._errors import EXIT_FAILED, RequestError
 from ...generate import (
-    MODEL_WRITER_OPTIONS,
     Generated,
     GenerateRequest,
     GenerationJob,
     GenerationResult,
-    GenOption,
     check_out_folder,
     checked_tokenizer,
     option_error,
@@ -27,26 +25,6 @@ from ._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, V2Config, file_summary, v
 from ._offline import V2OfflineWriter
 
 SUMMARY_COLUMNS = ("needles", "bucket", "rows", "transcripts", "min context_len", "median", "max")
-
-#: MRCR v2's own options of `mrcr-gen` (the shared ones are `GenerateRequest`'s fields).
-OPTIONS: tuple[GenOption, ...] = (
-    GenOption(
-        "file_format",
-        ("--format",),
-        str,
-        "csv",
-        "mrcr-v2 only: csv (the upstream layout) or parquet (the same columns).",
-    ),
-    GenOption(
-        "rows_per_transcript",
-        ("--rows-per-transcript",),
-        int,
-        8,
-        "mrcr-v2 only: rows drawn from one transcript at most (its (key, ordinal) pairs).",
-        min=1,
-    ),
-    *MODEL_WRITER_OPTIONS,
-)
 
 
 def plan_generation(request: GenerateRequest) -> GenerationJob:

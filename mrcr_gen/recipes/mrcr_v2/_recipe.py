@@ -57,7 +57,7 @@ class MrcrV2(BaseRecipe):
 
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
-        from ._command import OPTIONS
+        from ._options import OPTIONS
 
         return OPTIONS
 

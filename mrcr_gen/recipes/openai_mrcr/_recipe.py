@@ -66,7 +66,7 @@ class OpenaiMrcr(BaseRecipe):
 
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
-        from ._command import OPTIONS
+        from ._options import OPTIONS
 
         return OPTIONS
 
