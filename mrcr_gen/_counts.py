@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ._card import sidecar_path
-from ._files import default_cache_dir, file_sha256
+from ._files import default_cache_dir, file_sha256, finished_path
 
 COUNTS_FOLDER = "token-counts"
 
@@ -59,7 +59,7 @@ def sealed_sidecar(lines: Sequence[str], path: str | os.PathLike, tokenizer_spec
     """A sidecar's text with each line's counts sealed to the data file `path` as written (its
     sha256) and to the tokenizer: `prompt_tokens` (the part sent) and `n_tokens` (the total, what
     decides the bin). A line without both is left as it is: readers count its row."""
-    sha, key = file_sha256(path), tokenizer_key(tokenizer_spec)
+    sha, key = file_sha256(finished_path(path)), tokenizer_key(tokenizer_spec)
     sealed = []
     for row, line in enumerate(lines):
         record = json.loads(line)

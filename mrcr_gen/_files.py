@@ -76,6 +76,16 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+def finished_path(target: str | os.PathLike) -> Path:
+    """Where the file `target`, just finished by `atomic_path`, is now: its temporary path while
+    `publishing_deferred` holds it back, else `target` itself."""
+    if _deferred is not None:
+        for tmp, final in reversed(_deferred):
+            if final == str(Path(target)):
+                return Path(tmp)
+    return Path(target)
+
+
 def remove_partials(target: str | os.PathLike) -> None:
     """Remove what `atomic_path` writers of `target` left when their process died (killed, out of
     memory, node lost): call it only when no writer of `target` can still be running."""

@@ -20,7 +20,8 @@ from mrcr_gen.cli import gen_main, validate_main
 from mrcr_gen.eval._items import read_items
 from mrcr_gen.recipes import RECIPES
 
-SMALL = ["--needles", "2", "--needles", "4", "--bin", "8192", "--samples", "2", "--seed", "3", "--workers", "1"]
+# Two workers: files finished in workers are published by the command (their sidecars sealed before).
+SMALL = ["--needles", "2", "--needles", "4", "--bin", "8192", "--samples", "2", "--seed", "3", "--workers", "2"]
 
 
 def generate(recipe: str, out: Path) -> list[Path]:
