@@ -116,7 +116,8 @@ def gen_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
         shutil.rmtree(out, ignore_errors=True)
         fresh_cache(env)
         options = ["--needles", "8", "--bin", "1048576", "--samples", str(args.gen_rows), "--seed", str(round_)]
-        runs.setdefault("mrcr-gen", []).append(measure(cli("gen_main", "mrcr-gen", *options, "--out", str(out)), env=env))
+        command = cli("gen_main", "mrcr-gen", *options, "--out", str(out))
+        runs.setdefault("mrcr-gen", []).append(measure(command, env=env))
         files = sorted(out.rglob("*.parquet"))
         runs.setdefault("one tiktoken pass", []).append(measure(naive_command(files), env=env))
     print(f"\ngen: {args.gen_rows} rows x 8 needles in the 1M bin, {args.rounds} round(s)")
@@ -155,7 +156,8 @@ def main() -> None:
     parser.add_argument("--gen-rows", type=int, default=100)
     parser.add_argument("--help-runs", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--jobs", nargs="+", default=["help", "eval", "v2", "gen"], choices=["help", "eval", "v2", "gen"])
+    jobs = ["help", "eval", "v2", "gen"]
+    parser.add_argument("--jobs", nargs="+", default=jobs, choices=jobs)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mrcr-bench-counts-once")
     parser.add_argument("--code", type=Path, help="a checkout whose mrcr_gen the commands run (default: this one)")
     args = parser.parse_args()

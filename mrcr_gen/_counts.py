@@ -212,24 +212,32 @@ def count_texts(tokenizer_spec: str, texts: Sequence[str]) -> list[int]:
 @lru_cache(maxsize=1)
 def _counting_pool() -> ProcessPoolExecutor | None:
     """This process's counting processes, one per core; None on one core (counting in-process is
-    then as fast). Started by the fork server (o200k built once, there), never by fork: a reader
-    runs beside other threads."""
+    then as fast) or when the main script's call is unguarded (workers would run it again).
+    Started by the fork server (o200k built once, there), never by fork: a reader runs beside
+    other threads. They end the moment this process does, however it ends."""
     import multiprocessing
     import sys
 
-    from .engines._base import available_cores
-    from .engines._local import ensure_fork_server
+    from .engines._base import available_cores, warn_if_unguarded_main
+    from .engines._local import _die_with_caller, ensure_fork_server
 
     cores = available_cores()
-    if cores < 2:
+    if cores < 2 or warn_if_unguarded_main("tokens are counted in this process"):
         return None
-    if not sys.platform.startswith("linux"):
-        return ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
-    context = multiprocessing.get_context("forkserver")
-    if not _fork_server_running():
-        context.set_forkserver_preload(["mrcr_gen._counts", "mrcr_gen._preload_o200k"])
-        ensure_fork_server()
-    return ProcessPoolExecutor(cores, mp_context=context)
+    if sys.platform.startswith("linux"):
+        context = multiprocessing.get_context("forkserver")
+        if not _fork_server_running():
+            context.set_forkserver_preload(["mrcr_gen._counts", "mrcr_gen._preload_o200k"])
+            ensure_fork_server()
+    else:
+        context = multiprocessing.get_context("spawn")
+    # Only this process holds the write end: the workers end when it does.
+    reader, writer = context.Pipe(duplex=False)
+    _CALLER_ALIVE.append(writer)
+    return ProcessPoolExecutor(cores, mp_context=context, initializer=_die_with_caller, initargs=(reader,))
+
+
+_CALLER_ALIVE: list = []  # the write end of the counting processes' pipe, held for this process's life
 
 
 def _fork_server_running() -> bool:
