@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _measure import measure, naive_command
-from bench_eval_start import ROOT, WINDOW, Server, build, eval_command, timed
+from bench_eval_start import ROOT, WINDOW, Server, build, code_env, eval_command, timed
 
 LOOP = str(Path(__file__).with_name("minimal_loop.py"))
 ENTRY = "import sys; from mrcr_gen.cli import {0}; sys.argv[0] = {1!r}; {0}()"
@@ -48,6 +48,13 @@ def cli(entry: str, prog: str, *args: str) -> list[str]:
 
 def fresh_cache(env: dict) -> None:
     shutil.rmtree(env["MRCR_GEN_CACHE"], ignore_errors=True)
+
+
+def fresh_out(work: Path, name: str, env: dict) -> Path:
+    """An empty output folder `work / name`, and an empty count cache: a first run."""
+    shutil.rmtree(work / name, ignore_errors=True)
+    fresh_cache(env)
+    return work / name
 
 
 def median(runs: list[dict], key: str) -> float:
@@ -93,9 +100,7 @@ def eval_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
 def v2_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
     runs: dict[str, list[dict]] = {}
     for round_ in range(1, args.rounds + 1):
-        out = work / "v2"
-        shutil.rmtree(out, ignore_errors=True)
-        fresh_cache(env)
+        out = fresh_out(work, "v2", env)
         options = ["--recipe", "mrcr-v2", "--needles", "8", "--tokens", "1048576", "--samples", str(args.v2_rows)]
         command = cli("gen_main", "mrcr-gen", *options, "--seed", str(round_), "--out", str(out))
         runs.setdefault("mrcr-gen --recipe mrcr-v2", []).append(measure(command, env=env, memory=False))
@@ -112,9 +117,7 @@ def v2_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
 def gen_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
     runs: dict[str, list[dict]] = {}
     for round_ in range(1, args.rounds + 1):
-        out = work / "gen"
-        shutil.rmtree(out, ignore_errors=True)
-        fresh_cache(env)
+        out = fresh_out(work, "gen", env)
         options = ["--needles", "8", "--bin", "1048576", "--samples", str(args.gen_rows), "--seed", str(round_)]
         command = cli("gen_main", "mrcr-gen", *options, "--out", str(out))
         runs.setdefault("mrcr-gen", []).append(measure(command, env=env))
@@ -123,8 +126,10 @@ def gen_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
     print(f"\ngen: {args.gen_rows} rows x 8 needles in the 1M bin, {args.rounds} round(s)")
     loop_wall = median(runs["one tiktoken pass"], "wall")
     found = {name: show(name, r, None if name == "one tiktoken pass" else loop_wall) for name, r in runs.items()}
-    print(f"  peak tree RSS: mrcr-gen {median(runs['mrcr-gen'], 'tree_rss_mb'):.0f} MB, "
-          f"one tiktoken pass {median(runs['one tiktoken pass'], 'tree_rss_mb'):.0f} MB")
+    print(
+        f"  peak tree RSS: mrcr-gen {median(runs['mrcr-gen'], 'tree_rss_mb'):.0f} MB, "
+        f"one tiktoken pass {median(runs['one tiktoken pass'], 'tree_rss_mb'):.0f} MB"
+    )
     return found
 
 
@@ -162,10 +167,7 @@ def main() -> None:
     parser.add_argument("--code", type=Path, help="a checkout whose mrcr_gen the commands run (default: this one)")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    code = str((args.code or ROOT).resolve())
-    env["PYTHONPATH"] = os.pathsep.join([code, str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["PYTHONSAFEPATH"] = "1"  # the commands run from ROOT: PYTHONPATH decides which mrcr_gen
+    env, code = code_env(args.code), (args.code or ROOT).resolve()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"code {code}; cores {cores}; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     results = {}
