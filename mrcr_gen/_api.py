@@ -21,7 +21,10 @@ from .eval._items import EvalItem
 from .eval._runner import RunStats
 from .eval._view import ViewReport
 from .pool._harvest import HarvestedPair, HarvestReport
+from .pool._quality import QualityReport
 from .recipes import RECIPES, recipe_claiming
+
+RECIPES_REFERENCE = "the benchmarks' own writings (the recipes' catalogs)"
 
 
 def read_items(
@@ -132,4 +135,16 @@ def harvest(
             raise PoolError(str(exc)) from None
         return recipe.harvest_rows(path)
 
-    return harvest_files(paths, out, rows_of, on_row=on_row, tokenizer=tokenizer)
+    report = harvest_files(paths, out, rows_of, on_row=on_row, tokenizer=tokenizer)
+    pool_quality(out)
+    return report
+
+
+def pool_quality(pool: str | os.PathLike, compare: str | os.PathLike | None = None) -> QualityReport:
+    """Write a pool's quality report beside it (`<pool>.quality.json`) and return it: per format its
+    writings' tokens beside the recipes' reference figures (or those of the pool `compare`),
+    duplicates, and the empty, refusing and off-ask replies it keeps out of needle slots."""
+    from .pool._quality import write_quality_report
+
+    reference = {name: figures for recipe in RECIPES for name, figures in recipe.writing_reference().items()}
+    return write_quality_report(pool, reference, RECIPES_REFERENCE, compare=compare)

@@ -47,6 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import _openai_request as _encoding
+from ._usage import openai_fields
 
 if TYPE_CHECKING:
     import openai
@@ -299,21 +300,9 @@ def _classify(exc: BaseException) -> _Retryable | ChatError:
     raise exc
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _usage(completion: Any) -> dict[str, int | None]:
-    """The token counts a response reported (None for those it did not)."""
-    usage = getattr(completion, "usage", None)
-    completion_details = getattr(usage, "completion_tokens_details", None)
-    prompt_details = getattr(usage, "prompt_tokens_details", None)
-    return {
-        "prompt_tokens": _int_or_none(getattr(usage, "prompt_tokens", None)),
-        "completion_tokens": _int_or_none(getattr(usage, "completion_tokens", None)),
-        "reasoning_tokens": _int_or_none(getattr(completion_details, "reasoning_tokens", None)),
-        "cached_tokens": _int_or_none(getattr(prompt_details, "cached_tokens", None)),
-    }
+    """The token counts a response reported (None for those it did not), read by the usage ledger."""
+    return openai_fields(getattr(completion, "usage", None))
 
 
 def _parse(completion: Any, *, retry_empty: bool) -> dict[str, Any]:

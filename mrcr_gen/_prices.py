@@ -80,17 +80,3 @@ def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_t
     if price is None:
         return None
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
-
-
-def cache_aware_cost(price: dict, prompt_tokens: int, cached_tokens: int, completion_tokens: int) -> dict[str, float]:
-    """What a run's usage costs at `price` (USD per 1M tokens: `input`, `output` and `cached_input`,
-    which a price recorded before cached prices were known lacks: cached tokens are then priced as
-    input): `cost_usd` = uncached prompt tokens x input + cached tokens x cached input + completion
-    tokens (reasoning included) x output; `cost_without_cache_usd` prices every prompt token as
-    input, and `cache_saved_usd` is the difference."""
-    cached = max(0, min(cached_tokens, prompt_tokens))
-    cached_price = price.get("cached_input", price["input"])
-    output = completion_tokens * price["output"]
-    billed = ((prompt_tokens - cached) * price["input"] + cached * cached_price + output) / 1_000_000
-    without_cache = (prompt_tokens * price["input"] + output) / 1_000_000
-    return {"cost_usd": billed, "cost_without_cache_usd": without_cache, "cache_saved_usd": without_cache - billed}

@@ -20,7 +20,7 @@ MAX_LINES = 600
 
 # (layer, module-name prefixes); the first matching prefix (longest first) decides.
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("mrcr_gen._", "mrcr_gen.engines", "mrcr_gen.writers", "mrcr_gen.pool")),
+    (0, ("mrcr_gen._", "mrcr_gen.engines", "mrcr_gen.writers", "mrcr_gen.pool", "mrcr_gen.batch")),
     (1, ("mrcr_gen.validate", "mrcr_gen.eval", "mrcr_gen.generate")),
     (2, ("mrcr_gen._recipe", "mrcr_gen._request", "mrcr_gen._schemas")),
     (3, ("mrcr_gen.recipes.",)),

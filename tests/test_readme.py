@@ -25,7 +25,8 @@ documented text                               run as
 ``--bin all`` / ``--bin N`` (any N)           ``--bin 8192`` (repeats collapsed to one)
 ``mrcr-gen`` generation without ``--bin``     ``... --bin 8192`` appended
 (or ``--tokens``) / without ``--samples``     ``... --samples 1`` appended
-``mrcr-gen pool build`` without ``--entities``  ``... --entities 3`` appended (240 requests, not 4,600)
+``mrcr-gen pool build``/``export-requests``  ``... --entities 3`` appended (240 requests, not 4,600)
+without ``--entities``
 ``--base-url http://localhost:8000/v1``       ``--base-url <the test chat server>``
 ``-T bins=N`` (``inspect eval``)              ``-T bins=8192``
 ============================================  ==============================================
@@ -35,7 +36,8 @@ What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr
 ``bad.parquet`` (a generated file with one row's answer swapped for a distractor writing),
 ``POOL.parquet`` (harvested from ``mrcr/``), ``responses.jsonl`` (the right answers of
 ``mrcr/2needle/2needle_0.parquet``), ``results.jsonl`` (what ``vllm run-batch`` writes for the
-documented ``requests.jsonl``: the test server's answers as its output lines). The Hugging Face Hub is a small fake Hub on 127.0.0.1
+documented ``requests.jsonl``: the test server's answers as its output lines), ``pool-results.jsonl``
+(the same for ``pool-requests.jsonl``). The Hugging Face Hub is a small fake Hub on 127.0.0.1
 (tests/support/hub_server.py, through ``HF_ENDPOINT`` and a private ``HF_HOME``) serving ``mrcr/``
 as the dataset ``openai/mrcr`` and, as the model ``Qwen/Qwen2.5-7B-Instruct``, a tokenizer trained
 in the test (tests/support/tiny_tokenizer.py) with a chat template. Commands that call a model talk to the project's own
@@ -202,7 +204,8 @@ def scale(text: str, server_url: str) -> str:
             text += " --bin 8192"
         if not _has(text, "--samples"):
             text += " --samples 1"
-    if words[:3] == ["mrcr-gen", "pool", "build"] and not _has(text, "--entities"):
+    planning = words[:2] == ["mrcr-gen", "pool"] and len(words) > 2 and words[2] in ("build", "export-requests")
+    if planning and not _has(text, "--entities"):
         text += " --entities 3"
     return text
 
@@ -375,12 +378,12 @@ def setup_hub(ws: Workspace) -> None:
     ws.hub.add_commit("models", "Qwen/Qwen2.5-7B-Instruct", files)
 
 
-def setup_vllm_results(ws: Workspace) -> None:
+def setup_vllm_results(ws: Workspace, requests: str = "requests.jsonl", results: str = "results.jsonl") -> None:
     """results.jsonl: `vllm run-batch -i requests.jsonl -o results.jsonl`'s output, the test server answering."""
     import urllib.request
 
     lines = []
-    for n, text in enumerate((ws.root / "requests.jsonl").read_text().splitlines()):
+    for n, text in enumerate((ws.root / requests).read_text().splitlines()):
         request = json.loads(text)
         post = urllib.request.Request(
             ws.server.base_url + "/chat/completions", json.dumps(request["body"]).encode(), {"Content-Type": "application/json"}
@@ -389,11 +392,17 @@ def setup_vllm_results(ws: Workspace) -> None:
             body = json.loads(answer.read())
         response = {"status_code": 200, "request_id": f"vllm-batch-{n}", "body": body}
         lines.append(json.dumps({"id": f"vllm-{n}", "custom_id": request["custom_id"], "response": response, "error": None}))
-    (ws.root / "results.jsonl").write_text("\n".join(lines) + "\n")
+    (ws.root / results).write_text("\n".join(lines) + "\n")
+
+
+def setup_vllm_pool_results(ws: Workspace) -> None:
+    """pool-results.jsonl: `vllm run-batch -i pool-requests.jsonl -o pool-results.jsonl`'s output."""
+    setup_vllm_results(ws, "pool-requests.jsonl", "pool-results.jsonl")
 
 
 SETUPS: dict[str, Callable[[Workspace], None]] = {
     "vllm-results": setup_vllm_results,
+    "vllm-pool-results": setup_vllm_pool_results,
     "hub": setup_hub,
     "v2-responses": setup_v2_responses,
     "mrcr": setup_mrcr,
@@ -487,6 +496,33 @@ def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
 
     out = ws.root / option(command.text, "--out")
     assert len(read_pool(out)) > 0 and catalog_path(out).is_file()
+
+
+def check_pool_requests(ws: Workspace, command: Command, run: Run) -> None:
+    lines = [json.loads(line) for line in (ws.root / option(command.text, "--out")).read_text().splitlines()]
+    model = option(command.text, "--model")
+    assert len(lines) >= 30 and {line["url"] for line in lines} == {"/v1/chat/completions"}
+    assert {line["body"]["model"] for line in lines} == {model}
+    assert len({line["custom_id"] for line in lines}) == len(lines)
+
+
+def check_pool_imported(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool import read_pool
+    from mrcr_gen.pool._quality import quality_report_path
+
+    out = ws.root / option(command.text, "--out")
+    requests = (ws.root / option(command.text, "--requests")).read_text().splitlines()
+    pool = read_pool(out)
+    assert len(pool) == len(requests) and {w.source for w in pool} == {"Qwen/Qwen2.5-7B-Instruct @ run-batch"}
+    assert quality_report_path(out).is_file()
+
+
+def check_pool_quality(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool._quality import quality_report_path
+
+    pool = ws.root / shlex.split(command.text)[3]
+    report = json.loads(quality_report_path(pool).read_text())
+    assert report["reference"] == f"pool {option(command.text, '--compare')}" and "reference" in run.stderr
 
 
 def check_eval(ws: Workspace, command: Command, run: Run) -> None:
@@ -766,6 +802,13 @@ RULES: dict[str, Rule] = {
         r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated
     ),
     "harvest": Rule(r"^mrcr-gen pool harvest mrcr/", needs=("mrcr",), check=check_harvested),
+    "pool-export": Rule(r"^mrcr-gen pool export-requests ", check=check_pool_requests),
+    "pool-import": Rule(
+        r"^mrcr-gen pool import-results pool-results\.jsonl ",
+        needs=("pool-export", "vllm-pool-results"),
+        check=check_pool_imported,
+    ),
+    "pool-quality": Rule(r"^mrcr-gen pool quality ", needs=("pool-import", "harvest"), check=check_pool_quality),
     "gen-remix": Rule(
         r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated
     ),

@@ -127,6 +127,8 @@ def import_(
     except EvalError as exc:
         raise CommandError(str(exc)) from None
     summary = write_report(out)
+    for problem in stats.problems:
+        stderr.print(f"warning: {problem}", highlight=False, markup=False, soft_wrap=True)
     if not quiet:
         print_report(summary, Console())
         stderr.print(

@@ -325,6 +325,8 @@ def _finish(out: Path, stats: Any, quiet: bool) -> None:
     if not quiet and stderr.is_terminal:
         stderr.print()
     summary = write_report(out)
+    for problem in getattr(stats, "problems", []):
+        stderr.print(f"warning: {problem}", highlight=False, markup=False, soft_wrap=True)
     if not quiet:
         print_report(summary, Console())
         stderr.print(

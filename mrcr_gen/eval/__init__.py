@@ -7,10 +7,11 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .._bins import bin_label
+    from ..batch import BatchLimits
     from ._analysis import RowAnalysis, Transcript, Writing, analyse_reply
     from ._auc import auc, trapezoid_auc
-    from ._batch import BatchLimits, BatchStats, run_batch_async
-    from ._batchfile import ExportStats, ImportStats, export_requests, import_results, read_outcomes, request_line
+    from ._batch import BatchStats, run_batch_async
+    from ._batchfile import ExportStats, ImportStats, export_requests, import_results, request_line
     from ._compare import compare_runs, compare_table, plot_compare
     from ._config import EvalConfig, EvalError, EvalFatal
     from ._failures import analyse_item, failure_summary, write_failure_plots
@@ -27,12 +28,12 @@ __getattr__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(["bin_label"], ".._bins"),
+        **dict.fromkeys(["BatchLimits"], "..batch"),
         **dict.fromkeys(["RowAnalysis", "Transcript", "Writing", "analyse_reply"], "._analysis"),
         **dict.fromkeys(["auc", "trapezoid_auc"], "._auc"),
-        **dict.fromkeys(["BatchLimits", "BatchStats", "run_batch_async"], "._batch"),
+        **dict.fromkeys(["BatchStats", "run_batch_async"], "._batch"),
         **dict.fromkeys(
-            ["ExportStats", "ImportStats", "export_requests", "import_results", "read_outcomes", "request_line"],
-            "._batchfile",
+            ["ExportStats", "ImportStats", "export_requests", "import_results", "request_line"], "._batchfile"
         ),
         **dict.fromkeys(["compare_runs", "compare_table", "plot_compare"], "._compare"),
         **dict.fromkeys(["EvalConfig", "EvalError", "EvalFatal"], "._config"),
@@ -91,7 +92,6 @@ __all__ = [
     "print_report",
     "prompt_counter",
     "read_items",
-    "read_outcomes",
     "read_responses",
     "records_view",
     "render_compare",

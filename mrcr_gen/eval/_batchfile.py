@@ -12,7 +12,6 @@ the results is a row error (counts 0, a rerun sends it again). The run folder is
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,20 @@ from pydantic import Field
 
 from .._files import atomic_path, file_sha256
 from .._openai import ChatError, completion_from_body, is_prompt_too_long
+from ..batch import (
+    BATCH_FAILED,
+    EXPIRED,
+    NOT_IN_RESULTS,
+    TOO_LARGE,
+    BatchError,
+    Outcome,
+    OutputRead,
+    encoded_line,
+    read_output,
+    reply_models,
+    same_model,
+)
+from ..batch import request_line as batch_request_line
 from ._config import EvalConfig, EvalError, settings_fingerprint, with_stored_prices
 from ._control import sent_messages
 from ._items import EvalItem, EvalRecipe, recipe_named
@@ -38,17 +51,8 @@ from ._runner import (
     run_record,
 )
 
-CHAT_URL = "/v1/chat/completions"
 #: The `base_url` of the settings of a run graded from a results file (no server was asked).
 OFFLINE = "offline"
-#: The check of a row error: the batch expired before its request ran.
-EXPIRED = "batch_expired"
-#: The check of a row error: its batch failed or was cancelled and gave no line for it.
-BATCH_FAILED = "batch_failed"
-#: The check of a row error: the results file has no line for it.
-NOT_IN_RESULTS = "not_in_results"
-#: The check of a row error: its request alone is larger than a batch file may be.
-TOO_LARGE = "batch_too_large"
 
 
 def request_line(item: EvalItem, recipe: EvalRecipe, config: EvalConfig) -> dict[str, Any]:
@@ -58,82 +62,7 @@ def request_line(item: EvalItem, recipe: EvalRecipe, config: EvalConfig) -> dict
     params = config.request_params()
     extra = params.pop("extra_body", None) or {}
     messages = sent_messages(item, recipe, config.control)
-    body = {"model": config.model, "messages": messages, **params, **extra}
-    return {"custom_id": item.digest, "method": "POST", "url": CHAT_URL, "body": body}
-
-
-def encoded_line(line: dict[str, Any]) -> bytes:
-    return (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a batch gave for one request: a chat completion body (HTTP 200), or an error."""
-
-    body: dict[str, Any] | None = None
-    status: int | None = None
-    error: str | None = None
-    code: str | None = None
-    batch_id: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.body is not None
-
-
-def _message(error: Any) -> tuple[str | None, str | None]:
-    """(message, code) of an error as the files give it: OpenAI's `{"code", "message"}`, vLLM's
-    ErrorResponse (`{"error": {...}}` or flat), or a bare string."""
-    if isinstance(error, dict):
-        inner = error.get("error", error)
-        if isinstance(inner, dict):
-            message = inner.get("message")
-            code = inner.get("code")
-            return (str(message) if message is not None else json.dumps(inner)), (None if code is None else str(code))
-        return str(inner), None
-    if error is None:
-        return None, None
-    return str(error), None
-
-
-def outcome_of(line: Any, batch_id: str | None = None) -> tuple[str, Outcome] | None:
-    """(custom_id, outcome) of one line of an output or error file; None for a line of another shape."""
-    if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
-        return None
-    response: dict[str, Any] = line["response"] if isinstance(line.get("response"), dict) else {}
-    status = response.get("status_code")
-    status = status if isinstance(status, int) and not isinstance(status, bool) else None
-    body = response.get("body")
-    error = line.get("error")
-    if error is None and status == 200 and isinstance(body, dict):
-        return line["custom_id"], Outcome(body=body, status=200, batch_id=batch_id)
-    message, code = _message(error)
-    if message is None and isinstance(body, dict):
-        message, code = _message(body)
-    if message is None:
-        message = f"HTTP {status}" if status is not None else "no response"
-    return line["custom_id"], Outcome(status=status, error=message, code=code, batch_id=batch_id)
-
-
-def read_outcomes(path: str | os.PathLike, batch_id: str | None = None) -> dict[str, Outcome]:
-    """The outcomes of a batch output or error file by custom_id (a reply wins over an error for the
-    same id); EvalError naming the line for one that is not a batch output line (a torn last line
-    of a download in progress is not skipped: the file must be whole)."""
-    outcomes: dict[str, Outcome] = {}
-    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
-        for number, text in enumerate(handle, 1):
-            if not text.strip():
-                continue
-            try:
-                found = outcome_of(json.loads(text), batch_id)
-            except ValueError:
-                found = None
-            if found is None:
-                raise EvalError(f"{path}:{number}: not a batch output line (JSON with custom_id and response)")
-            custom_id, outcome = found
-            if outcome.ok or custom_id not in outcomes:
-                outcomes[custom_id] = outcome
-    return outcomes
+    return batch_request_line(item.digest, {"model": config.model, "messages": messages, **params, **extra})
 
 
 def outcome_record(item: EvalItem, recipe: EvalRecipe, outcome: Outcome, config: EvalConfig) -> dict[str, Any]:
@@ -312,8 +241,56 @@ def export_requests(
 
 
 class ImportStats(RunStats):
-    results: int = 0  # lines of the results file
+    results: int = 0  # custom ids answered in the results file
     unused: int = 0  # of them, those graded into no row now (rows done before, or not selected)
+    problems: list[str] = Field(default_factory=list)  # torn, duplicated and conflicting lines
+
+
+#: The settings of `--needles`, `--bin`, `--limit`, `--per-bin` and `--max-context-window`
+#: cleared: every row of the data files, whose digests are the request set of any export.
+_EVERY_ROW = {"needles": None, "bins": None, "limit": None, "per_bin": None, "max_context_window": None}
+
+
+def request_ids(config: EvalConfig, recipes: Sequence[EvalRecipe]) -> set[str]:
+    """The custom ids of every request an export of these data files could hold (any selection)."""
+    ids: set[str] = set()
+    export_config = config.model_copy(update=_EVERY_ROW)
+    files = resolve_inputs(config.data)
+    shas = {path: file_sha256(path) for path in files}
+    base = {"settings": settings_fingerprint(export_config.settings())}
+    plan_pass(
+        export_config, recipes, files, shas, [], base, None,
+        outcomes={}, waiting=(), emit=lambda record: None, request=lambda item: ids.add(item.digest),
+    )  # fmt: skip
+    return ids
+
+
+def read_results_file(config: EvalConfig, results: str | os.PathLike, recipes: Sequence[EvalRecipe]) -> OutputRead:
+    """The replies of a results file, checked before anything is written: EvalError for a file
+    that is not readable, a request file, a file of no output line, replies of another model than
+    `config.model` (a dated snapshot of it is the same model), or custom ids that no row of the
+    data files has."""
+    try:
+        read = read_output(results)
+    except OSError as exc:
+        raise EvalError(f"cannot read {results}: {exc.strerror or exc}") from None
+    except BatchError as exc:
+        raise EvalError(str(exc)) from None
+    if read.torn and not read.outcomes:
+        raise EvalError(
+            f"{read.torn[0]}: not a batch output line (JSON with custom_id and response): not an output file?"
+        )
+    others = sorted(m for m in reply_models(read) if not same_model(m, config.model))
+    if others:
+        raise EvalError(f"{results} holds replies of {', '.join(others)}, not of --model {config.model}")
+    foreign = read.foreign_to(request_ids(config, recipes))
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise EvalError(
+            f"{results} answers custom_id {foreign[0]}{more}, which no row of the data files has: "
+            "the results of another request set?"
+        )
+    return read
 
 
 def import_results(
@@ -327,16 +304,12 @@ def import_results(
     """Grade a batch output file (OpenAI's or `vllm run-batch`'s) into the run folder `config.out`,
     as an online run of the same rows would record them; a selected row without a line in it is
     a row error (`not_in_results`), which a later import of another results file can fill.
-    EvalError for a line that is not a batch output line, or replies of another model."""
+    Torn lines are reported (`problems`) and the other replies graded; EvalError (nothing written)
+    for what `read_results_file` refuses."""
     config = config.model_copy(update={"batch": "file", "base_url": OFFLINE})
-    try:
-        outcomes = read_outcomes(results)
-    except OSError as exc:
-        raise EvalError(f"cannot read {results}: {exc.strerror or exc}") from None
-    models = {str(o.body["model"]) for o in outcomes.values() if o.ok and o.body and o.body.get("model")}
-    if models - {config.model}:
-        raise EvalError(f"{results} holds replies of {', '.join(sorted(models))}, not of --model {config.model}")
-    stats = ImportStats(results=len(outcomes))
+    read = read_results_file(config, results, recipes)
+    outcomes = read.outcomes
+    stats = ImportStats(results=len(outcomes), problems=read.problems())
     with open_run(config) as run, ResultsWriter(run.out / RESULTS_NAME) as writer:
 
         def emit(record: dict) -> None:
@@ -346,7 +319,8 @@ def import_results(
 
         def missing(item: EvalItem) -> None:
             recipe = recipe_named(item.recipe, recipes)
-            outcome = Outcome(error=f"no line with custom_id {item.digest} in {results}", code=NOT_IN_RESULTS)
+            why = "unreadable or absent" if read.torn else "no line"
+            outcome = Outcome(error=f"{why}: custom_id {item.digest} in {results}", code=NOT_IN_RESULTS)
             stats.errors += 1
             emit(
                 run.base

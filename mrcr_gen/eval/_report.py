@@ -6,7 +6,7 @@ import json
 import os
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from rich.table import Table
 
 from .._bins import bin_headers, bin_sort_key, bin_upper
 from .._files import save_figure, write_text_atomic
-from .._prices import cache_aware_cost
+from .._usage import cost, ledger_usage
 from ._auc import auc_fields
 from ._control import control_test
 from ._failures import failure_summary, write_failure_plots
@@ -193,7 +193,7 @@ def summarize_records(
             "file_errors": [{"file": r["file"], "error": r.get("error")} for r in rows.file_errors],
             "failures": failure_summary(rows.counted),
         }
-        | _spending(rows.scored, run.get("price_per_1m"))
+        | _spending(rows.scored, run.get("price_per_1m"), shared=bool((run.get("settings") or {}).get("batch")))
     )
 
 
@@ -322,17 +322,15 @@ def _errors(errors: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _spending(scored: list[dict[str, Any]], price: Any) -> dict[str, Any]:
-    """Tokens used, their cost, and the replies' latencies."""
-    usage = {
-        name: sum(v for v in (r.get("usage", {}).get(name) for r in scored) if isinstance(v, int))
-        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
-    }
+def _spending(scored: list[dict[str, Any]], price: Any, *, shared: bool) -> dict[str, Any]:
+    """Tokens used, their cost, and the replies' latencies. With `shared` (a batch run: rows of
+    identical content are one request), a reply several rows share is counted once."""
+    usage = ledger_usage(scored, shared=shared)
     latencies = [r["latency_s"] for r in scored if r.get("latency_s") is not None]
     return {
-        "usage": usage,
+        "usage": usage.as_record(),
         "price_per_1m": price,
-        **_costs(price, usage),
+        **(cost(price, usage) if isinstance(price, dict) else dict.fromkeys(_COSTS)),
         "latency_s": {
             "mean": _mean(latencies),
             "median": statistics.median(latencies) if latencies else None,
@@ -341,12 +339,8 @@ def _spending(scored: list[dict[str, Any]], price: Any) -> dict[str, Any]:
     }
 
 
-def _costs(price: Any, usage: dict[str, int]) -> Mapping[str, float | None]:
-    """`cost_usd` (cached prompt tokens at the cached price), `cost_without_cache_usd` and
-    `cache_saved_usd`; None each when the model's price is not known."""
-    if not isinstance(price, dict):
-        return {"cost_usd": None, "cost_without_cache_usd": None, "cache_saved_usd": None}
-    return cache_aware_cost(price, usage["prompt_tokens"], usage["cached_tokens"], usage["completion_tokens"])
+#: The cost fields of a summary (None each when the model's price is not known).
+_COSTS = ("cost_usd", "cost_without_cache_usd", "cache_saved_usd")
 
 
 def read_run_dir(run_dir: str | os.PathLike) -> tuple[list[dict[str, Any]], dict[str, Any]]:

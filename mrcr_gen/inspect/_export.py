@@ -37,6 +37,7 @@ from inspect_ai.model import ChatMessageAssistant, ModelOutput, ModelUsage
 from inspect_ai.scorer import Score
 
 from .._files import atomic_path
+from .._usage import from_record, to_inspect
 from ..eval._floors import floor_names
 from ..eval._items import FileError
 from ..eval._report import _is_current, read_run_dir, summarize_records
@@ -90,13 +91,7 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]
     usage = record.get("usage") or {}
     output = ModelOutput.from_content(model, response) if status == "ok" else ModelOutput(model=model)
     if status == "ok":
-        output.usage = ModelUsage(
-            input_tokens=usage.get("prompt_tokens") or 0,
-            output_tokens=usage.get("completion_tokens") or 0,
-            total_tokens=(usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0),
-            reasoning_tokens=usage.get("reasoning_tokens"),
-            input_tokens_cache_read=usage.get("cached_tokens"),
-        )
+        output.usage = ModelUsage(**to_inspect(from_record(usage)))
     score_metadata = {
         "status": status,
         "score_lenient": record.get("score_lenient"),

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .._api import run_view, summarize_run
+from .._usage import FIELDS as USAGE_FIELDS
+from .._usage import from_inspect
 from ..eval._compare import compare_entry
 from ..eval._control import pair_controls
 from ..eval._floors import floor_names
@@ -133,12 +135,7 @@ def record_of(sample: Any) -> dict[str, Any]:
             "finish_reason": scored.get("finish_reason"),
             "latency_s": sample.total_time,
             "attempts": 1,
-            "usage": {
-                "prompt_tokens": usage.input_tokens if usage else None,
-                "completion_tokens": usage.output_tokens if usage else None,
-                "reasoning_tokens": usage.reasoning_tokens if usage else None,
-                "cached_tokens": usage.input_tokens_cache_read if usage else None,
-            },
+            "usage": from_inspect(usage).as_record() if usage else dict.fromkeys(USAGE_FIELDS),
             "analysis": scored.get("analysis"),
         }
         | {name: scored[name] for name in floor_names(RECIPES) if name in scored}

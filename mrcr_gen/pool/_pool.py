@@ -24,6 +24,7 @@ from .._budget import AssemblyError
 from .._files import atomic_path, file_sha256
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
+from ._flags import flag
 
 POOL_SCHEMA = pa.schema(
     [
@@ -128,6 +129,19 @@ def write_pool(writings: Iterable[PoolWriting], path: str | os.PathLike, tokeniz
     return Path(path)
 
 
+def write_pool_of(
+    finished: Sequence[tuple[Ask, str]], source: str, out: str | os.PathLike
+) -> tuple[list[PoolWriting], int]:
+    """Write the pool of model-written (ask, text) pairs, each counted with o200k and recorded as
+    written by `source`; (its writings, identical writings merged)."""
+    counts = count_tokens_batch([text for _, text in finished])
+    writings, duplicates = dedupe(
+        PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(finished, counts, strict=True)
+    )
+    write_pool(writings, out)
+    return writings, duplicates
+
+
 def read_pool(path: str | os.PathLike) -> list[PoolWriting]:
     """Every writing of a pool file (validated)."""
     path = Path(path)
@@ -182,10 +196,12 @@ class PoolWriter:
             per_ask = groups.setdefault(writing.ask_model, {})
             per_ask.setdefault(writing.text, writing)
         self._asks = sorted(groups, key=lambda a: a.text)
-        self._pool = {
-            ask: [Writing(text=w.text, n_tokens=w.n_tokens) for w in sorted(groups[ask].values(), key=lambda w: w.id)]
-            for ask in self._asks
-        }
+        # Writings first, flagged replies (empty, refusals, talk about the ask) last: variants
+        # 0..needle_variants(ask)-1 are the ones a needle slot may take.
+        flagged = {w.id for per_ask in groups.values() for w in per_ask.values() if flag(w.text) is not None}
+        ordered = {ask: sorted(groups[ask].values(), key=lambda w: (w.id in flagged, w.id)) for ask in self._asks}
+        self._pool = {ask: [Writing(text=w.text, n_tokens=w.n_tokens) for w in ordered[ask]] for ask in self._asks}
+        self._needle_counts = {ask: sum(1 for w in ordered[ask] if w.id not in flagged) for ask in self._asks}
         self._sources = Counter(w.source for per_ask in groups.values() for w in per_ask.values())
 
     @classmethod
@@ -203,6 +219,10 @@ class PoolWriter:
 
     def n_variants(self, ask: Ask) -> int:
         return len(self._pool.get(ask, ()))
+
+    def needle_variants(self, ask: Ask) -> int:
+        """How many of `ask`'s variants may fill a needle slot: the first ones, none of them flagged."""
+        return self._needle_counts.get(ask, 0)
 
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
         out = []

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from mrcr_gen import run_eval, summarize_run, write_report
 from mrcr_gen.cli import eval_main
-from mrcr_gen.eval import BatchLimits, EvalConfig, read_outcomes
-from mrcr_gen.eval._batchfile import outcome_of
+from mrcr_gen.batch import BatchFolder, BatchLimits, outcome_of
+from mrcr_gen.eval import EvalConfig
 from mrcr_gen.eval import run_batch_async
 from mrcr_gen.recipes import RECIPES
 from tests.support.chat_server import EXPIRED_ERROR, BatchBehaviour, ChatServer, Fault, oracle
@@ -314,15 +314,6 @@ def test_output_lines_of_both_services_are_read():
     assert outcome_of({"no": "id"}) is None
 
 
-def test_a_broken_results_file_is_refused_naming_the_line(tmp_path):
-    path = tmp_path / "r.jsonl"
-    path.write_text('{"custom_id": "a", "response": null, "error": "x"}\n{"torn\n')
-    from mrcr_gen.eval import EvalError
-
-    with pytest.raises(EvalError, match=r"r\.jsonl:2: not a batch output line"):
-        read_outcomes(path)
-
-
 # ----------------------------------------------------------------------- the split
 
 
@@ -335,18 +326,17 @@ def test_a_broken_results_file_is_refused_naming_the_line(tmp_path):
 def test_the_split_keeps_every_request_once_in_order_within_the_limits(tmp_path_factory, sizes, max_requests, max_bytes):
     """Every request that fits a batch file is in exactly one part, in order; no part exceeds a limit;
     a part is closed only when the next request would not fit it (no more batches than needed)."""
-    from mrcr_gen.eval._batch import BatchState, _ids_path, _PartWriter, _requests_path
-
     folder = tmp_path_factory.mktemp("parts")
-    writer = _PartWriter(folder, BatchState(), BatchLimits(max_requests=max_requests, max_bytes=max_bytes))
+    batches = BatchFolder(folder, BatchLimits(max_requests=max_requests, max_bytes=max_bytes))
+    writer = batches.writer()
     lines = {f"id{i}": b"x" * (size - 1) + b"\n" for i, size in enumerate(sizes)}
     taken = [custom_id for custom_id, data in lines.items() if writer.add(custom_id, data)]
     assert taken == [custom_id for custom_id, data in lines.items() if len(data) <= max_bytes]
     parts = writer.close()
-    ids = [_ids_path(folder, part).read_text().split() for part in parts]
+    ids = [batches.part_ids(part) for part in parts]
     assert [i for part in ids for i in part] == taken
     for part, part_ids in zip(parts, ids, strict=True):
-        content = _requests_path(folder, part).read_bytes()
+        content = batches.requests_path(part).read_bytes()
         assert content == b"".join(lines[i] for i in part_ids) and part.bytes == len(content)
         assert 1 <= part.requests == len(part_ids) <= max_requests and part.bytes <= max_bytes
     for part, following in zip(ids, ids[1:], strict=False):

@@ -10,6 +10,7 @@ import importlib
 #: Public names, loaded on first use (the pool builder imports the openai client, ~0.5 s).
 _NAMES = {
     "_pool_llm": ["BuildError", "build_pool_openai", "plan_asks", "price_for", "print_build_report", "writing_params"],
+    "_pool_batch": ["import_results"],
 }
 _LAZY = {name: module for module, names in _NAMES.items() for name in names}
 

@@ -34,14 +34,15 @@ from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
-from ..._tokens import count_tokens_batch
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
-from ...pool._pool import PoolError, PoolWriting, dedupe, write_pool
-from ._catalog import Catalog, load_catalog
+from ...pool._pool import PoolError, write_pool_of
+from ...pool._quality import write_quality_report
+from ._catalog import Catalog, load_catalog, writing_reference
 
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
 FATAL_STATUSES = {400, 401, 403, 404, 422}
 DEFAULT_CONCURRENCY = 16
+GPT4O_REFERENCE = "official GPT-4o writings (catalog)"  # what a built pool's quality report compares with
 
 
 class BuildError(RuntimeError):
@@ -195,8 +196,10 @@ def build_pool_openai(
     backoff_base: float = 1.0,
     console: Console | None = None,
     progress: bool = True,
+    compare: str | os.PathLike | None = None,
 ) -> BuildReport:
-    """Write `per_pair` writings per ask (or the count a mapping gives) into the pool at `out`.
+    """Write `per_pair` writings per ask (or the count a mapping gives) into the pool at `out`, its
+    build report and its quality report (against the pool `compare` when given) beside it.
 
     Writings already in the cache are reused without a request. Failed writings (retries
     exhausted) are reported and left out of the pool; the pool is still written. A fatal server
@@ -221,6 +224,7 @@ def build_pool_openai(
     build = _PoolBuild(
         model, params, where, cache, price, concurrency, max_retries=max_retries, backoff_base=backoff_base
     )
+    build.compare = compare
     build.write_missing(
         jobs, console or Console(stderr=True), progress, base_url=base_url, api_key=api_key, timeout=timeout
     )
@@ -261,6 +265,7 @@ class _PoolBuild:
         self.failures: list[Failure] = []
         self.fatal: list[str] = []
         self.runner = BoundedRunner(concurrency)
+        self.compare: str | os.PathLike | None = None  # the quality report's reference pool
 
     def cost_text(self) -> str:
         value = cost_usd(self.price, self.billed.prompt_tokens, self.billed.completion_tokens)
@@ -357,12 +362,9 @@ class _PoolBuild:
         """Write the pool (its writings deduplicated) and its build report beside it; the report."""
         billed = self.billed
         finished = [(ask, self.done[key]) for ask, _, key in jobs if key in self.done]
-        counts = count_tokens_batch([text for _, (text, _) in finished])
-        writings, duplicates = dedupe(
-            PoolWriting.make(ask, text, n, f"{self.model} @ {self.where}")
-            for (ask, (text, _)), n in zip(finished, counts, strict=True)
+        writings, duplicates = write_pool_of(
+            [(ask, text) for ask, (text, _) in finished], f"{self.model} @ {self.where}", out
         )
-        write_pool(writings, out)
         report = BuildReport(
             model=self.model,
             endpoint=self.where,
@@ -390,6 +392,7 @@ class _PoolBuild:
             max_in_flight=self.runner.max_in_flight,
         )
         write_text_atomic(build_report_path(out), report.model_dump_json(indent=2) + "\n")
+        write_quality_report(out, writing_reference(), GPT4O_REFERENCE, compare=self.compare)
         return report
 
 

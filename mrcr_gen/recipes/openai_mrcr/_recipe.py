@@ -99,6 +99,11 @@ class OpenaiMrcr(BaseRecipe):
 
         return harvest_rows(path)
 
+    def writing_reference(self) -> dict[str, tuple[int, int, int]]:
+        from ._catalog import writing_reference
+
+        return writing_reference()
+
     # --- mrcr-grade --------------------------------------------------------------------------
 
     # --- eval -------------------------------------------------------------------------------
