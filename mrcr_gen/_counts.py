@@ -82,19 +82,35 @@ def record_counts(record: object) -> Counts | None:
 
 class SidecarCounts:
     """The counts a file's sidecar records for its rows, where they are sealed to the file as it
-    is now and to `tokenizer_spec`; a row whose line fails has none (`get` returns None)."""
+    is now and to `tokenizer_spec`; a row whose line fails has none (`get` returns None). Read on
+    first use (a checker that never asks never hashes the file), and before it is pickled for a
+    worker (the file is hashed once, here, not in every worker)."""
 
     def __init__(self, path: str | os.PathLike, tokenizer_spec: str, data_sha256: str | None = None) -> None:
-        self.counts: dict[int, Counts] = {}
-        sidecar = sidecar_path(Path(path))
+        self.path, self.tokenizer_spec, self.data_sha256 = Path(path), tokenizer_spec, data_sha256
+        self._counts: dict[int, Counts] | None = None
+
+    @property
+    def counts(self) -> dict[int, Counts]:
+        if self._counts is None:
+            self._counts = self._read()
+        return self._counts
+
+    def get(self, row: int) -> Counts | None:
+        return self.counts.get(row)
+
+    def __getstate__(self) -> dict:
+        self.counts  # noqa: B018 (read now: the workers get the counts, not the work)
+        return self.__dict__
+
+    def _read(self) -> dict[int, Counts]:
+        found: dict[int, Counts] = {}
         try:
+            sidecar = sidecar_path(self.path)
             lines = sidecar.read_text(encoding="utf-8").splitlines() if sidecar.is_file() else []
         except (OSError, ValueError):
-            return
-        if not lines:
-            return
-        key = tokenizer_key(tokenizer_spec)
-        sha = data_sha256
+            return found
+        sha, key = self.data_sha256, None
         for row, line in enumerate(lines):
             try:
                 record = json.loads(line)
@@ -103,16 +119,14 @@ class SidecarCounts:
             counts = record_counts(record)
             if counts is None or not isinstance(record.get("data_sha256"), str):
                 continue
-            if sha is None:
-                try:
-                    sha = file_sha256(path)  # only for a sidecar that records one
-                except OSError:
-                    return
+            try:
+                sha = sha or file_sha256(self.path)  # only for a sidecar that records one
+            except OSError:
+                return found
+            key = key or tokenizer_key(self.tokenizer_spec)
             if record["data_sha256"] == sha and record.get("seal") == seal(sha, key, row, *counts):
-                self.counts[row] = counts
-
-    def get(self, row: int) -> Counts | None:
-        return self.counts.get(row)
+                found[row] = counts
+        return found
 
 
 def _check(key: str, digest: str, prompt: int, total: int) -> str:

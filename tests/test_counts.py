@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import pickle
 import shutil
 from pathlib import Path
 
@@ -223,3 +224,16 @@ def test_validate_takes_the_sidecar_s_counts_and_agrees_with_a_recount(generated
     recount = json.loads(out.read_text())["summary"]
     assert reports[0]["by_bin"] == reports[1]["by_bin"] == recount["by_bin"]
     assert reports[0]["by_check"] == reports[1]["by_check"] == {}
+
+
+def test_the_sidecar_is_read_once_before_a_worker_gets_it(generated, tmp_path):
+    path = generated[0]
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    shutil.copyfile(sidecar_path(path), sidecar_path(copy))
+    counts = RowCounts(copy, "o200k_base", cache=False)
+    shipped = pickle.dumps(counts)  # as a validation unit goes to a worker
+    copy.unlink()  # a worker hashing the file itself would find nothing now
+    sidecar_path(copy).unlink()
+    received = pickle.loads(shipped)
+    assert received.get(0, "x") == counts.get(0, "x") is not None
