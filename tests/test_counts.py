@@ -237,3 +237,26 @@ def test_the_sidecar_is_read_once_before_a_worker_gets_it(generated, tmp_path):
     sidecar_path(copy).unlink()
     received = pickle.loads(shipped)
     assert received.get(0, "x") == counts.get(0, "x") is not None
+
+
+def test_mrcr_eval_no_cache_leaves_the_cache_alone_and_scores_the_same(generated, tmp_path, monkeypatch, capsys):
+    from mrcr_gen.cli import eval_main
+    from tests.support.chat_server import ChatServer
+
+    path = generated[0]
+    copy = tmp_path / path.name  # no sidecar: every row counted
+    shutil.copyfile(path, copy)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    summaries = []
+    with ChatServer("oracle") as server:
+        for run, options in enumerate((["--no-cache"], [])):
+            out = tmp_path / f"run{run}"
+            args = [str(copy), "--model", "test-model", "--base-url", server.base_url, "--out", str(out), *options]
+            with pytest.raises(SystemExit) as done:
+                eval_main(args)
+            capsys.readouterr()
+            assert done.value.code == 0
+            records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+            summaries.append(sorted((r["row"], r["o200k_tokens"], r["bin"], r["score"]) for r in records))
+            assert CountCache("o200k_base").path.is_file() == (run == 1)
+    assert summaries[0] == summaries[1]
