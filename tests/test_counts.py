@@ -260,3 +260,26 @@ def test_mrcr_eval_no_cache_leaves_the_cache_alone_and_scores_the_same(generated
             summaries.append(sorted((r["row"], r["o200k_tokens"], r["bin"], r["score"]) for r in records))
             assert CountCache("o200k_base").path.is_file() == (run == 1)
     assert summaries[0] == summaries[1]
+
+
+def test_a_row_of_its_own_is_sent_before_the_next_row_is_read(tmp_path, monkeypatch):
+    # The first request waits only for the first row's count, never for the second row's.
+    from mrcr_gen.eval import _planner
+    from mrcr_gen.eval._config import EvalConfig
+    from mrcr_gen.eval._items import EvalItem
+
+    asked = []
+
+    def reader(path, **options):
+        for row in range(3):
+            asked.append(row)
+            fields = {"source": str(path), "row": row, "digest": f"d{row}", "recipe": "openai-mrcr", "n_needles": 2}
+            yield EvalItem(**fields, messages=[{}])
+
+    monkeypatch.setattr(_planner, "read_items", reader)
+    config = EvalConfig(data=["x.parquet"], model="m", out=str(tmp_path / "out"))
+    planner = _planner.Planner(config, RECIPES, ["x.parquet"], {"x.parquet": "sha"}, [], {"settings": "s"})
+    steps = iter(planner)
+    kind, job = next(steps)
+    assert kind == _planner.JOB and [item.row for item in job] == [0] and asked == [0]
+    assert [job[0].row for kind, job in steps if kind == _planner.JOB] == [1, 2]

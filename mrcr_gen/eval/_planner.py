@@ -184,6 +184,9 @@ class Planner:
                     if group:
                         yield JOB, group
                     group = [item]
+                if item.group is None:  # a row of its own: sent now, not once the next row is read
+                    yield JOB, group
+                    group = []
             if group:
                 yield JOB, group
         except FileError as exc:
