@@ -76,13 +76,14 @@ def chat_item(rows: ChatRows, source: str, index: int, record: dict, *, tokenize
     return item if texts is None else with_counts(item, count_texts(tokenizer_spec, texts))
 
 
-def _parsed(rows: ChatRows, source: str, index: int, record: dict) -> EvalItem:
-    """The item of one raw row without its token counts (which `with_counts` adds)."""
+def _parsed(rows: ChatRows, source: str, index: int, record: dict, digest: str | None = None) -> EvalItem:
+    """The item of one raw row without its token counts (which `with_counts` adds); `digest`, the
+    row's `row_digest` when the caller has it (hashing a long row again costs milliseconds)."""
     prompt, answer, prefix = (record.get(c) for c in REQUIRED_COLUMNS)
     base: dict[str, Any] = {
         "source": source,
         "row": index,
-        "digest": row_digest(prompt, answer, prefix),
+        "digest": digest or row_digest(prompt, answer, prefix),
         "recipe": rows.recipe,
     }
     if not (isinstance(prompt, str) and isinstance(answer, str) and isinstance(prefix, str)):
@@ -178,7 +179,7 @@ def _pending_items(
                 if skip is not None and skip(index, digest):
                     yield EvalItem(source=source, row=index, digest=digest, recipe=rows.recipe), None
                     continue
-                item = _parsed(rows, source, index, record)
+                item = _parsed(rows, source, index, record, digest)
                 texts = _texts(item)
                 known = counts.get(index, item.digest) if counts is not None and texts is not None else None
                 yield (item, texts) if known is None else (with_counts(item, known), None)
