@@ -76,6 +76,18 @@ def cached_price_for(
     return CACHED_INPUT_PRICES.get(model, price[0])
 
 
+def price_per_1m(
+    model: str, price_in: float | None = None, price_out: float | None = None, price_cached: float | None = None
+) -> dict[str, float] | None:
+    """USD per 1M tokens (`input`, `cached_input`, `output`): the flags, then the list prices of
+    the model's exact name; None if unknown (see `price_for`, `cached_price_for`)."""
+    price = price_for(model, price_in, price_out)
+    if price is None:
+        return None
+    cached = cached_price_for(model, price_in, price_out, price_cached)
+    return {"input": price[0], "cached_input": price[0] if cached is None else cached, "output": price[1]}
+
+
 def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
     if price is None:
         return None

@@ -69,6 +69,7 @@ from tests.support.tiny_tokenizer import write_tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DEFAULT_MRCR_REVISION = "f4c69fae7cf81f7ca26b9fee34b392a50f6b8a1d"  # what `inspect eval mrcr_gen/mrcr` reads by default
 DOCS = ROOT / "docs"
 CLIS = ("mrcr-gen", "mrcr-validate", "mrcr-grade", "mrcr-eval", "inspect")
 API_KEY = "sk-readme-test-0f9e8d7c6b5a"
@@ -372,6 +373,8 @@ def setup_hub(ws: Workspace) -> None:
     mrcr = ws.root / "mrcr"
     files = {str(p.relative_to(mrcr)): p.read_bytes() for p in mrcr.rglob("*.parquet")}
     ws.hub.add_commit("datasets", "openai/mrcr", files)
+    # the same files at the revision the Inspect task reads by default (`-T data` absent)
+    ws.hub.add_commit("datasets", "openai/mrcr", files, ref=None, sha=DEFAULT_MRCR_REVISION)
     # A larger vocabulary than the unit tests' tokenizer: it counts close to o200k, as a real model's does.
     folder = write_tiny_tokenizer(ws.root / ".model-tokenizer", vocab_size=8000, writings=400)
     files = {name: (folder / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json")}
@@ -450,6 +453,17 @@ def check_validated(ws: Workspace, command: Command, run: Run) -> None:
     assert "rows checked" in run.stdout
 
 
+def check_shortcuts(ws: Workspace, command: Command, run: Run) -> None:
+    assert "shortcut probes" in run.stdout and "rows checked" in run.stdout  # 2 rows a cell: no finding
+
+
+def check_health(ws: Workspace, command: Command, run: Run) -> None:
+    report = json.loads((ws.root / "health.json").read_text())
+    assert report["data"]["rows"] == rows_in(ws.root / "mrcr/2needle/2needle_0.parquet") * 2
+    assert report["reference"]["needle_depth"]["count"] == report["reference"]["rows"] * 8
+    assert "health report" in run.stdout
+
+
 def check_validate_json(ws: Workspace, command: Command, run: Run) -> None:
     report = json.loads(run.stdout)  # stdout holds the JSON alone
     assert report["summary"]["rows"] == rows_in(ws.root / "mrcr/8needle/8needle_0.parquet")
@@ -488,6 +502,20 @@ def check_pool_built(ws: Workspace, command: Command, run: Run) -> None:
     built = json.loads(out.with_name(out.name.removesuffix(".parquet") + ".build.json").read_text())
     assert built["endpoint"] == ws.server.base_url and built["written"] + built["cached"] == built["requested"]
     assert_no_key(ws)
+
+
+def check_pool_built_by_batch(ws: Workspace, command: Command, run: Run) -> None:
+    check_pool_built(ws, command, run)
+    out = ws.root / option(command.text, "--out")
+    built = json.loads(out.with_name(out.name.removesuffix(".parquet") + ".build.json").read_text())
+    # Every writing the cache lacked went through the Batch API (none, if the online example of the
+    # same model ran first: the batch build reuses its writings), each line billed once.
+    model = option(command.text, "--model")
+    asks = [r for r in ws.server.batch_requests if r["messages"][0]["content"].startswith("write a ")]
+    sent = [r for r in asks if r["model"] == model]
+    assert built["batch"]["lines"] == len(sent) <= built["requested"]
+    assert built["batch"]["price_per_1m"]["batch_discount"] == 0.5
+    assert (out.with_name(out.name.removesuffix(".parquet") + ".batches") / "writings.json").is_file()
 
 
 def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
@@ -665,6 +693,19 @@ def check_export_inspect(ws: Workspace, command: Command, run: Run) -> None:
     assert len(log.samples) == summarize_run(run_dir)["n_rows"]
 
 
+def check_inspect_default(ws: Workspace, command: Command, run: Run) -> None:
+    """Without -T data: openai/mrcr at the pinned revision, each row in two epochs, ids FILE:ROW."""
+    log = _inspect_log_of(ws, command)
+    check_inspect_eval(ws, command, run)
+    assert log.eval.config.epochs == 2 and len(log.samples) % 2 == 0
+    assert {s.id.split(":")[0] for s in log.samples} <= {f"8needle/8needle_{i}.parquet" for i in (0, 1)}
+    assert all(f"/snapshots/{DEFAULT_MRCR_REVISION}/" in entry["path"] for entry in log.eval.metadata["data"])
+
+
+def check_inspect_report_folder(ws: Workspace, command: Command, run: Run) -> None:
+    assert "AUC@128k" in run.stdout and "2 epochs: each row's score" in " ".join(run.stdout.split()), run.explain()
+
+
 def check_inspect_report(ws: Workspace, command: Command, run: Run) -> None:
     assert "AUC@128k" in run.stdout and "1.000" in run.stdout
     assert sorted(p.name for p in (ws.root / "logs/gpt-4.1").iterdir())[-1].endswith(".eval")  # nothing written beside
@@ -794,6 +835,10 @@ RULES: dict[str, Rule] = {
     "validate-clean-folder": Rule(
         r"^mrcr-validate mrcr/ bad\.parquet --clean clean/$", needs=("mrcr", "bad"), exit=1, check=check_cleaned_folder
     ),
+    "validate-shortcuts": Rule(r"^mrcr-validate mrcr/ --shortcuts$", needs=("mrcr",), check=check_shortcuts),
+    "validate-compare": Rule(
+        r"^mrcr-validate mrcr/2needle/ --compare mrcr/8needle/ --json health\.json$", needs=("mrcr",), check=check_health
+    ),
     "gen-pool": Rule(r"^mrcr-gen --writer pool --pool POOL\.parquet ", needs=("POOL",), check=check_generated),
     "pool-build-openai": Rule(r"^mrcr-gen pool build --writer openai --model gpt-4o ", check=check_pool_built),
     "gen-openai": Rule(r"^mrcr-gen --writer openai ", check=check_generated),
@@ -802,6 +847,7 @@ RULES: dict[str, Rule] = {
         r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated
     ),
     "harvest": Rule(r"^mrcr-gen pool harvest mrcr/", needs=("mrcr",), check=check_harvested),
+    "pool-build-batch": Rule(r"^mrcr-gen pool build --batch ", check=check_pool_built_by_batch),
     "pool-export": Rule(r"^mrcr-gen pool export-requests ", check=check_pool_requests),
     "pool-import": Rule(
         r"^mrcr-gen pool import-results pool-results\.jsonl ",
@@ -842,14 +888,22 @@ RULES: dict[str, Rule] = {
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report),
     "eval-view": Rule(r"^mrcr-eval view runs/", needs=("eval-generated",), check=check_view),
-    "inspect-hub": Rule(r"^inspect eval mrcr_gen/mrcr --model openai/", needs=("hub",), check=check_inspect_eval),
+    "inspect-hub": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model openai/\S+ -T data=", needs=("hub",), check=check_inspect_eval
+    ),
+    "inspect-default": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model openai/\S+ --epochs 2 ", needs=("hub",), check=check_inspect_default
+    ),
     "inspect-v2": Rule(r"^inspect eval mrcr_gen/mrcr_v2 ", needs=("gen-v2",), check=check_inspect_eval),
     "inspect-offline": Rule(r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval),
     "inspect-local": Rule(
         r"^inspect eval mrcr_gen/mrcr --model openai-api/local/", needs=("gen-data",), check=check_inspect_eval
     ),
     "export-inspect": Rule(r"^mrcr-eval export-inspect runs/", needs=("eval-generated",), check=check_export_inspect),
-    "inspect-report": Rule(r"^mrcr-eval report logs/", needs=("inspect-hub",), check=check_inspect_report),
+    "inspect-report": Rule(r"^mrcr-eval report logs/\S+\.eval$", needs=("inspect-hub",), check=check_inspect_report),
+    "inspect-report-folder": Rule(
+        r"^mrcr-eval report logs/default$", needs=("inspect-default",), check=check_inspect_report_folder
+    ),
     "inspect-compare": Rule(
         r"^mrcr-eval compare runs/mini-generated logs/", needs=("eval-generated", "inspect-offline"),
         check=check_inspect_compare,

@@ -145,7 +145,9 @@ def build_command(
     per_pair: int = PER_PAIR,
     needle_asks: int = NEEDLE_ASKS,
     needle_variants: int = NEEDLE_VARIANTS,
-    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Requests in flight at most."),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", min=1, help="Requests in flight at most (default 16; not with --batch)."
+    ),
     entities: int | None = ENTITIES,
     formats: list[str] = FORMATS,
     seed: int = SEED,
@@ -159,10 +161,27 @@ def build_command(
         600.0, "--timeout", min=0.1, help="Seconds before one request times out (then it is retried)."
     ),
     compare: Path | None = COMPARE,
+    batch: bool = typer.Option(
+        False, "--batch", help="Send the writings the cache lacks through the OpenAI Batch API (half the price)."
+    ),
+    wait: bool = typer.Option(
+        True, "--wait/--no-wait", help="With --batch: wait for the batches to end, or submit, collect what ended, exit."
+    ),
+    poll_interval: float = typer.Option(
+        10.0, "--poll-interval", min=0.001, help="With --batch: seconds to the first status check (doubling to 10 min)."
+    ),
 ) -> None:
-    """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`."""
+    """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`.
+
+    With --batch, the writings the cache lacks go through the OpenAI Batch API; rerun the same
+    command to collect them (and to resend what failed or expired): the pool is written once no
+    batch is running."""
     if writer != "openai":
         raise CommandError(f"unknown pool writer {writer!r}; choose openai")
+    if batch and concurrency is not None:
+        raise CommandError("--concurrency has no meaning with --batch (the Batch API runs the requests)")
+    if not batch and (not wait or poll_interval != 10.0):
+        raise CommandError("--no-wait and --poll-interval go with --batch")
     from ..pool._pool import PoolError, read_pool
 
     plan = checked_plan(formats, entities, seed, per_pair, needle_asks, needle_variants, max_tokens_field)
@@ -171,10 +190,25 @@ def build_command(
             read_pool(compare)
     except PoolError as exc:
         raise CommandError(str(exc)) from None
+    if batch:
+        run_batch_build(
+            model=model,
+            plan=plan,
+            base_url=base_url,
+            out=out,
+            cache_dir=cache_dir,
+            params=(temperature, max_tokens, max_tokens_field),
+            price=(price_in, price_out),
+            timeout=timeout,
+            compare=compare,
+            wait=wait,
+            poll_interval=poll_interval,
+        )
+        return
     report = run_build(
         model=model,
         plan=plan,
-        concurrency=concurrency,
+        concurrency=concurrency or 16,
         base_url=base_url,
         out=out,
         cache_dir=cache_dir,
@@ -255,6 +289,53 @@ def run_build(
     return report
 
 
+def run_batch_build(*, model, plan, base_url, out, cache_dir, params, price, timeout, compare, wait, poll_interval):
+    """`pool build --batch`: submit, collect, print; exit 1 while batches run or writings failed."""
+    from .._prices import PriceError
+    from ..batch import BatchLimits
+    from ..pool._pool import PoolError
+    from ..recipes.openai_mrcr import BuildError, build_pool_batch, print_build_report, writing_params
+
+    def status(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    try:
+        progress, report = build_pool_batch(
+            model,
+            plan,
+            out=out,
+            cache_dir=cache_dir,
+            params=writing_params(params[0], params[1], None, params[2]),
+            base_url=base_url,
+            price_in=price[0],
+            price_out=price[1],
+            wait=wait,
+            limits=BatchLimits(poll_first_s=poll_interval),
+            timeout=timeout,
+            compare=compare,
+            on_status=status,
+        )
+    except (BuildError, PoolError, PriceError) as exc:
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+    for line in progress.problems:
+        print(f"mrcr-gen: warning: {line}", file=sys.stderr)
+    if report is None:
+        raise CommandError(
+            f"{progress.waiting:,} requests are in batches still running ({progress.sent:,} sent now, "
+            f"{progress.stored:,} writings stored now); run the same command later to collect them",
+            EXIT_FINDINGS,
+        )
+    print_build_report(report, stderr)
+    print_quality(out)
+    if report.failed:
+        raise CommandError(
+            f"{len(report.failed)} writings failed (see above); the pool has the others; rerun to send them again",
+            EXIT_FINDINGS,
+        )
+
+
 @pool_app.command("export-requests")
 def export_requests_command(
     model: str = typer.Option(..., "--model", "-m", help="Model name the batch runner serves (the body's model)."),
@@ -314,10 +395,10 @@ def import_results_command(
     from .._prices import PriceError
     from ..pool import PoolError
     from ..pool._batchfiles import read_manifest
-    from ..recipes.openai_mrcr import import_results, price_for
+    from ..recipes.openai_mrcr import import_results, results_price
 
     try:
-        price = price_for(read_manifest(requests).model, price_in, price_out)
+        price = results_price(read_manifest(requests).model, price_in, price_out)
         report = import_results(results, requests, out, cache_dir=cache_dir, price=price, compare=compare)
     except (PoolError, PriceError) as exc:
         raise CommandError(str(exc)) from None

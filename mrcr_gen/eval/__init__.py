@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ._batch import BatchStats, run_batch_async
     from ._batchfile import ExportStats, ImportStats, export_requests, import_results, request_line
     from ._compare import compare_runs, compare_table, plot_compare
+    from ._compare_view import render_compare
     from ._config import EvalConfig, EvalError, EvalFatal
     from ._failures import analyse_item, failure_summary, write_failure_plots
     from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ._responses import ResponsesError, grade_responses, read_responses
     from ._run_view import add_analyses, graded_view, records_view, run_view, view_samples
     from ._runner import RunStats, preflight, run_eval, run_eval_async
-    from ._view import ViewReport, ViewSample, render_compare, render_view, write_html
+    from ._view import ViewReport, ViewSample, render_view, write_html
 
 # Each name is imported on first use: a command imports only what it uses (its start stays fast).
 __getattr__ = lazy_exports(
@@ -36,6 +37,7 @@ __getattr__ = lazy_exports(
             ["ExportStats", "ImportStats", "export_requests", "import_results", "request_line"], "._batchfile"
         ),
         **dict.fromkeys(["compare_runs", "compare_table", "plot_compare"], "._compare"),
+        **dict.fromkeys(["render_compare"], "._compare_view"),
         **dict.fromkeys(["EvalConfig", "EvalError", "EvalFatal"], "._config"),
         **dict.fromkeys(["analyse_item", "failure_summary", "write_failure_plots"], "._failures"),
         **dict.fromkeys(
@@ -49,7 +51,7 @@ __getattr__ = lazy_exports(
         **dict.fromkeys(["ResponsesError", "grade_responses", "read_responses"], "._responses"),
         **dict.fromkeys(["add_analyses", "graded_view", "records_view", "run_view", "view_samples"], "._run_view"),
         **dict.fromkeys(["RunStats", "preflight", "run_eval", "run_eval_async"], "._runner"),
-        **dict.fromkeys(["ViewReport", "ViewSample", "render_compare", "render_view", "write_html"], "._view"),
+        **dict.fromkeys(["ViewReport", "ViewSample", "render_view", "write_html"], "._view"),
     },
 )
 

@@ -107,6 +107,21 @@ def _texts(item: EvalItem) -> list[str] | None:
     )
 
 
+def counted(counts: RowCounts | None, key: tuple[int, Any, Any, Any], count: Callable[[], list[int]]) -> Counts:
+    """A chat row's (prompt, total) tokens: from `counts` (its sealed sidecar, the count cache) when
+    they have them, else `count()` (each message's, then the answer's), then kept in `counts`.
+    `key`: the row's index, then its prompt, answer and random string (what its digest covers)."""
+    row, *columns = key
+    digest = row_digest(*columns) if counts is not None else ""
+    found = counts.get(row, digest) if counts is not None else None
+    if found is None:
+        numbers = count()
+        found = (sum(numbers[:-1]), sum(numbers))
+        if counts is not None:
+            counts.put(digest, found)
+    return found
+
+
 def with_counts(item: EvalItem, counted: Sequence[int] | Counts) -> EvalItem:
     """`item` with its token counts: the counts of `_texts(item)`, or (prompt, total) as stored."""
     prompt, total = counted if isinstance(counted, tuple) else (sum(counted[:-1]), sum(counted))

@@ -126,7 +126,7 @@ def test_eval_cli_and_report_subcommand(small_data, tmp_path, capsys, api_key):
     assert summary["mean_score"] == 1.0 and {c["n_needles"] for c in summary["cells"]} == {2, 8}
     (out / "plot.png").unlink()
     code, stdout, _ = call(eval_main, ["report", str(out)], capsys)
-    assert code == 0 and (out / "plot.png").is_file() and "mean score 1.000 over 8 rows" in stdout.replace("\n", " ")
+    assert code == 0 and (out / "plot.png").is_file() and "mean score 1.000 [1.000, 1.000] over 8 rows" in stdout.replace("\n", " ")
 
 
 @pytest.mark.parametrize(

@@ -77,6 +77,13 @@ def cached(tmp_path) -> int:
         cache.close()
 
 
+def import_free(tmp_path, results, capsys):
+    """`pool import-results RESULTS` of requests.jsonl into p.parquet, priced at 0."""
+    args = ["pool", "import-results", results, "--requests", tmp_path / "requests.jsonl"]
+    args += ["--out", tmp_path / "p.parquet", "--cache-dir", tmp_path / "cache"]
+    return run([*args, "--price-in", "0", "--price-out", "0"], capsys)
+
+
 def test_export_writes_the_batch_input_format(tmp_path, capsys):
     code, out, err = export(tmp_path, capsys)
     assert code == 0, err
@@ -134,16 +141,7 @@ def test_missing_failed_duplicated_and_conflicting_lines_are_reported(tmp_path, 
     lines = [vllm_line(r[1], 1), vllm_line(r[1], 1), vllm_line(r[2], 2), vllm_line(r[2], 2, text="Another text.")]
     lines += [failed_line(r[3]), vllm_line(r[4], 4), vllm_line(r[5], 5)]  # r[0]: missing
     results = write_lines(tmp_path / "results.jsonl", lines)
-    args = [
-        "pool",
-        "import-results",
-        results,
-        "--requests",
-        tmp_path / "requests.jsonl",
-        "--out",
-        tmp_path / "p.parquet",
-    ]
-    code, _, err = run([*args, "--cache-dir", tmp_path / "cache", "--price-in", "0", "--price-out", "0"], capsys)
+    code, _, err = import_free(tmp_path, results, capsys)
     assert code == 1
     report = json.loads((tmp_path / "p.build.json").read_text())
     manifest = read_manifest(tmp_path / "requests.jsonl")
@@ -163,7 +161,7 @@ def test_missing_failed_duplicated_and_conflicting_lines_are_reported(tmp_path, 
     assert {line["custom_id"] for line in requests_of(tmp_path)} == {r[i]["custom_id"] for i in (0, 2, 3)}
 
 
-@pytest.mark.parametrize("problem", ["foreign", "model", "garbage", "not a completion"])
+@pytest.mark.parametrize("problem", ["foreign", "model", "garbage only", "the requests", "not a completion"])
 def test_bad_output_files_are_refused_with_nothing_written(tmp_path, capsys, problem):
     export(tmp_path, capsys)
     r = requests_of(tmp_path)
@@ -175,20 +173,65 @@ def test_bad_output_files_are_refused_with_nothing_written(tmp_path, capsys, pro
     elif problem == "not a completion":
         lines[3]["response"]["body"] = {"object": "chat.completion", "model": MODEL, "choices": []}
     results = write_lines(tmp_path / "results.jsonl", lines)
-    if problem == "garbage":
-        results.write_text(results.read_text() + '{"custom_id": "torn", "resp\n')
-    args = [
-        "pool",
-        "import-results",
-        results,
-        "--requests",
-        tmp_path / "requests.jsonl",
-        "--out",
-        tmp_path / "p.parquet",
-    ]
-    code, _, err = run([*args, "--cache-dir", tmp_path / "cache", "--price-in", "0", "--price-out", "0"], capsys)
+    if problem == "garbage only":
+        results.write_text('{"custom_id": "torn", "resp\nnot json\n')
+    elif problem == "the requests":
+        results = tmp_path / "requests.jsonl"
+    code, _, err = import_free(tmp_path, results, capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith("mrcr-gen: error: "), err
     assert cached(tmp_path) == 0 and not (tmp_path / "p.parquet").exists()
+
+
+def test_a_torn_line_is_reported_and_the_other_replies_stored(tmp_path, capsys):
+    """The core reader's rule: a torn line (a cut-off download) does not stop the paid replies from
+    being stored; its request has no reply (missing, exit 1) and the next export asks for it."""
+    export(tmp_path, capsys)
+    r = requests_of(tmp_path)
+    text = "".join(json.dumps(vllm_line(request, n)) + "\n" for n, request in enumerate(r))
+    cut = text.splitlines(keepends=True)
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(cut[:2]) + cut[2][:40] + "\n" + "".join(cut[3:]))
+    code, _, err = import_free(tmp_path, results, capsys)
+    assert code == 1 and f"{results}:3: not a batch output line (torn or corrupted); ignored" in err
+    report = json.loads((tmp_path / "p.build.json").read_text())
+    manifest = read_manifest(tmp_path / "requests.jsonl")
+    ask, variant = manifest.requests[r[2]["custom_id"]]
+    assert report["torn"] == [f"{results}:3"] and report["missing"] == [f"'{ask}' variant {variant}"]
+    assert report["stored"] == 5 and cached(tmp_path) == 5
+    export(tmp_path, capsys)
+    assert [line["custom_id"] for line in requests_of(tmp_path)] == [r[2]["custom_id"]]
+
+
+def test_imported_openai_lines_are_priced_at_the_batch_discount(tmp_path, capsys):
+    """gpt-4o's replies from the Batch API (dated model name, cached prompt tokens): the ledger's
+    cost at half the list price; price flags are taken as the price of the lines."""
+    from mrcr_gen._prices import CACHED_INPUT_PRICES, PRICES
+
+    args = ["pool", "export-requests", "--model", "gpt-4o", "--endpoint", "batch-api", "--out", tmp_path / "r.jsonl"]
+    assert run([*args, "--cache-dir", tmp_path / "cache", *PLAN_ARGS], capsys)[0] == 0
+    lines = []
+    for n, line in enumerate(json.loads(t) for t in (tmp_path / "r.jsonl").read_text().splitlines()):
+        out = vllm_line(line, n, model="gpt-4o-2024-08-06")
+        out["response"]["body"]["usage"]["prompt_tokens_details"] = {"cached_tokens": 4}
+        lines.append(out)
+    results = write_lines(tmp_path / "results.jsonl", lines)
+    args = ["pool", "import-results", results, "--requests", tmp_path / "r.jsonl", "--out", tmp_path / "p.parquet"]
+    code, _, err = run([*args, "--cache-dir", tmp_path / "cache"], capsys)
+    assert code == 0, err
+    report = json.loads((tmp_path / "p.build.json").read_text())
+    listed, cached_price = PRICES["gpt-4o"], CACHED_INPUT_PRICES["gpt-4o"]
+    full = (6 * 10 * listed[0] + 6 * 4 * cached_price + 6 * 30 * listed[1]) / 1e6
+    assert report["cached_tokens"] == 24 and report["price_per_1m"]["batch_discount"] == 0.5
+    assert report["cost_usd"] == pytest.approx(full / 2) and "Batch API's discount" in err
+    flags = ["--price-in", "1", "--price-out", "1", "--out", tmp_path / "q.parquet"]
+    (tmp_path / "cache2").mkdir()
+    code, _, err = run([*args[:-2], *flags, "--cache-dir", tmp_path / "cache2"], capsys)
+    report = json.loads((tmp_path / "q.build.json").read_text())
+    assert (
+        code == 0
+        and report["cost_usd"] == pytest.approx(6 * (40 + 4 * cached_price) / 1e6)
+        and "batch_discount" not in report["price_per_1m"]
+    )
 
 
 def test_changed_requests_and_foreign_out_files_are_refused(tmp_path, capsys):

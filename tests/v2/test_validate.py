@@ -209,6 +209,10 @@ def _near_duplicate_no_period(records):
     _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).removesuffix("."))
 
 
+def _near_duplicate_inner_comma(records):
+    _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).replace(" about ", ", about ", 1))
+
+
 def _needle_ask_in_fewshot(records):
     marker = "======== EXAMPLE 1 ========\n\n"
     extra = f"User: {_needle_ask(records[2])}\n\nAssistant: Glow.\n\n"
@@ -234,8 +238,9 @@ def _empty_target_writing(records):
 
 
 TEXT_MUTATIONS = {
-    "near_duplicate_upper": (_near_duplicate_upper, {"near_duplicate_ask"}),
-    "near_duplicate_no_period": (_near_duplicate_no_period, {"near_duplicate_ask"}),
+    "loose_key_upper": (_near_duplicate_upper, {"needle_ask_elsewhere"}),
+    "loose_key_no_period": (_near_duplicate_no_period, {"needle_ask_elsewhere"}),
+    "near_duplicate_inner_comma": (_near_duplicate_inner_comma, {"near_duplicate_ask"}),
     "needle_ask_in_fewshot": (_needle_ask_in_fewshot, {"needle_ask_elsewhere"}),
     "needle_ask_in_writing": (_needle_ask_in_writing, {"needle_ask_elsewhere"}),
     "empty_target_writing": (_empty_target_writing, {"empty_writing"}),

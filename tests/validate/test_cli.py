@@ -24,7 +24,7 @@ def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
     good = write_rows(tmp_path / "data" / "good.parquet", [make_row(s, filler=400) for s in range(3)]) if (tmp_path / "data").mkdir() is None else None
-    rows = [make_row(s, filler=400) for s in range(3)]
+    rows = [make_row(s, filler=400) for s in range(3, 6)]  # other rows than good's: no duplicate prompt
     rows[1] = MUTATIONS["answer_distractor"][0](rows[1])
     bad = write_rows(tmp_path / "data" / "bad.parquet", rows)
     junk = tmp_path / "junk.parquet"

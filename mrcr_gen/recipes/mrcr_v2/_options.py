@@ -23,4 +23,19 @@ OPTIONS: tuple[GenOption, ...] = (
         min=1,
     ),
     *MODEL_WRITER_OPTIONS,
+    GenOption(
+        "batch",
+        ("--batch",),
+        bool,
+        False,
+        "mrcr-v2 --writer openai: the writings the cache lacks through the OpenAI Batch API (half the price); "
+        "rerun the same command to collect them.",
+    ),
+    GenOption(
+        "no_wait",
+        ("--no-wait",),
+        bool,
+        False,
+        "mrcr-v2 --writer openai --batch: submit the batches, collect what ended, exit 1 while they run.",
+    ),
 )

@@ -1,28 +1,31 @@
 """`mrcr-gen pool import-results`: the output file of a `pool export-requests` file (from `vllm
 run-batch` or the Batch API) into the writings cache, then the pool of every planned writing.
 
-An output file is read against its request set's manifest. Its lines are batch output lines
-(`eval._batchfile.outcome_of` reads each one, as the eval's batch import does). What cannot be
-trusted is refused before anything is written (exit 2): a line that is no batch output line, a
-custom_id the request file never had, a reply of another model. What can be is reported, never
-silently used: requests with no line (missing), lines that failed, a custom_id answered twice
-with different texts (conflicting: neither is stored) and twice with the same (duplicated: stored
-once, costed once). A reply already in the cache (an import run again) is neither stored nor
-costed again. Missing and failed writings are requested again by exporting again.
+An output file is read against its request set's manifest by the core's reader
+(`mrcr_gen.batch.read_output`, the rules `mrcr-eval batch import` follows). What cannot be trusted
+is refused before anything is written (exit 2): the request file given as the output, a file with
+no output line, a custom_id the request file never had, a reply of another model (a dated snapshot
+of the model is the model: `same_model`). What can be is reported, never silently used: requests
+with no line (missing; a torn line's request is one), lines that failed, a custom_id answered
+twice with replies that differ (conflicting: neither is stored) and twice the same (duplicated:
+stored once, costed once). A reply already in the cache (an import run again) is neither stored
+nor costed again. Missing and failed writings are requested again by exporting again.
+
+The stored replies are costed by the usage ledger (`mrcr_gen._usage`): at `--price-in` and
+`--price-out` as given, or at the model's list price at the Batch API's discount (`results_price`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from ..._files import write_text_atomic
 from ..._models import _Frozen
-from ..._prices import cost_usd
-from ...pool._batchfiles import RequestSet, read_manifest, store_replies
+from ..._usage import cost
+from ...batch import BatchError, OutputRead, read_output, reply_models, same_model
+from ...pool._batchfiles import RequestSet, ledger_price, read_manifest, store_replies
 from ...pool._cache import WritingCache, default_cache_dir
 from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
@@ -38,7 +41,7 @@ class ImportReport(_Frozen):
     out: str
     cache: str
     requested: int  # lines of the request file
-    lines: int  # output lines read
+    torn: tuple[str, ...]  # "file:line" of lines that are not output lines (their requests: missing)
     stored: int  # writings written into the cache now
     already_cached: int  # replies the cache held already (not costed again)
     duplicated: int  # extra lines repeating a custom_id's reply (used once)
@@ -47,6 +50,9 @@ class ImportReport(_Frozen):
     missing: tuple[str, ...]  # asks (variant) with no line in the output
     prompt_tokens: int
     completion_tokens: int
+    reasoning_tokens: int
+    cached_tokens: int
+    price_per_1m: dict[str, Any] | None  # the usage ledger's price of these lines (`results_price`)
     cost_usd: float | None
     writings: int
     duplicates: int  # identical (ask, text) writings merged in the pool
@@ -54,16 +60,19 @@ class ImportReport(_Frozen):
     tokens: int
 
     def summary_lines(self) -> list[str]:
-        cost = "unknown (pass --price-in/--price-out)" if self.cost_usd is None else f"${self.cost_usd:,.4f}"
+        spent = "unknown (pass --price-in/--price-out)" if self.cost_usd is None else f"${self.cost_usd:,.4f}"
+        if self.price_per_1m and "batch_discount" in self.price_per_1m:
+            spent += " (list price at the Batch API's discount)"
         lines = [
             f"pool {self.out}: {self.writings:,} distinct writings for {self.asks:,} asks, "
             f"{self.tokens:,} o200k tokens",
-            f"{self.results}: {self.lines:,} lines for {self.requested:,} requests of {self.model} ({self.endpoint}): "
-            f"{self.stored:,} stored, {self.already_cached:,} already cached, {self.duplicated} duplicated lines, "
+            f"{self.results}: {self.requested:,} requests of {self.model} ({self.endpoint}): {self.stored:,} stored, "
+            f"{self.already_cached:,} already cached, {self.duplicated} duplicated lines, "
             f"{len(self.conflicting)} conflicting, {len(self.failed)} failed, {len(self.missing)} missing",
             f"usage of the stored replies: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion "
-            f"tokens; estimated cost {cost}",
+            f"tokens; estimated cost {spent}",
         ]
+        lines += [f"warning: {where}: not a batch output line (torn or corrupted); ignored" for where in self.torn[:5]]
         lines += [f"conflicting: {what}" for what in self.conflicting[:5]]
         lines += [f"failed: '{f.ask}' variant {f.variant}: {f.error}" for f in self.failed[:5]]
         lines += [f"missing: {what}" for what in self.missing[:5]]
@@ -72,42 +81,26 @@ class ImportReport(_Frozen):
         return lines
 
 
-def read_output(results: str | os.PathLike, manifest: RequestSet) -> tuple[dict[str, list[Any]], int]:
-    """(custom_id -> its outcomes in the file, in order; lines read); PoolError for a line that is
-    not a batch output line or names a custom_id the request file never had."""
-    from ...eval._batchfile import outcome_of
-
-    outcomes: dict[str, list[Any]] = defaultdict(list)
-    lines = 0
-    with open(results, encoding="utf-8", errors="surrogateescape") as handle:
-        for number, text in enumerate(handle, 1):
-            if not text.strip():
-                continue
-            lines += 1
-            try:
-                found = outcome_of(json.loads(text))
-            except ValueError:
-                found = None
-            if found is None:
-                raise PoolError(f"{results}:{number}: not a batch output line (JSON with custom_id and response)")
-            custom_id, outcome = found
-            if custom_id not in manifest.requests:
-                raise PoolError(
-                    f"{results}:{number}: custom_id {custom_id!r} is not in the request file: "
-                    "an output of another request set?"
-                )
-            outcomes[custom_id].append(outcome)
-    return outcomes, lines
-
-
-def _reply_text(body: Any) -> str | None:
-    """The assistant text of a chat completion body (None when it is none: `store_replies` refuses it)."""
-    from ..._openai import ChatError, completion_from_body
-
+def read_results(results: str | os.PathLike, manifest: RequestSet) -> OutputRead:
+    """The outcomes of an output file, read by the core's reader (`mrcr_gen.batch.read_output`);
+    PoolError for a file that does not answer this request set: the request file itself, no output
+    line at all, a custom_id the request file never had, or a reply of another model."""
     try:
-        return completion_from_body(body).text
-    except ChatError:
-        return None
+        read = read_output(results)
+    except BatchError as exc:
+        raise PoolError(str(exc)) from None
+    if not read.outcomes:
+        raise PoolError(f"{results} has no batch output line (JSON with custom_id and response): not an output file")
+    foreign = read.foreign_to(manifest.requests)
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise PoolError(
+            f"{results}: custom_id {foreign[0]!r}{more} is not in the request file: an output of another request set?"
+        )
+    others = sorted(model for model in reply_models(read) if not same_model(model, manifest.model))
+    if others:
+        raise PoolError(f"{results}: replies of {others[0]!r}, not {manifest.model!r}: an output of another model?")
+    return read
 
 
 def _label(manifest: RequestSet, custom_id: str) -> str:
@@ -115,24 +108,27 @@ def _label(manifest: RequestSet, custom_id: str) -> str:
     return f"'{ask}' variant {variant}"
 
 
-def sort_outcomes(outcomes: dict[str, list[Any]], manifest: RequestSet) -> tuple[list, int, list, list, list]:
-    """(replies to store, duplicated lines, conflicting, failed, missing) of an output file's outcomes."""
-    replies, conflicting, failed = [], [], []
-    duplicated = 0
-    for custom_id, found in outcomes.items():
-        ok = [o.body for o in found if o.ok]
-        texts = {_reply_text(body) for body in ok}
-        if len(texts) > 1:
-            conflicting.append(_label(manifest, custom_id))
+def sort_outcomes(read: OutputRead, manifest: RequestSet) -> tuple[list, list, list, list]:
+    """(replies to store, conflicting, failed, missing) of an output file's outcomes: a custom_id
+    answered with replies that differ is stored from none of them."""
+    replies, failed = [], []
+    for custom_id, outcome in read.outcomes.items():
+        if custom_id in read.conflicts:
             continue
-        duplicated += len(found) - 1
-        if ok:
-            replies.append((custom_id, ok[0]))
+        if outcome.ok:
+            replies.append((custom_id, outcome.body))
         else:
             ask, variant = manifest.requests[custom_id]
-            failed.append(Failure(ask=ask, variant=variant, error=found[-1].error or "failed"))
-    missing = [_label(manifest, custom_id) for custom_id in manifest.requests if custom_id not in outcomes]
-    return replies, duplicated, conflicting, failed, missing
+            failed.append(Failure(ask=ask, variant=variant, error=outcome.error or "failed"))
+    conflicting = [_label(manifest, custom_id) for custom_id in read.conflicts]
+    missing = [_label(manifest, custom_id) for custom_id in manifest.requests if custom_id not in read.outcomes]
+    return replies, conflicting, failed, missing
+
+
+def results_price(model: str, price_in: float | None, price_out: float | None) -> dict[str, Any] | None:
+    """The ledger price of imported lines: `--price-in`/`--price-out` as given (what these lines
+    cost: a local model has no list price), else the model's list price at the Batch API's discount."""
+    return ledger_price(model, price_in, price_out, discounted=price_in is None and price_out is None)
 
 
 def import_results(
@@ -141,7 +137,7 @@ def import_results(
     out: str | os.PathLike,
     *,
     cache_dir: str | os.PathLike | None = None,
-    price: tuple[float, float] | None = None,
+    price: dict[str, Any] | None = None,
     compare: str | os.PathLike | None = None,
 ) -> ImportReport:
     """Store the replies of a batch output file into the cache and write the pool of every writing
@@ -154,8 +150,8 @@ def import_results(
         from ...pool._pool import read_pool
 
         read_pool(compare)  # a bad reference is refused before anything is written
-    outcomes, lines = read_output(results, manifest)
-    replies, duplicated, conflicting, failed, missing = sort_outcomes(outcomes, manifest)
+    read = read_results(results, manifest)
+    replies, conflicting, failed, missing = sort_outcomes(read, manifest)
     cache_dir = Path(cache_dir or default_cache_dir())
     stored = store_replies(manifest, replies, cache_dir)
     cache = WritingCache(cache_dir)
@@ -175,16 +171,16 @@ def import_results(
         out=str(out),
         cache=str(cache_dir),
         requested=len(manifest.requests),
-        lines=lines,
+        torn=tuple(read.torn),
         stored=stored.stored,
         already_cached=stored.already_cached,
-        duplicated=duplicated,
+        duplicated=read.duplicates,
         conflicting=tuple(conflicting),
         failed=tuple(failed),
         missing=tuple(missing),
-        prompt_tokens=stored.prompt_tokens,
-        completion_tokens=stored.completion_tokens,
-        cost_usd=cost_usd(price, stored.prompt_tokens, stored.completion_tokens),
+        **stored.usage.as_record(),
+        price_per_1m=price,
+        cost_usd=None if price is None else cost(price, stored.usage)["cost_usd"],
         writings=len(writings),
         duplicates=duplicates,
         asks=len({w.ask for w in writings}),

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -34,6 +34,7 @@ from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
+from ...pool._batchbuild import BatchFigures, batches_path, running_requests
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
 from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
@@ -42,6 +43,7 @@ from ._catalog import Catalog, load_catalog, writing_reference
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
 FATAL_STATUSES = {400, 401, 403, 404, 422}
 DEFAULT_CONCURRENCY = 16
+Built = TypeVar("Built")  # what a build returns
 GPT4O_REFERENCE = "official GPT-4o writings (catalog)"  # what a built pool's quality report compares with
 
 
@@ -81,6 +83,7 @@ class BuildReport(_Frozen):
     tokens: int  # o200k tokens of the pool's writings
     elapsed_s: float
     max_in_flight: int
+    batch: BatchFigures | None = None  # a build through the Batch API (`pool build --batch`)
 
     def summary_lines(self) -> list[str]:
         cost = "unknown (pass --price-in/--price-out)" if self.cost_usd is None else f"${self.cost_usd:,.4f}"
@@ -96,6 +99,8 @@ class BuildReport(_Frozen):
             + (f", {self.cached_tokens:,} prompt tokens cached" if self.cached_tokens else "")
             + f", retried responses included; estimated cost {cost}",
         ]
+        if self.batch is not None:
+            lines[1:3] = self.batch.summary_lines(self, cost)
         if self.truncated:
             lines.append(f"{self.truncated} writings hit the max_tokens limit (kept; finish_reason 'length')")
         for failure in self.failed[:5]:
@@ -152,13 +157,13 @@ def writing_params(
     return {k: v for k, v in sorted(params.items()) if v is not None}
 
 
-def _one_build_per_pool(build: Callable[..., BuildReport]) -> Callable[..., BuildReport]:
+def _one_build_per_pool(build: Callable[..., Built]) -> Callable[..., Built]:
     """Hold the pool file's lock (`pool_lock_path`) for the whole build: a second build of the same
     pool would ask for (and pay for) the same writings; it is refused with BuildError naming the first."""
     signature = inspect.signature(build)
 
     @functools.wraps(build)
-    def locked(*args: Any, **kwargs: Any) -> BuildReport:
+    def locked(*args: Any, **kwargs: Any) -> Built:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         lock = pool_lock_path(bound.arguments["out"])
@@ -213,6 +218,12 @@ def build_pool_openai(
     if not variants or min(variants.values()) < 1:
         raise PoolError("nothing to write: no asks, or fewer than 1 writing per ask")
     params = dict(sorted((params or {}).items()))
+    running = running_requests(out)
+    if running:  # sent online too, they would be paid twice
+        raise PoolError(
+            f"{running:,} writings of {out} are in batches still running ({batches_path(out)}): "
+            "collect them first with `pool build --batch`"
+        )
     if price is None:
         price = price_for(model)
     started = time.perf_counter()
@@ -384,10 +395,7 @@ class _PoolBuild:
             cached_tokens=billed.cached_tokens,
             cost_usd=cost_usd(self.price, billed.prompt_tokens, billed.completion_tokens),
             truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
-            writings=len(writings),
-            duplicates=duplicates,
-            asks=len({w.ask for w in writings}),
-            tokens=sum(w.n_tokens for w in writings),
+            **pool_figures(writings, duplicates),
             elapsed_s=time.perf_counter() - started,
             max_in_flight=self.runner.max_in_flight,
         )
@@ -408,6 +416,16 @@ def _progress_bar(console: Console, progress: bool) -> Progress:
         console=console,
         disable=not progress,
     )
+
+
+def pool_figures(writings: Sequence[Any], duplicates: int) -> dict[str, Any]:
+    """A build report's figures of the pool written: distinct writings, merged duplicates, asks, tokens."""
+    return {
+        "writings": len(writings),
+        "duplicates": duplicates,
+        "asks": len({w.ask for w in writings}),
+        "tokens": sum(w.n_tokens for w in writings),
+    }
 
 
 def build_report_path(out: str | os.PathLike) -> Path:
