@@ -51,3 +51,11 @@ def test_help_imports_no_heavy_library(command):
     found = json.loads(done.stdout)
     assert found["code"] in (0, None) and "--help" in found["help"] and "Usage" in found["help"]
     assert found["loaded"] == [], f"{command} --help imported {found['loaded']}"
+
+
+def test_every_name_the_package_loads_on_first_use_is_exported_and_resolves():
+    import mrcr_gen
+
+    assert set(mrcr_gen.__all__) == {"__version__", *mrcr_gen._LAZY}
+    for name in mrcr_gen.__all__:
+        assert getattr(mrcr_gen, name) is not None, name
