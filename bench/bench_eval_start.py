@@ -319,6 +319,17 @@ def pool_build(base_url: str, asks: int, out: str, cache: str) -> dict:
     return {"written": report.written}
 
 
+def code_env(code: Path | None) -> dict:
+    """The environment of the commands: `code`'s mrcr_gen (a checkout; default this one) first."""
+    env = dict(os.environ)
+    path = [str((code or ROOT).resolve()), str(ROOT), *filter(None, [env.get("PYTHONPATH")])]
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    # The commands run as `python -c` from ROOT, whose mrcr_gen would come first on sys.path and
+    # shadow --code's: without the current folder on the path, PYTHONPATH decides.
+    env["PYTHONSAFEPATH"] = "1"
+    return env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--long-rows", type=int, default=60)
@@ -333,12 +344,7 @@ def main() -> None:
     parser.add_argument("--code", type=Path, help="a checkout whose mrcr_gen mrcr-eval runs (default: this one)")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    code = str((args.code or ROOT).resolve())
-    env["PYTHONPATH"] = os.pathsep.join([code, str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    # The commands run as `python -c` from ROOT, whose mrcr_gen would come first on sys.path and
-    # shadow --code's: without the current folder on the path, PYTHONPATH decides.
-    env["PYTHONSAFEPATH"] = "1"
+    env = code_env(args.code)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for job in args.jobs:

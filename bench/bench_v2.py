@@ -7,8 +7,8 @@ exactness of every count checked from outside.
     python bench/bench_v2.py --tokens 8388608 --rows 2 --rounds 1                # 8M rows stay exact
 
 Each round, in this order: the generator (into a fresh folder), the seed-style loop over the file it
-wrote (`pandas.read_csv`, then `len(enc.encode(...))` of every `queries` and every answer's writing,
-on one thread: all that upstream's tooling can check), and `mrcr-validate FILE` (default workers).
+wrote (`minimal_loop.v2_loop`: `pandas.read_csv`, then `len(enc.encode(...))` of every `queries` and every
+answer's writing, on one thread: all that upstream's tooling can check), and `mrcr-validate FILE` (default workers).
 Prints each round's seconds and the medians of the ratios generate / loop and validate / loop; then,
 on the last round's file, whether every row's `context_len` equals tiktoken's count of the whole
 `queries` string (and `answer_token_count` that of the writing), whether it lies in the range, and
@@ -28,29 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _measure import measure
+from minimal_loop import v2_loop as seed_loop  # read_csv + tiktoken, one thread
 
 ENTRY = "import sys; from mrcr_gen.cli import {}; sys.argv[0] = {!r}; {}()"
 
 
 def _cli(entry: str, prog: str, *args: str) -> list[str]:
     return [sys.executable, "-c", ENTRY.format(entry, prog, entry), *args]
-
-
-def seed_loop(path: str) -> dict:
-    """The seed-style loop over one v2 CSV file: every row counted whole, one thread."""
-    import pandas as pd
-    import tiktoken
-
-    try:
-        encoding = tiktoken.get_encoding("o200k_base")
-    except Exception:  # offline: the same encoding from the vocabulary mrcr-gen ships
-        from mrcr_gen import o200k
-
-        encoding = o200k()
-    frame = pd.read_csv(path)
-    context = [len(encoding.encode(q, disallowed_special=())) for q in frame["queries"]]
-    answers = [len(encoding.encode(a[12:], disallowed_special=())) for a in frame["answer"]]
-    return {"context_len": context, "answer_token_count": answers, "rows": len(frame)}
 
 
 def main() -> None:

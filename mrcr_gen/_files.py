@@ -76,6 +76,16 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+def finished_path(target: str | os.PathLike) -> Path:
+    """Where the file `target`, just finished by `atomic_path`, is now: its temporary path while
+    `publishing_deferred` holds it back, else `target` itself."""
+    if _deferred is not None:
+        for tmp, final in reversed(_deferred):
+            if final == str(Path(target)):
+                return Path(tmp)
+    return Path(target)
+
+
 def remove_partials(target: str | os.PathLike) -> None:
     """Remove what `atomic_path` writers of `target` left when their process died (killed, out of
     memory, node lost): call it only when no writer of `target` can still be running."""
@@ -94,6 +104,15 @@ def save_figure(figure: Any, path: str | os.PathLike) -> None:
 def write_text_atomic(target: str | os.PathLike, text: str) -> None:
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def default_cache_dir() -> Path:
+    """The user cache folder of mrcr-gen (writings, token counts): `$MRCR_GEN_CACHE`, else
+    `$XDG_CACHE_HOME/mrcr-gen`, else `~/.cache/mrcr-gen`."""
+    if os.environ.get("MRCR_GEN_CACHE"):
+        return Path(os.environ["MRCR_GEN_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mrcr-gen"
 
 
 def file_sha256(path: str | os.PathLike) -> str:

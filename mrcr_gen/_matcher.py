@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import bisect
 import functools
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: importing this module stays cheap
+    import numpy as np
 
 # Below this many segments a window is searched in plain Python: numpy's per-call cost is
 # larger than the loop.
@@ -33,10 +35,12 @@ _PYTHON_BELOW = 24
 
 
 def _codes(text: str) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-_LAST = np.iinfo(np.int64).max
+_LAST = (1 << 63) - 1  # numpy's int64 max
 
 
 @functools.lru_cache(maxsize=8)
@@ -44,6 +48,8 @@ def _index_of(b: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """b's positions sorted by character (`order`), its distinct characters, where each starts in
     `order`, and how many of each can start a match (0 for a popular one). Cached: the floors
     compare a row's one answer with 20-odd writings."""
+    import numpy as np
+
     b_codes = _codes(b)
     order = np.argsort(b_codes, kind="stable")  # stable: each character's positions ascend, as in b2j
     distinct, first, counts = np.unique(b_codes[order], return_index=True, return_counts=True)
@@ -62,6 +68,8 @@ class _Segments:
     (exclusive) and `diagonal` (the start in b minus the start in a), and the longest run's length."""
 
     def __init__(self, a: str, b: str):
+        import numpy as np
+
         a_codes = _codes(a)
         order, distinct, first, counts = _index_of(b)
         where = np.minimum(np.searchsorted(distinct, a_codes), len(distinct) - 1)
@@ -94,6 +102,8 @@ class _Segments:
     def longest_in(self, alo: int, ahi: int, blo: int, bhi: int) -> tuple[int, int, int]:
         """The longest part of a run inside the window, earliest in a, then in b: what
         `find_longest_match` finds before it extends the match ((alo, blo, 0) if none)."""
+        import numpy as np
+
         # Runs that reach into [alo, ahi) in a start in [alo - longest + 1, ahi): one slice.
         lo = bisect.bisect_left(self.starts, alo - self.longest + 1)
         hi = bisect.bisect_left(self.starts, ahi, lo)

@@ -20,6 +20,7 @@ class ValidateRequest:
     engine: Engine | None = None
     strict: bool = False
     tokenizer: str | None = None
+    cache: bool = True  # take token counts from the count cache and add to it (False: --no-cache)
     mode: Literal["check", "clean", "fix"] = "check"
     out: Path | None = None
     progress: Callable[[str, int, int | None], None] | None = None  # (file, rows done now, rows of the file)

@@ -26,10 +26,12 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:  # tiktoken is imported where it is used: importing this module stays cheap
+    import tiktoken
 
-from ._models import Message
+    from ._models import Message
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -83,6 +85,7 @@ def _seed_tiktoken_cache(data: bytes) -> None:
 
 
 def _encoding_from_vocabulary(data: bytes) -> tiktoken.Encoding:
+    import tiktoken
     import tiktoken_ext.openai_public as openai_public
 
     ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
@@ -99,6 +102,8 @@ def _encoding_from_vocabulary(data: bytes) -> tiktoken.Encoding:
 @lru_cache(maxsize=1)
 def o200k() -> tiktoken.Encoding:
     """The o200k_base encoding: tiktoken's cache or network first, then the packaged file."""
+    import tiktoken
+
     try:
         return tiktoken.get_encoding("o200k_base")
     except Exception:  # tiktoken raises requests/urllib/blobfile errors of many kinds offline
@@ -189,6 +194,8 @@ class TiktokenTokenizer(Tokenizer):
             # Otherwise built on the first count: a process that only names the tokenizer (a
             # validator whose workers count) never holds its ~70 MB.
             return
+        import tiktoken
+
         try:
             self.encoding = tiktoken.get_encoding(spec)
         except Exception as exc:  # tiktoken raises requests/urllib/blobfile errors of many kinds offline
@@ -309,6 +316,8 @@ def hub_model_file(repo_id: str, filename: str, revision: str | None) -> tuple[P
 
 @lru_cache(maxsize=16)
 def _load(spec: str) -> Tokenizer:
+    import tiktoken
+
     if spec.startswith("hf:"):
         return _hf_tokenizer(spec)
     if spec in tiktoken.list_encoding_names():
@@ -385,5 +394,7 @@ def row_token_count(
     messages: Iterable[Message | dict], answer: str, tokenizer: TokenizerSpec = DEFAULT_TOKENIZER
 ) -> int:
     """Tokens of a row as openai/mrcr bins it: each message content, summed, plus the answer."""
+    from ._models import Message
+
     contents = [m.content if isinstance(m, Message) else m["content"] for m in messages]
     return sum(count_tokens_batch([*contents, answer], tokenizer=tokenizer))

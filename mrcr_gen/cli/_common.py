@@ -79,6 +79,11 @@ TOKENIZER_HELP = (
     "hf:PATH (a tokenizer.json or a folder holding one) or hf:ORG/NAME (a Hub model's, cached)."
 )
 
+NO_CACHE_HELP = (
+    "Count every row's tokens anew: neither read nor add to the count cache in the user cache folder "
+    "(the counts a generated file's sidecar vouches for are still used)."
+)
+
 
 def print_warnings(warnings: list[str]) -> None:
     """A report's warnings (e.g. rows that lost their context), one line each on stderr."""

@@ -12,10 +12,10 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from .._api import preflight, print_report, run_eval_async, write_report
 from ..eval import EvalConfig, EvalError, EvalFatal
 from ._common import (
     EXIT_FINDINGS,
+    NO_CACHE_HELP,
     TOKENIZER_HELP,
     CommandError,
     checked_tokenizer,
@@ -121,6 +121,7 @@ def evaluate(
     count_with_server: bool = typer.Option(
         False, "--count-with-server", help="Count each prompt with the server's vLLM-style /tokenize endpoint."
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     needles: list[int] = typer.Option([], "--needles", "-n", help="Only rows with this needle count (repeatable)."),
     bins: list[int] = typer.Option(
         [], "--bin", "-b", help="Only rows of the bin with this upper edge, e.g. 65536 (repeatable)."
@@ -241,6 +242,7 @@ def evaluate(
             tokenizer_spec=tokenizer,
             chat_template=chat_template,
             count_with_server=count_with_server,
+            count_cache=not no_cache,
         )
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
@@ -260,6 +262,8 @@ def _check_bins(bins: list[int]) -> None:
 
 def _preflight(config: EvalConfig, quiet: bool) -> list[Any]:
     """The rows over --max-context-window as the run counts them (not as the seed), said on stderr."""
+    from .._api import preflight
+
     try:
         too_long = preflight(config)
     except EvalError as exc:
@@ -299,6 +303,8 @@ def _run(
     report of what was recorded before it."""
     import asyncio
 
+    from .._api import run_eval_async, write_report
+
     on_record = _progress(quiet)
     try:
         if batch:
@@ -315,6 +321,8 @@ def _run(
 
 def _finish(out: Path, stats: Any, quiet: bool) -> None:
     """Write and show the report; exit 2 for unreadable files, 1 while batches run or rows failed."""
+    from .._api import print_report, write_report
+
     if not quiet and stderr.is_terminal:
         stderr.print()
     summary = write_report(out)
@@ -396,6 +404,7 @@ def _tasks() -> tuple[str, ...]:
 def _report_inspect_log(path: Path, console: Console, title: str | None = None) -> None:
     """Print the report of one Inspect log, under a rule naming `title` if given (nothing is
     written beside someone's Inspect logs)."""
+    from .._api import print_report
     from ..inspect._import import InspectLogError, summarize_inspect_log
 
     try:
@@ -438,7 +447,7 @@ def report(
         ..., help="A mrcr-eval run directory, an Inspect log (.eval), or a folder of Inspect logs."
     ),
 ) -> None:
-    from .._api import add_analyses
+    from .._api import add_analyses, print_report, write_report
     from .._files import Busy
 
     logs = _inspect_logs_in(run_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 from rich.console import Console, JustifyMethod
@@ -20,13 +20,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from .._parquet import use_lean_memory_pool
 from .._request import ValidateRequest
 from ..recipes import group_inputs
-from ..validate import RepairRefused, RepairResult, ValidationReport, merge_reports
-from ..validate._health import health_table
-from ..validate._shortcuts import ShortcutReport
-from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
+
+if TYPE_CHECKING:
+    from ..validate import RepairResult, ValidationReport
+    from ..validate._shortcuts import ShortcutReport
+
+from ._common import NO_CACHE_HELP, TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
 PROG = "mrcr-validate"
 
@@ -59,6 +60,7 @@ def _progress(console: Console) -> Progress:
 
 
 def _summary_tables(report: ValidationReport, console: Console, max_findings: int) -> None:
+
     s = report.summary
     table = Table(title="mrcr-validate summary", show_header=False)
     table.add_row("files", str(s.files))
@@ -141,6 +143,7 @@ def _compare(
 ) -> int:
     """`--compare REF`: both sets' health statistics side by side; DIR's validation decides the exit code."""
     from .._api import health_report
+    from ..validate._health import health_table
 
     comparison, report = health_report(paths, [reference], tokens=tokens, workers=workers, tokenizer=tokenizer)
     if json_out is not None:
@@ -254,6 +257,7 @@ def validate(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
     compare: str | None = typer.Option(
         None,
         "--compare",
@@ -275,6 +279,10 @@ def validate(
         ),
     ),
 ) -> int:
+    from .._parquet import use_lean_memory_pool  # here, not at --help: it loads pyarrow
+    from ..validate import RepairRefused, ValidationReport, merge_reports
+
+    use_lean_memory_pool()  # before any worker starts: they take it from the environment
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output")
     if shortcuts and (clean is not None or fix is not None):
@@ -323,6 +331,7 @@ def validate(
             engine=runner,
             strict=strict,
             tokenizer=tokenizer,
+            cache=not no_cache,
             mode=mode,
             out=out,
             progress=advance,
@@ -349,7 +358,6 @@ def validate(
 
 def validate_main(argv: list[str] | None = None) -> None:
     """Console script `mrcr-validate`."""
-    use_lean_memory_pool()  # before any worker starts: they take it from the environment
     run_app(app, PROG, argv)
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._tokens import count_tokens_batch
+from .._counts import Counts, RowCounts, count_texts, counted_in_order
 from ._items import EvalItem, FileError, ItemError, bin_upper_of_tokens
 
 REQUIRED_COLUMNS = ("prompt", "answer", "random_string_to_prepend")
@@ -71,11 +71,19 @@ def _schema_problem(record: dict) -> str:
 
 def chat_item(rows: ChatRows, source: str, index: int, record: dict, *, tokenizer_spec: str = "o200k_base") -> EvalItem:
     """The item of one raw row (a dict of its columns); a row that cannot be sent gets `error`."""
+    item = _parsed(rows, source, index, record)
+    texts = _texts(item)
+    return item if texts is None else with_counts(item, count_texts(tokenizer_spec, texts))
+
+
+def _parsed(rows: ChatRows, source: str, index: int, record: dict, digest: str | None = None) -> EvalItem:
+    """The item of one raw row without its token counts (which `with_counts` adds); `digest`, the
+    row's `row_digest` when the caller has it (hashing a long row again costs milliseconds)."""
     prompt, answer, prefix = (record.get(c) for c in REQUIRED_COLUMNS)
     base: dict[str, Any] = {
         "source": source,
         "row": index,
-        "digest": row_digest(prompt, answer, prefix),
+        "digest": digest or row_digest(prompt, answer, prefix),
         "recipe": rows.recipe,
     }
     if not (isinstance(prompt, str) and isinstance(answer, str) and isinstance(prefix, str)):
@@ -89,17 +97,36 @@ def chat_item(rows: ChatRows, source: str, index: int, record: dict, *, tokenize
     n_needles = record.get("n_needles")
     if not isinstance(n_needles, int) or isinstance(n_needles, bool) or n_needles < 1:
         n_needles = rows.count_needles(messages)
-    counts = count_tokens_batch([m["content"] for m in messages] + [answer], tokenizer=tokenizer_spec)
-    prompt_tokens = sum(counts[:-1])
-    return EvalItem(
-        **base,
-        messages=messages,
-        answer=answer,
-        prefix=prefix,
-        n_needles=n_needles,
-        bin_upper=bin_upper_of_tokens(prompt_tokens + counts[-1]),
-        prompt_tokens=prompt_tokens,
-        total_tokens=prompt_tokens + counts[-1],
+    return EvalItem(**base, messages=messages, answer=answer, prefix=prefix, n_needles=n_needles)
+
+
+def _texts(item: EvalItem) -> list[str] | None:
+    """What a sendable item's counts are counted from: each message's content, then the answer."""
+    return (
+        None if item.error is not None or not item.messages else [m["content"] for m in item.messages] + [item.answer]
+    )
+
+
+def counted(counts: RowCounts | None, key: tuple[int, Any, Any, Any], count: Callable[[], list[int]]) -> Counts:
+    """A chat row's (prompt, total) tokens: from `counts` (its sealed sidecar, the count cache) when
+    they have them, else `count()` (each message's, then the answer's), then kept in `counts`.
+    `key`: the row's index, then its prompt, answer and random string (what its digest covers)."""
+    row, *columns = key
+    digest = row_digest(*columns) if counts is not None else ""
+    found = counts.get(row, digest) if counts is not None else None
+    if found is None:
+        numbers = count()
+        found = (sum(numbers[:-1]), sum(numbers))
+        if counts is not None:
+            counts.put(digest, found)
+    return found
+
+
+def with_counts(item: EvalItem, counted: Sequence[int] | Counts) -> EvalItem:
+    """`item` with its token counts: the counts of `_texts(item)`, or (prompt, total) as stored."""
+    prompt, total = counted if isinstance(counted, tuple) else (sum(counted[:-1]), sum(counted))
+    return item.model_copy(
+        update={"bin_upper": bin_upper_of_tokens(total), "prompt_tokens": prompt, "total_tokens": total}
     )
 
 
@@ -109,36 +136,65 @@ def read_chat_items(
     *,
     tokenizer_spec: str = "o200k_base",
     skip: Callable[[int, str], bool] | None = None,
+    counts: RowCounts | None = None,
 ) -> Iterator[EvalItem]:
     """The items of a parquet file of `rows`'s recipe in row order.
 
     `skip(row, digest)` true means the caller already has this row: a bare item (source, row,
-    digest, n_needles) is yielded without parsing or tokenizing. A file that cannot be opened or
-    breaks half-way raises FileError naming the row where it broke.
+    digest, n_needles) is yielded without parsing or tokenizing. `counts` gives the counts of rows
+    counted before (the sidecar, the cache) and keeps those counted now; the others are counted
+    on every core, a few rows ahead. A file that cannot be opened or breaks half-way raises
+    FileError naming the row where it broke, after the items of the rows before it.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    source = str(path)
-    index = 0
+    read = _ReadState()
+    stream = _pending_items(rows, path, skip, counts, read)
     try:
-        with pq.ParquetFile(path, buffer_size=READ_BUFFER_BYTES, pre_buffer=False) as parquet:
-            names = parquet.schema_arrow.names
-            missing = [c for c in REQUIRED_COLUMNS if c not in names]
-            if missing:
-                raise FileError(f"{path}: missing column(s) {', '.join(missing)}")
-            columns = list(REQUIRED_COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in names]
-            for batch in parquet.iter_batches(batch_size=1, columns=columns):
-                for record in batch.to_pylist():
-                    digest = row_digest(*(record.get(c) for c in REQUIRED_COLUMNS))
-                    if skip is not None and skip(index, digest):
-                        yield EvalItem(source=source, row=index, digest=digest, recipe=rows.recipe)
-                    else:
-                        yield chat_item(rows, source, index, record, tokenizer_spec=tokenizer_spec)
-                    index += 1
+        for (item, _), counted in counted_in_order(stream, lambda entry: entry[1], tokenizer_spec):
+            if counted is not None:
+                item = with_counts(item, counted)
+                if counts is not None:
+                    counts.put(item.digest, (item.prompt_tokens, item.total_tokens))
+            yield item
     except FileError:
         raise
     except (OSError, ValueError, pa.ArrowException) as exc:
-        where = "cannot read as parquet" if index == 0 else f"cannot read past row {index - 1}"
+        where = "cannot read as parquet" if read.rows == 0 else f"cannot read past row {read.rows - 1}"
         lines = str(exc).strip().splitlines()
         raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
+
+
+class _ReadState:
+    rows = 0  # rows read so far
+
+
+def _pending_items(
+    rows: ChatRows,
+    path: str | os.PathLike,
+    skip: Callable[[int, str], bool] | None,
+    counts: RowCounts | None,
+    read: _ReadState,
+) -> Iterator[tuple[EvalItem, list[str] | None]]:
+    """Each row's item, with the texts still to count (None: nothing to count, or counted before)."""
+    import pyarrow.parquet as pq
+
+    source = str(path)
+    with pq.ParquetFile(path, buffer_size=READ_BUFFER_BYTES, pre_buffer=False) as parquet:
+        names = parquet.schema_arrow.names
+        missing = [c for c in REQUIRED_COLUMNS if c not in names]
+        if missing:
+            raise FileError(f"{path}: missing column(s) {', '.join(missing)}")
+        columns = list(REQUIRED_COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in names]
+        for batch in parquet.iter_batches(batch_size=1, columns=columns):
+            for record in batch.to_pylist():
+                index = read.rows
+                read.rows += 1
+                digest = row_digest(*(record.get(c) for c in REQUIRED_COLUMNS))
+                if skip is not None and skip(index, digest):
+                    yield EvalItem(source=source, row=index, digest=digest, recipe=rows.recipe), None
+                    continue
+                item = _parsed(rows, source, index, record, digest)
+                texts = _texts(item)
+                known = counts.get(index, item.digest) if counts is not None and texts is not None else None
+                yield (item, texts) if known is None else (with_counts(item, known), None)

@@ -59,6 +59,9 @@ class EvalConfig(BaseModel):
     # chat template rendered with it, or the server's /tokenize.
     chat_template: bool = False
     count_with_server: bool = False
+    # Take token counts from the count cache and add to it (see `mrcr_gen._counts`); False:
+    # `--no-cache`. Never part of the settings: a count is the same wherever it comes from.
+    count_cache: bool = True
     # Where the replies come from (`_batch`): None, one request each; "api", the OpenAI Batch API;
     # "file", a batch output file made elsewhere (`vllm run-batch`). Part of the settings: a run
     # folder holds replies of one kind, priced as such.

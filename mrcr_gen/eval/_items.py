@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from .._bins import ABOVE_BINS, BELOW_BINS, BIN_UPPER_EDGES, BINS, bin_for_tokens
+from .._counts import RowCounts
 from .._ownership import FileSignature, UnclaimedFile, file_facts, owner, unreadable
 from ._analysis import SplitReply, Transcript, split_prefix
 from ._floors import Floor
@@ -106,9 +107,16 @@ class EvalRecipe(Protocol):
     floors: tuple[Floor, ...]  # its reference floors, as `item_floors` records them and reports show them
 
     def read_items(
-        self, path: str | os.PathLike, *, tokenizer_spec: str, skip: Callable[[int, str], bool] | None
+        self,
+        path: str | os.PathLike,
+        *,
+        tokenizer_spec: str,
+        skip: Callable[[int, str], bool] | None,
+        counts: RowCounts | None,
     ) -> Iterator[EvalItem]:
-        """Items in row order; `skip(row, digest)` true yields a bare item (source, row, digest)."""
+        """Items in row order; `skip(row, digest)` true yields a bare item (source, row, digest).
+        `counts` (see `mrcr_gen._counts`): take a row's token counts from it where it has them
+        (`get(row, digest)`), and `put` those counted, so that a row is counted once in its life."""
         ...
 
     def grade(self, response: str, item: EvalItem) -> float:
@@ -223,7 +231,26 @@ def read_items(
     recipes: Sequence[EvalRecipe],
     tokenizer_spec: str = "o200k_base",
     skip: Callable[[int, str], bool] | None = None,
+    cache: bool = True,
+    data_sha256: str | None = None,
 ) -> Iterator[EvalItem]:
     """The items of one data file, read by the recipe (of `recipes`) that owns it; FileError for an
-    unreadable file or one no recipe claims."""
-    yield from recipe_for_file(path, recipes).read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
+    unreadable file or one no recipe claims. Token counts come from the file's sidecar where it
+    vouches for them (`data_sha256`: the file's, when the caller has it), else from the count
+    cache unless `cache` is False (`--no-cache`), else are counted (and cached)."""
+    recipe = recipe_for_file(path, recipes)
+    if not _takes_counts(recipe.read_items):  # a plugin's reader made before `counts`: it counts itself
+        yield from recipe.read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)  # type: ignore[call-arg]
+        return
+    counts = RowCounts(path, tokenizer_spec, data_sha256=data_sha256, cache=cache)
+    yield from recipe.read_items(path, tokenizer_spec=tokenizer_spec, skip=skip, counts=counts)
+
+
+def _takes_counts(reader: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        parameters = inspect.signature(reader).parameters
+    except (TypeError, ValueError):
+        return False
+    return "counts" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())

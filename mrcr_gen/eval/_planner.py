@@ -142,6 +142,7 @@ class Planner:
                 recipes=self.recipes,
                 tokenizer_spec=self.config.tokenizer_spec,
                 stored=self._stored_cell,
+                cache=self.config.count_cache,
             )
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
@@ -162,7 +163,15 @@ class Planner:
         known: dict[int, tuple[dict | None, dict | None]] = {}  # row -> (facts, answer)
         skip = functools.partial(self._skip, path, known)
         try:
-            for item in read_items(path, recipes=self.recipes, tokenizer_spec=self.config.tokenizer_spec, skip=skip):
+            items = read_items(
+                path,
+                recipes=self.recipes,
+                tokenizer_spec=self.config.tokenizer_spec,
+                skip=skip,
+                cache=self.config.count_cache,
+                data_sha256=sha,
+            )
+            for item in items:
                 if self._limit_reached():
                     break
                 facts, answer = known.pop(item.row, (None, None))
@@ -175,6 +184,9 @@ class Planner:
                     if group:
                         yield JOB, group
                     group = [item]
+                if item.group is None:  # a row of its own: sent now, not once the next row is read
+                    yield JOB, group
+                    group = []
             if group:
                 yield JOB, group
         except FileError as exc:

@@ -38,6 +38,7 @@ def per_bin_rows(
     recipes: Sequence[EvalRecipe],
     tokenizer_spec: str,
     stored: StoredCell,
+    cache: bool = True,
 ) -> set[tuple[str, int]]:
     """The (file, row) pairs `--per-bin k` keeps of `files`. A row whose cell a stored record knows
     (`stored`) is not parsed nor tokenized; a file that cannot be read keeps the rows read before
@@ -54,7 +55,10 @@ def per_bin_rows(
             return cell is not None
 
         try:
-            for item in read_items(path, recipes=recipes, tokenizer_spec=tokenizer_spec, skip=skip):
+            items = read_items(
+                path, recipes=recipes, tokenizer_spec=tokenizer_spec, skip=skip, cache=cache, data_sha256=shas[path]
+            )
+            for item in items:
                 if item.error is not None:
                     kept.add((path, item.row))
                     continue

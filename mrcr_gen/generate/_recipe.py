@@ -14,7 +14,6 @@ from .._files import ForeignFile
 from ..engines import Engine
 from ._job import GenerationJob, GenerationResult
 from ._options import GenOption, option_values
-from ._pipeline import FileFailed, run_job
 from ._request import Generated, GenerateRequest, ProgressBar, open_engine
 
 
@@ -97,6 +96,8 @@ def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: P
 
 def _run(job: GenerationJob, engine: Engine, advance, request: GenerateRequest) -> GenerationResult:
     """`run_job`, its refusals and failures as one-line errors."""
+    from ._pipeline import FileFailed, run_job  # here: a command's --help never loads the pipeline
+
     try:
         return run_job(
             job, command=request.command, engine=engine, on_rows=advance, on_reused=advance, overwrite=request.overwrite

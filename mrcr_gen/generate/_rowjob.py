@@ -8,18 +8,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from .._bins import Bin
 from .._card import shard_card_name
 from .._ownership import METADATA_KEY, recipe_metadata
-from .._parquet import RowGroupWriter
 from .._seeding import derive_seed
 from ..writers._base import SharingWriter
 from ._job import CardFrame, GenerationJob, PlannedFile, RowBatch
 from ._request import GenerateRequest, checked_tokenizer, parse_bins, parse_shard
+
+if TYPE_CHECKING:  # pyarrow loads when rows are built, not when a recipe declares its job
+    import pyarrow as pa
+
+    from .._parquet import RowGroupWriter
 
 #: (spec, writer) -> the row's columns and its sidecar record (`bin`, `n_tokens`, `n_needles`, ...).
 BuildRow = Callable[["RowSpec", Any], tuple[dict[str, Any], dict[str, Any]]]
@@ -54,10 +56,14 @@ class RowBuilder:
         return [recipe, self.writer.describe(), rows]
 
     def batches(self, file: PlannedFile, rows: tuple[Any, ...], store: Path | None) -> Iterator[RowBatch]:
+        import pyarrow as pa
+
         built = [self.build(spec, self.writer) for spec in rows]
         yield RowBatch(pa.Table.from_pylist([row for row, _ in built], schema=self.schema), [r for _, r in built])
 
     def open_file(self, path: Path) -> RowGroupWriter:
+        from .._parquet import RowGroupWriter
+
         return RowGroupWriter(path, self.schema)
 
     def sharing_writer(self) -> SharingWriter | None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._card import sidecar_path
+from .._counts import sealed_sidecar
 from .._files import write_text_atomic
 from .._parquet import read_arrow, write_arrow_atomic
 from .._tokens import load_tokenizer
@@ -113,7 +114,8 @@ class Join:
         assert self._writer is not None
         writer, self._writer = self._writer, None
         writer.close()
-        write_text_atomic(sidecar_path(self.path), "".join(self._records))
+        lines = "".join(self._records).splitlines()
+        write_text_atomic(sidecar_path(self.path), sealed_sidecar(lines, self.path, self.builder.tokenizer))
 
     def abort(self) -> None:
         """Drop the file being written, if any (its parts stay for a rerun)."""
@@ -133,7 +135,7 @@ def _write_file(builder: FileBuilder, path: Path, batches: Iterator[Any], record
         sink.abort()
         raise
     sink.close()
-    write_text_atomic(sidecar_path(path), "".join(records))
+    write_text_atomic(sidecar_path(path), sealed_sidecar(records, path, builder.tokenizer))
 
 
 def parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:

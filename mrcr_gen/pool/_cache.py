@@ -18,18 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._files import default_cache_dir
 from .._models import Ask
 from ._pool import PoolError
 
+__all__ = ["LegacyCache", "WritingCache", "cache_key", "default_cache_dir"]
+
 CACHE_FILE = "writings.sqlite3"
-
-
-def default_cache_dir() -> Path:
-    """`$MRCR_GEN_CACHE`, else `$XDG_CACHE_HOME/mrcr-gen`, else `~/.cache/mrcr-gen`."""
-    if os.environ.get("MRCR_GEN_CACHE"):
-        return Path(os.environ["MRCR_GEN_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mrcr-gen"
 
 
 def cache_key(endpoint: str, model: str, params: Mapping[str, Any], ask_text: str, variant: int) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from .._counts import RowCounts
 from .._parquet import decoded_bytes, use_lean_memory_pool
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
@@ -111,7 +112,13 @@ class FileJob:
 
 
 def _open_file(
-    spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None, threads: int, shortcuts: bool = False
+    spec: CheckSpec,
+    path: Path,
+    tokens: bool,
+    tokenizer: str | None,
+    threads: int,
+    shortcuts: bool = False,
+    cache: bool = True,
 ) -> FileJob:
     """Open a file through the recipe's reader and choose what recounts its tokens: `tokenizer`,
     else the one its dataset card (or sidecar) names, else o200k_base."""
@@ -129,6 +136,7 @@ def _open_file(
         skip_columns=frozenset(scan.unusable_columns),
         threads=threads,
         probes=shortcuts and spec.probes is not None,
+        counts=RowCounts(path, scan.tokenizer, cache=cache) if tokens and problem is None else None,
     )
     return FileJob(path, scan, context, problem)
 
@@ -278,10 +286,13 @@ def iter_validate(
     tokenizer: str | None = None,
     csv_filter: Callable[[Path], bool] | None = None,
     shortcuts: bool = False,
+    cache: bool = True,
 ) -> Iterator[tuple[FileScan, Batch | None, list[RowResult]]]:
     """Validate many inputs, yielding (file, batch, results) in row order; findings and summary
     accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
-    `tokenizer`, else the one the file's dataset card names, else o200k_base.
+    `tokenizer`, else the one the file's dataset card names, else o200k_base; a checker may take a
+    row's counts from its sealed sidecar or (unless `cache` is False) the count cache instead
+    (`CheckContext.counts`, see `mrcr_gen._counts`).
 
     Rows of a file the recipe lets the pipeline cut (`spec.whole_files` off, parquet) are checked in
     units (row groups, or ranges of a large row group) that each worker reads itself, by `engine`
@@ -297,7 +308,7 @@ def iter_validate(
     for problem in problems:
         builder.add_finding(problem)
     threads = workers or default_workers()
-    jobs = [_open_file(spec, path, tokens, tokenizer, threads, shortcuts) for path in files]
+    jobs = [_open_file(spec, path, tokens, tokenizer, threads, shortcuts, cache) for path in files]
     with ExitStack() as stack:
         # The probes, like the recount, are work enough to share (the checks alone are not).
         local_workers = _local_workers(jobs, tokens or shortcuts, workers) if engine is None else 1
@@ -365,6 +376,7 @@ def validate_paths(
     tokenizer: str | None = None,
     csv_filter: Callable[[Path], bool] | None = None,
     shortcuts: bool = False,
+    cache: bool = True,
 ) -> ValidationReport:
     """Validate files, directories, globs and hf:// paths; return every finding and the summary
     (`strict`: warnings count as errors). `tokenizer` (a spec) recounts the tokens; by default the
@@ -373,8 +385,7 @@ def validate_paths(
         paths = [paths]
     builder = ReportBuilder(strict=strict, order=spec.check_names)
     options: dict[str, Any] = {"tokens": tokens, "workers": workers, "engine": engine, "progress": progress}
-    options["tokenizer"] = tokenizer
-    options["shortcuts"] = shortcuts
+    options |= {"tokenizer": tokenizer, "shortcuts": shortcuts, "cache": cache}
     for _ in iter_validate(paths, spec=spec, builder=builder, with_batches=False, csv_filter=csv_filter, **options):
         pass
     return builder.build()

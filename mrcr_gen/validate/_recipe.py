@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..engines import Engine
-from ._files import validate_paths
-from ._repair import RepairResult, repair
 from ._spec import CheckSpec
+
+if TYPE_CHECKING:
+    from ._repair import RepairResult
 
 
 class RepairRefused(ValueError):
@@ -80,6 +81,9 @@ class CheckingDefaults:
 def validate_inputs(spec: CheckSpec, inputs: Sequence[str | os.PathLike], request: ValidateOptions) -> RepairResult:
     """`mrcr-validate` on one recipe's inputs: check them, or with mode clean/fix also write the
     rows kept to `request.out`."""
+    from ._files import validate_paths  # here: a command's --help never loads the pipeline
+    from ._repair import RepairResult, repair
+
     options: dict[str, Any] = {
         "tokens": request.tokens,
         "workers": request.workers,
@@ -87,6 +91,7 @@ def validate_inputs(spec: CheckSpec, inputs: Sequence[str | os.PathLike], reques
         "progress": request.progress,
         "strict": request.strict,
         "tokenizer": request.tokenizer,
+        "cache": getattr(request, "cache", True),  # `--no-cache`; options made before it have none
     }
     if request.mode == "check" or request.out is None:
         report = validate_paths(inputs, spec=spec, shortcuts=request.shortcuts, **options)

@@ -81,6 +81,7 @@ def repair(
     engine: Engine | None = None,
     tokenizer: str | None = None,
     csv_filter: Callable[[Path], bool] | None = None,
+    cache: bool = True,
 ) -> RepairResult:
     """Validate `paths` and write the rows with no error (plus, with `mode="fix"`, the rows whose
     ground truth is recoverable, rewritten) of each input file to its own output file, atomically,
@@ -123,6 +124,7 @@ def repair(
             builder=builder,
             tokenizer=tokenizer,
             csv_filter=csv_filter,
+            cache=cache,
         ):
             outputs.write(batch, results)
         outputs.finish()

@@ -32,12 +32,14 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from .._bins import label_sort_key
+
+if TYPE_CHECKING:  # numpy is imported where it is used: importing this module stays cheap
+    import numpy as np
 
 #: The probes, in report order.
 PROBES: tuple[str, ...] = ("depth", "first", "last", "random", "longest", "shortest", "final_turn")
@@ -91,6 +93,8 @@ class ProbeOutcome(BaseModel):
 
 def _depth_choice(depths: np.ndarray, k: int, n: int) -> np.ndarray:
     """The ordinal (0-based) nearest depth (k - 0.5)/n, along the last axis (first one on a tie)."""
+    import numpy as np
+
     return np.argmin(np.abs(depths - (k - 0.5) / n), axis=-1)
 
 
@@ -98,6 +102,8 @@ def _depth_choice(depths: np.ndarray, k: int, n: int) -> np.ndarray:
 def depth_hits(n: int, n_slots: int) -> tuple[float, ...]:
     """P(the depth probe picks the k-th needle), k = 1..n, when n of `n_slots` slots are drawn
     uniformly: a seeded simulation (SIMULATIONS draws), cached per (n, slots)."""
+    import numpy as np
+
     rng = np.random.default_rng(n_slots * 64 + n)
     if n_slots <= n:
         slots = np.tile(np.arange(n), (1, 1))
@@ -129,6 +135,8 @@ def _seed(row: ProbeRow, what: str) -> random.Random:
 
 
 def _position_choice(probe: str, row: ProbeRow) -> int:
+    import numpy as np
+
     n = len(row.needles)
     if probe == "first":
         return 0

@@ -8,15 +8,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from .._counts import RowCounts
 from .._tokens import DEFAULT_TOKENIZER
 from ._duplicates import row_digests
 from ._findings import Finding, RowResult
 from ._shortcuts import ProbeOutcome, ProbeSpec, probe_record
+
+if TYPE_CHECKING:  # annotations only: importing this module never loads pyarrow
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: `fix(record, file=, row=)` -> (the rewritten record, the checks it fixed), or None when the row
 #: cannot be recovered from its own prompt.
@@ -93,6 +95,9 @@ class CheckContext:
     skip_columns: frozenset[str] = frozenset()  # columns the checks must not read (missing or wrongly typed)
     threads: int = 1  # threads the checker may use (a file checked in this process)
     probes: bool = False  # run the recipe's shortcut probes on each row (`--shortcuts`)
+    #: Counts of rows counted before (the file's sealed sidecar, the count cache): a checker that
+    #: takes a row's counts from here need not recount it, and `put`s those it counts.
+    counts: RowCounts | None = None
 
 
 class RowChecker(Protocol):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from mrcr_gen import iter_rows
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.cli._grade import grade_main
+from mrcr_gen.eval._journal import read_journal
 from mrcr_gen.recipes.openai_mrcr._grade import grade
 from tests.support.chat_server import ChatServer, oracle
 
@@ -278,6 +280,11 @@ def test_sigkill_then_resume_repeats_no_finished_call(small_data, tmp_path):
         client.wait()
         assert client.returncode == -signal.SIGKILL
         done_before = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+        journal = out / "replies.jsonl"
+        journal_copy = tmp_path / "replies-at-kill.jsonl"  # the resume rewrites it
+        if journal.exists():
+            shutil.copyfile(journal, journal_copy)
+        journal = journal_copy
         assert 4 <= len(done_before) < 12
         sent_before = _stats(port)["total_requests"]
         assert sent_before <= len(done_before) + 2  # at most `concurrency` calls were in flight
@@ -293,7 +300,10 @@ def test_sigkill_then_resume_repeats_no_finished_call(small_data, tmp_path):
             query = json.loads(rows[record["row"]].prompt)[-1]["content"]
             assert stats["per_last_user"][query] == 1, "a finished row was sent again"
         assert len(stats["per_last_user"]) == 12
-        assert stats["total_requests"] == 12 + (sent_before - len(done_before))
+        # A reply journaled but not yet graded at the kill is graded on resume, not sent again.
+        done_rows = {record["row"] for record in done_before}
+        journaled = {entry["row"] for entry in read_journal(journal)} - done_rows if journal.exists() else set()
+        assert stats["total_requests"] == 12 + (sent_before - len(done_before)) - len(journaled)
         summary = json.loads((out / "summary.json").read_text())
         assert summary["n_scored"] == 12 and summary["mean_score"] == 1.0
         assert API_KEY not in finished.stdout + finished.stderr

@@ -11,12 +11,10 @@ from pydantic import ValidationError
 
 from ..._errors import EXIT_FAILED, RequestError
 from ...generate import (
-    MODEL_WRITER_OPTIONS,
     Generated,
     GenerateRequest,
     GenerationJob,
     GenerationResult,
-    GenOption,
     check_out_folder,
     checked_tokenizer,
     option_error,
@@ -27,41 +25,6 @@ from ._generate import DEFAULT_V2_BUCKETS, V2_BUCKETS, V2Config, file_summary, v
 from ._offline import V2OfflineWriter
 
 SUMMARY_COLUMNS = ("needles", "bucket", "rows", "transcripts", "min context_len", "median", "max")
-
-#: MRCR v2's own options of `mrcr-gen` (the shared ones are `GenerateRequest`'s fields).
-OPTIONS: tuple[GenOption, ...] = (
-    GenOption(
-        "file_format",
-        ("--format",),
-        str,
-        "csv",
-        "mrcr-v2 only: csv (the upstream layout) or parquet (the same columns).",
-    ),
-    GenOption(
-        "rows_per_transcript",
-        ("--rows-per-transcript",),
-        int,
-        8,
-        "mrcr-v2 only: rows drawn from one transcript at most (its (key, ordinal) pairs).",
-        min=1,
-    ),
-    *MODEL_WRITER_OPTIONS,
-    GenOption(
-        "batch",
-        ("--batch",),
-        bool,
-        False,
-        "mrcr-v2 --writer openai: the writings the cache lacks through the OpenAI Batch API (half the price); "
-        "rerun the same command to collect them.",
-    ),
-    GenOption(
-        "no_wait",
-        ("--no-wait",),
-        bool,
-        False,
-        "mrcr-v2 --writer openai --batch: submit the batches, collect what ended, exit 1 while they run.",
-    ),
-)
 
 
 def plan_generation(request: GenerateRequest) -> GenerationJob:

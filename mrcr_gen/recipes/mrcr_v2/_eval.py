@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..._counts import Counts, RowCounts
 from ..._tokens import count_tokens
 from ...eval._auc import auc_fields
 from ...eval._items import EvalItem, FileError, ItemError
@@ -57,10 +58,12 @@ def read_v2_items(
     *,
     tokenizer_spec: str = "o200k_base",
     skip: Callable[[int, str], bool] | None = None,
+    counts: RowCounts | None = None,
 ) -> Iterator[EvalItem]:
     """One item per row, in row order; FileError when the file cannot be read. The prompt is
     counted exactly: each transcript once, plus each row's final query (a split the tokenizer
-    always makes, see `_checks`). `skip(row, digest)` true yields a bare item without parsing."""
+    always makes, see `_checks`), unless `counts` has the row's counts (its sidecar, the cache),
+    where those counted now are kept. `skip(row, digest)` true yields a bare item without parsing."""
     source = str(os.path.realpath(path))
     transcript_tokens: dict[str, int] = {}  # the current transcript only: its rows are consecutive
     index = -1
@@ -71,7 +74,11 @@ def read_v2_items(
             if skip is not None and skip(index, digest):
                 yield EvalItem(source=source, row=index, digest=digest, recipe=RECIPE)
             else:
-                yield make_v2_item(source, index, record, digest, transcript_tokens, tokenizer_spec)
+                known = counts.get(index, digest) if counts is not None else None
+                item = make_v2_item(source, index, record, digest, transcript_tokens, tokenizer_spec, known)
+                if counts is not None and known is None and item.error is None:
+                    counts.put(digest, (item.prompt_tokens, item.total_tokens))
+                yield item
     except (OSError, ValueError, csv.Error, pa.ArrowException) as exc:
         where = "cannot read" if index < 0 else f"cannot read past row {index}"
         lines = str(exc).strip().splitlines()
@@ -85,11 +92,12 @@ def make_v2_item(
     digest: str,
     transcript_tokens: dict[str, int],
     tokenizer_spec: str = "o200k_base",
+    known: Counts | None = None,
 ) -> EvalItem:
     """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check)
     and, where they can be told, its needle count and length, so it counts 0 in its bucket.
     With another tokenizer than o200k, whose splits at turn seams are not known, each row is
-    counted whole."""
+    counted whole. `known`: the row's (prompt, total) counts as counted before, not counted again."""
     base: dict[str, Any] = {"source": source, "row": index, "digest": digest, "recipe": RECIPE}
     try:
         rec = coerce_record(record)
@@ -113,7 +121,9 @@ def make_v2_item(
         )
     transcript = queries[: len(queries) - len(view_ops)]
     group = transcript_id(transcript)
-    if tokenizer_spec != "o200k_base":
+    if known is not None:
+        prompt_tokens = known[0]
+    elif tokenizer_spec != "o200k_base":
         prompt_tokens = count_tokens(queries, tokenizer_spec)
     else:
         if group not in transcript_tokens:

@@ -340,7 +340,8 @@ class V2Builder:
     def batches(self, file: PlannedFile, rows: tuple, store: Path | None) -> Iterator[RowBatch]:
         info: BucketFile = file.info
         for transcript, row in bucket_rows(self._assembler(), self.config, info.n_needles, info.where):
-            record = {"bin": info.label, "n_tokens": row.context_len, "n_needles": info.n_needles}
+            record = {"bin": info.label, "prompt_tokens": row.context_len, "n_tokens": row.context_len}
+            record["n_needles"] = info.n_needles
             yield RowBatch([row], [record | {"transcript": transcript}])
 
     def open_file(self, path: Path) -> V2Sink:

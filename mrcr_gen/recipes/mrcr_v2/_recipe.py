@@ -19,6 +19,7 @@ from ...eval._floors import Floor
 from ...eval._items import UNKNOWN_BIN, EvalItem
 
 if TYPE_CHECKING:
+    from ..._counts import RowCounts
     from ...eval._analysis import Transcript
     from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption
     from ...pool._harvest import HarvestedPair
@@ -56,7 +57,7 @@ class MrcrV2(BaseRecipe):
 
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
-        from ._command import OPTIONS
+        from ._options import OPTIONS
 
         return OPTIONS
 
@@ -121,10 +122,11 @@ class MrcrV2(BaseRecipe):
         *,
         tokenizer_spec: str = "o200k_base",
         skip: Callable[[int, str], bool] | None = None,
+        counts: RowCounts | None = None,
     ) -> Iterator[EvalItem]:
         from ._eval import read_v2_items
 
-        return read_v2_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
+        return read_v2_items(path, tokenizer_spec=tokenizer_spec, skip=skip, counts=counts)
 
     def grade(self, response: str, item: EvalItem) -> float:
         from ._grade import grade_v2

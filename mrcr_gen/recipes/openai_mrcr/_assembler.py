@@ -333,6 +333,7 @@ class Assembler:
             row=row,
             needle_indices=needle_indices,
             target_ordinal=target_ordinal,
+            prompt_tokens=total - answer_tokens,
             n_tokens=total,
             bin=str(token_bin) if token_bin is not None else f"tokens={target}",
             format=needle_ask.format,

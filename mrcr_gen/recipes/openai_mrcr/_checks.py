@@ -11,9 +11,11 @@ from functools import lru_cache
 from typing import Any
 
 from ..._bins import bin_for_tokens
+from ..._counts import RowCounts
 from ..._matcher import ratio
 from ..._models import ASK_TEMPLATE, normalize_writing, ordinal
 from ..._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
+from ...eval._chat import counted
 from ...validate._asks import AMBIGUOUS_SCORE, encodable, unencodable_at
 from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity, as_errors
 from . import _checks_asks
@@ -483,13 +485,18 @@ class _Checker:
         if not is_real_date(value):
             self.add("date_added", f"date_added is {_short(value, 30)}, expected a real date as MM-DD-YYYY")
 
-    def tokens(self, tokenizer: str = DEFAULT_TOKENIZER) -> tuple[int | None, str | None]:
+    def tokens(
+        self, tokenizer: str = DEFAULT_TOKENIZER, counts: RowCounts | None = None
+    ) -> tuple[int | None, str | None]:
         messages, answer = self.ctx.messages, self.usable.get("answer")
         if messages is None or answer is None:  # a missing answer is `schema`'s: no bin is claimed without it
             return None, None
-        count = _repeated_text_counter(tokenizer)
-        texts = [*(m["content"] for m in messages), answer]
-        n_tokens = sum(count(encodable(text) if self.unencodable else text) for text in texts)
+        count, texts = _repeated_text_counter(tokenizer), [*(m["content"] for m in messages), answer]
+        if self.unencodable:  # counted with U+FFFD in place of what UTF-8 cannot encode: never cached
+            texts, counts = [encodable(text) for text in texts], None
+        record, row = self.ctx.record, self.row if self.row is not None else -1
+        key = (row, record.get("prompt"), answer, record.get("random_string_to_prepend"))
+        n_tokens = counted(counts, key, lambda: [count(text) for text in texts])[1]
         found = bin_for_tokens(n_tokens)
         if found is None:
             self.add(
@@ -514,6 +521,7 @@ def analyze_row(
     skip_columns: Collection[str] = (),
     strict: bool = False,
     tokenizer: str = DEFAULT_TOKENIZER,
+    counts: RowCounts | None = None,
 ) -> tuple[RowResult, RowContext]:
     """Run every check on one raw row; return the result (`strict`: warnings made errors) and
     what was parsed on the way."""
@@ -537,7 +545,7 @@ def analyze_row(
         checker.near_duplicate_needle_response()
         checker.counts()
         checker.date_added()
-        n_tokens, bin_label = checker.tokens(tokenizer) if count_tokens else (None, None)
+        n_tokens, bin_label = checker.tokens(tokenizer, counts) if count_tokens else (None, None)
     except Exception as exc:  # a check must never take the run down; report it on this row
         checker.add("schema", f"row could not be checked: {type(exc).__name__}: {exc}")
         n_tokens, bin_label = None, None
@@ -561,8 +569,10 @@ def check_row(
     skip_columns: Collection[str] = (),
     strict: bool = False,
     tokenizer: str = DEFAULT_TOKENIZER,
+    counts: RowCounts | None = None,
 ) -> RowResult:
-    """The findings of one row plus its token count and bin (counted by `tokenizer`)."""
+    """The findings of one row plus its token count and bin (counted by `tokenizer`, or as
+    `counts` had them counted before)."""
     return analyze_row(
         record,
         file=file,
@@ -571,6 +581,7 @@ def check_row(
         skip_columns=skip_columns,
         strict=strict,
         tokenizer=tokenizer,
+        counts=counts,
     )[0]
 
 

@@ -13,49 +13,23 @@ from ..._bins import BINS
 from ..._budget import AssemblyError
 from ..._errors import EXIT_FAILED, RequestError
 from ...generate import (
-    MODEL_WRITER_OPTIONS,
     Generated,
     GenerateRequest,
     GenerationJob,
     GenerationResult,
-    GenOption,
     check_out_folder,
     checked_tokenizer,
     option_error,
     parse_bins,
     parse_shard,
 )
-from ._config import DEFAULT_DATE_ADDED, ROWS_PER_FILE, GenerateConfig
+from ._config import DEFAULT_DATE_ADDED, GenerateConfig
 from ._dataset_card import summarize
 from ._fit import check_needles_fit
 from ._generate import openai_job
 from ._offline import OfflineWriter
 
 SUMMARY_COLUMNS = ("needles", "bin", "rows", "min tokens", "median", "max tokens")
-
-#: openai/mrcr's own options of `mrcr-gen` (the shared ones are `GenerateRequest`'s fields).
-OPTIONS: tuple[GenOption, ...] = (
-    GenOption(
-        "pool", ("--pool",), Path | None, None, "Pool parquet file: read by --writer pool, written by --writer openai."
-    ),
-    MODEL_WRITER_OPTIONS[0],
-    MODEL_WRITER_OPTIONS[1],
-    GenOption("per_pair", ("--per-pair",), int, 1, "--writer openai: writings per distractor ask.", min=1),
-    *MODEL_WRITER_OPTIONS[2:],
-    GenOption(
-        "price_in", ("--price-in",), float | None, None, "--writer openai: USD per 1M prompt tokens (cost estimate)."
-    ),
-    GenOption("price_out", ("--price-out",), float | None, None, "--writer openai: USD per 1M completion tokens."),
-    GenOption(
-        "rows_per_file",
-        ("--rows-per-file",),
-        int,
-        ROWS_PER_FILE,
-        "Rows per parquet file ({n}needle_{k}.parquet).",
-        min=1,
-    ),
-    GenOption("date_added", ("--date-added",), str, DEFAULT_DATE_ADDED, "date_added column (MM-DD-YYYY)."),
-)
 
 
 def plan_generation(request: GenerateRequest) -> GenerationJob:

@@ -14,13 +14,7 @@ from ..._seeding import derive_seed
 from ..._tokens import DEFAULT_TOKENIZER
 from ._assembler import tokens_window
 from ._models import is_real_date
-
-# Fixed so that the same command and seed give byte-identical files on any day.
-DEFAULT_DATE_ADDED = "12-02-2026"
-
-
-ROWS_PER_FILE = 400
-
+from ._options import DEFAULT_DATE_ADDED, ROWS_PER_FILE
 
 #: The smallest and largest `tokens` whose every row lies inside the bins, [4096, 1048576].
 TOKENS_RANGE = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 
+from ..._counts import RowCounts
 from ...eval._chat import ChatRows, read_chat_items, row_digest
 from ...eval._items import EvalItem
 from ._floors import needle_indices
@@ -25,9 +26,10 @@ def read_mrcr_items(
     *,
     tokenizer_spec: str = "o200k_base",
     skip: Callable[[int, str], bool] | None = None,
+    counts: RowCounts | None = None,
 ) -> Iterator[EvalItem]:
     """The items of an openai/mrcr parquet file in row order (see `read_chat_items`)."""
-    return read_chat_items(ROWS, path, tokenizer_spec=tokenizer_spec, skip=skip)
+    return read_chat_items(ROWS, path, tokenizer_spec=tokenizer_spec, skip=skip, counts=counts)
 
 
 __all__ = ["RECIPE", "ROWS", "read_mrcr_items", "row_digest"]

@@ -114,6 +114,11 @@ class Sample(_Frozen):
     row: MrcrRow
     needle_indices: tuple[int, ...] = Field(description="0-based message indices of the needle user asks, ascending")
     target_ordinal: int = Field(ge=1)
+    prompt_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="tokens of the prompt contents alone (what is sent), by the same tokenizer as n_tokens",
+    )
     n_tokens: int = Field(
         ge=0,
         description="tokens of prompt contents + answer, by the dataset's tokenizer "

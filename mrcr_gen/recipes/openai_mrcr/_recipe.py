@@ -17,6 +17,7 @@ from ...eval._floors import Floor
 from ...eval._items import EvalItem
 
 if TYPE_CHECKING:
+    from ..._counts import RowCounts
     from ...eval._analysis import Transcript
     from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption
     from ...pool._harvest import HarvestedPair
@@ -68,7 +69,7 @@ class OpenaiMrcr(BaseRecipe):
 
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
-        from ._command import OPTIONS
+        from ._options import OPTIONS
 
         return OPTIONS
 
@@ -116,10 +117,11 @@ class OpenaiMrcr(BaseRecipe):
         *,
         tokenizer_spec: str = "o200k_base",
         skip: Callable[[int, str], bool] | None = None,
+        counts: RowCounts | None = None,
     ) -> Iterator[EvalItem]:
         from ._eval import read_mrcr_items
 
-        return read_mrcr_items(path, tokenizer_spec=tokenizer_spec, skip=skip)
+        return read_mrcr_items(path, tokenizer_spec=tokenizer_spec, skip=skip, counts=counts)
 
     def grade(self, response: str, item: EvalItem) -> float:
         from ._grade import grade

@@ -70,6 +70,7 @@ class RowChecks:
             count_tokens=context.count_tokens,
             skip_columns=context.skip_columns,
             tokenizer=context.tokenizer,
+            counts=context.counts,
         )
 
     def finish(self) -> list[Finding]:

@@ -12,8 +12,7 @@ from mrcr_gen.eval._chat import read_chat_items
 from mrcr_gen.eval._items import AnswerForm, EvalItem
 from mrcr_gen.generate import GenerateRequest, GenerationJob, row_job
 
-from . import _answers, _checks
-from ._rows import SCHEMA, JsonWriter, build_row
+from . import _answers
 
 
 class MrcrJson(BaseRecipe):
@@ -27,15 +26,19 @@ class MrcrJson(BaseRecipe):
         """`samples` rows per needle count and bin (`row_job`), from the offline writer."""
         if request.tokens is not None or request.writer != "offline":
             raise RequestError(f"--recipe {self.name} takes neither --tokens nor a --writer other than offline")
+        from ._rows import SCHEMA, JsonWriter, build_row  # here: loading the recipe stays cheap (no pyarrow)
+
         return row_job(
             request, recipe=self.name, version=self.version, schema=SCHEMA, build=build_row, writer=JsonWriter
         )
 
     def checking(self) -> Any:
-        return _checks.SPEC
+        from ._checks import SPEC
 
-    def read_items(self, path: Any, *, tokenizer_spec: str = "o200k_base", skip: Any = None) -> Any:
-        return read_chat_items(_answers.ROWS, path, tokenizer_spec=tokenizer_spec, skip=skip)
+        return SPEC
+
+    def read_items(self, path: Any, *, tokenizer_spec: str = "o200k_base", skip: Any = None, counts: Any = None) -> Any:
+        return read_chat_items(_answers.ROWS, path, tokenizer_spec=tokenizer_spec, skip=skip, counts=counts)
 
     def grade(self, response: str, item: EvalItem) -> float:
         return _answers.grade(response, item.answer, item.prefix)

@@ -73,4 +73,5 @@ def build_row(spec: RowSpec, writer: JsonWriter) -> tuple[dict, dict]:
     ]
     row: dict[str, Any] = {"prompt": json.dumps([*messages, {"role": "user", "content": query}], ensure_ascii=False)}
     row |= {"answer": needles[k - 1].text, "random_string_to_prepend": prefix, "n_needles": spec.n_needles}
-    return row, {"bin": spec.bin.label, "n_tokens": n_tokens, "n_needles": spec.n_needles, "seed": spec.seed}
+    counted = {"prompt_tokens": n_tokens - counts[1 + k], "n_tokens": n_tokens}
+    return row, {"bin": spec.bin.label, **counted, "n_needles": spec.n_needles, "seed": spec.seed}

@@ -1,0 +1,320 @@
+"""A row's token counts, computed once in its life.
+
+The generator counts every row it writes and records the counts in the file's sidecar
+(`X.samples.jsonl`), sealed to the file: each line holds the file's sha256 and a `seal` over
+(file sha256, tokenizer, row, prompt tokens, total tokens). Readers (`mrcr-eval`, `mrcr-grade`,
+`mrcr-validate`, the Inspect tasks) take a row's counts from there when the seal matches the
+file as it is now and the tokenizer they count with (`SidecarCounts`); else from a cache in the
+user cache folder keyed by (row digest, tokenizer) (`CountCache`); else they count, on every
+core (`counted_in_order`), and add the counts to the cache.
+
+Nothing here can change a result: a sidecar whose file changed, whose tokenizer differs or
+whose numbers were edited fails its seal and is ignored; a cache line is keyed by the digest of
+the row's content (what the counts are a function of) and carries a check over its key and
+numbers, so a torn or corrupted line is ignored too. The cache is one append-only file per
+tokenizer; each line is one `write` of a file opened with O_APPEND, so concurrent runs never
+interleave lines, and a reader ignores a line a crash tore.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+from ._card import sidecar_path
+from ._files import default_cache_dir, file_sha256, finished_path
+
+COUNTS_FOLDER = "token-counts"
+
+#: (prompt tokens, total tokens): what a reader needs of a row (total = what decides its bin).
+Counts = tuple[int, int]
+
+
+@lru_cache(maxsize=16)
+def tokenizer_key(spec: str) -> str:
+    """A short fingerprint of what the tokenizer `spec` is (its spec, library and vocabulary
+    sha256 where known): two tokenizers that may count differently never share it."""
+    from ._tokens import load_tokenizer
+
+    described = load_tokenizer(spec).describe()
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def seal(data_sha256: str, tokenizer: str, row: int, prompt: int, total: int) -> str:
+    """What a sidecar line's `seal` holds: a digest tying its counts to the file and the tokenizer
+    (`tokenizer` is a `tokenizer_key`)."""
+    text = f"{data_sha256}\t{tokenizer}\t{row}\t{prompt}\t{total}"
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def sealed_sidecar(lines: Sequence[str], path: str | os.PathLike, tokenizer_spec: str) -> str:
+    """A sidecar's text with each line's counts sealed to the data file `path` as written (its
+    sha256) and to the tokenizer: `prompt_tokens` (the part sent) and `n_tokens` (the total, what
+    decides the bin). A line without both is left as it is: readers count its row."""
+    sha, key = file_sha256(finished_path(path)), tokenizer_key(tokenizer_spec)
+    sealed = []
+    for row, line in enumerate(lines):
+        record = json.loads(line)
+        counts = record_counts(record)
+        if counts is not None:
+            record |= {"data_sha256": sha, "seal": seal(sha, key, row, *counts)}
+        sealed.append(json.dumps(record) + "\n")
+    return "".join(sealed)
+
+
+def record_counts(record: object) -> Counts | None:
+    """(`prompt_tokens`, `n_tokens`) of a sidecar record, when it holds both as ints."""
+    if not isinstance(record, dict):
+        return None
+    prompt, total = record.get("prompt_tokens"), record.get("n_tokens")
+    if type(prompt) is not int or type(total) is not int:
+        return None
+    return prompt, total
+
+
+class SidecarCounts:
+    """The counts a file's sidecar records for its rows, where they are sealed to the file as it
+    is now and to `tokenizer_spec`; a row whose line fails has none (`get` returns None). Read on
+    first use (a checker that never asks never hashes the file), and before it is pickled for a
+    worker (the file is hashed once, here, not in every worker)."""
+
+    def __init__(self, path: str | os.PathLike, tokenizer_spec: str, data_sha256: str | None = None) -> None:
+        self.path, self.tokenizer_spec, self.data_sha256 = Path(path), tokenizer_spec, data_sha256
+        self._counts: dict[int, Counts] | None = None
+
+    @property
+    def counts(self) -> dict[int, Counts]:
+        if self._counts is None:
+            self._counts = self._read()
+        return self._counts
+
+    def get(self, row: int) -> Counts | None:
+        return self.counts.get(row)
+
+    def __getstate__(self) -> dict:
+        self.counts  # noqa: B018 (read now: the workers get the counts, not the work)
+        return self.__dict__
+
+    def _read(self) -> dict[int, Counts]:
+        found: dict[int, Counts] = {}
+        try:
+            sidecar = sidecar_path(self.path)
+            lines = sidecar.read_text(encoding="utf-8").splitlines() if sidecar.is_file() else []
+        except (OSError, ValueError):
+            return found
+        sha, key = self.data_sha256, None
+        for row, line in enumerate(lines):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            counts = record_counts(record)
+            if counts is None or not isinstance(record.get("data_sha256"), str):
+                continue
+            try:
+                sha = sha or file_sha256(self.path)  # only for a sidecar that records one
+            except OSError:
+                return found
+            key = key or tokenizer_key(self.tokenizer_spec)
+            if record["data_sha256"] == sha and record.get("seal") == seal(sha, key, row, *counts):
+                found[row] = counts
+        return found
+
+
+def _check(key: str, digest: str, prompt: int, total: int) -> str:
+    return hashlib.blake2b(f"{key}\t{digest}\t{prompt}\t{total}".encode(), digest_size=8).hexdigest()
+
+
+class CountCache:
+    """Counts of rows by the digest of their content, for one tokenizer, in the user cache folder
+    (`default_cache_dir() / token-counts / <tokenizer key>.tsv`); loaded on first use."""
+
+    def __init__(self, tokenizer_spec: str, directory: str | os.PathLike | None = None) -> None:
+        self.key = tokenizer_key(tokenizer_spec)
+        folder = Path(directory) if directory is not None else default_cache_dir() / COUNTS_FOLDER
+        self.path = folder / f"{self.key}.tsv"
+        self._counts: dict[str, Counts] | None = None
+
+    def _load(self) -> dict[str, Counts]:
+        counts: dict[str, Counts] = {}
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for line in text.split("\n"):  # the last piece: empty, or a line a crash tore
+            parts = line.split("\t")
+            if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
+                continue
+            digest, prompt, total, check = parts[0], int(parts[1]), int(parts[2]), parts[3]
+            if check == _check(self.key, digest, prompt, total):
+                counts[digest] = (prompt, total)
+        return counts
+
+    def get(self, digest: str) -> Counts | None:
+        if self._counts is None:
+            self._counts = self._load()
+        return self._counts.get(digest)
+
+    def put(self, digest: str, counts: Counts) -> None:
+        """Remember `counts` (best effort: a cache that cannot be written is no cache)."""
+        if self._counts is None:
+            self._counts = self._load()
+        if self._counts.get(digest) == counts or "\t" in digest or "\n" in digest:
+            return
+        self._counts[digest] = counts
+        prompt, total = counts
+        line = f"{digest}\t{prompt}\t{total}\t{_check(self.key, digest, prompt, total)}\n".encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)  # one write of an O_APPEND file: whole, never interleaved
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+
+class RowCounts:
+    """Where a reader takes one file's rows' counts from: the sealed sidecar (by row), then the
+    cache (by digest, unless `cache` is False: `--no-cache`); `put` records what it had to count."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        tokenizer_spec: str,
+        *,
+        data_sha256: str | None = None,
+        cache: bool = True,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> None:
+        self.tokenizer_spec = tokenizer_spec
+        self.sidecar = SidecarCounts(path, tokenizer_spec, data_sha256)
+        self.cache = CountCache(tokenizer_spec, cache_dir) if cache else None
+
+    def get(self, row: int, digest: str) -> Counts | None:
+        found = self.sidecar.get(row)
+        if found is None and self.cache is not None:
+            found = self.cache.get(digest)
+        return found
+
+    def put(self, digest: str, counts: Counts) -> None:
+        if self.cache is not None:
+            self.cache.put(digest, counts)
+
+
+# -- counting on every core -----------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def count_texts(tokenizer_spec: str, texts: Sequence[str]) -> list[int]:
+    """Counts of `texts` (a worker's job)."""
+    from ._tokens import count_tokens_batch
+
+    return count_tokens_batch(texts, num_threads=1, tokenizer=tokenizer_spec)
+
+
+@lru_cache(maxsize=1)
+def _counting_pool() -> ProcessPoolExecutor | None:
+    """This process's counting processes, one per core; None on one core (counting in-process is
+    then as fast) or when the main script's call is unguarded (workers would run it again).
+    Started by the fork server (o200k built once, there), never by fork: a reader runs beside
+    other threads. They end the moment this process does, however it ends."""
+    import multiprocessing
+    import sys
+
+    from .engines._base import available_cores, warn_if_unguarded_main
+    from .engines._local import _die_with_caller, ensure_fork_server
+
+    cores = available_cores()
+    if cores < 2 or warn_if_unguarded_main("tokens are counted in this process"):
+        return None
+    if sys.platform.startswith("linux"):
+        context = multiprocessing.get_context("forkserver")
+        if not _fork_server_running():
+            context.set_forkserver_preload(["mrcr_gen._counts", "mrcr_gen._preload_o200k"])
+            ensure_fork_server()
+    else:
+        context = multiprocessing.get_context("spawn")
+    # Only this process holds the write end: the workers end when it does.
+    reader, writer = context.Pipe(duplex=False)
+    _CALLER_ALIVE.append(writer)
+    return ProcessPoolExecutor(cores, mp_context=context, initializer=_die_with_caller, initargs=(reader,))
+
+
+_CALLER_ALIVE: list = []  # the write end of the counting processes' pipe, held for this process's life
+
+
+def _fork_server_running() -> bool:
+    from multiprocessing import forkserver
+
+    return getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
+
+
+# A forked child has none of its parent's processes: it starts its own pool when it needs one.
+os.register_at_fork(after_in_child=_counting_pool.cache_clear)
+
+
+def counted_in_order(
+    rows: Iterator[T],
+    texts_of: Callable[[T], Sequence[str] | None],
+    tokenizer_spec: str,
+    ahead: int | None = None,
+) -> Iterator[tuple[T, list[int] | None]]:
+    """Each of `rows` with the counts of `texts_of(row)` (None: nothing to count), in order.
+
+    The counting runs in the counting processes (every core), up to `ahead` rows ahead of the
+    row yielded; the first row is counted here, while the processes start, so that it is never
+    later than counting it alone.
+    """
+    pending: deque[tuple[T, Sequence[str] | None, Future[list[int]] | list[int] | None]] = deque()
+    limit = ahead if ahead is not None else 2 * (os.cpu_count() or 1)
+    first = True
+    try:
+        for row in rows:
+            texts = texts_of(row)
+            counted: Future[list[int]] | list[int] | None = None
+            if texts is not None:
+                pool = None if first else _counting_pool()
+                first = False
+                counted = (
+                    count_texts(tokenizer_spec, texts)
+                    if pool is None
+                    else pool.submit(count_texts, tokenizer_spec, texts)
+                )
+            pending.append((row, texts, counted))
+            while pending and (len(pending) > limit or _ready(pending[0][2])):
+                yield _resolved(pending.popleft(), tokenizer_spec)
+    except Exception:
+        while pending:  # the rows read before the source broke come first
+            yield _resolved(pending.popleft(), tokenizer_spec)
+        raise
+    while pending:
+        yield _resolved(pending.popleft(), tokenizer_spec)
+
+
+def _ready(counted: Future[list[int]] | list[int] | None) -> bool:
+    return not isinstance(counted, Future) or counted.done()
+
+
+def _resolved(
+    entry: tuple[T, Sequence[str] | None, Future[list[int]] | list[int] | None], tokenizer_spec: str
+) -> tuple[T, list[int] | None]:
+    row, texts, counted = entry
+    if not isinstance(counted, Future):
+        return row, counted
+    try:
+        return row, counted.result()
+    except BrokenProcessPool:  # a counting process was killed (out of memory?): new ones next time
+        _counting_pool.cache_clear()
+        assert texts is not None
+        return row, count_texts(tokenizer_spec, texts)

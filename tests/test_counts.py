@@ -1,0 +1,285 @@
+"""A row's token counts are computed once in its life (`mrcr_gen._counts`): from the generator's
+sealed sidecar, else the count cache, else counted (on every core) and cached. A wrong or stale
+sidecar and a corrupted cache line never change a result: each test below compares with a
+fresh count (no sidecar, no cache)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mrcr_gen import _counts
+from mrcr_gen._card import sidecar_path
+from mrcr_gen._counts import CountCache, RowCounts, SidecarCounts, counted_in_order, seal, tokenizer_key
+from mrcr_gen._tokens import count_tokens
+from mrcr_gen.cli import gen_main, validate_main
+from mrcr_gen.eval._items import read_items
+from mrcr_gen.recipes import RECIPES
+
+# Two workers: files finished in workers are published by the command (their sidecars sealed before).
+SMALL = ["--needles", "2", "--needles", "4", "--bin", "8192", "--samples", "2", "--seed", "3", "--workers", "2"]
+
+
+def generate(recipe: str, out: Path) -> list[Path]:
+    with pytest.raises(SystemExit) as done:
+        gen_main(["--recipe", recipe, *SMALL, "--out", str(out)])
+    assert done.value.code in (0, None)
+    return sorted(p for p in out.rglob("*") if p.suffix in (".parquet", ".csv"))
+
+
+@pytest.fixture(scope="module", params=["openai-mrcr", "mrcr-v2"])
+def generated(request, tmp_path_factory) -> list[Path]:
+    return generate(request.param, tmp_path_factory.mktemp(request.param) / "data")
+
+
+def items(path: Path, **options) -> list[dict]:
+    return [item.model_dump() for item in read_items(path, recipes=RECIPES, **options)]
+
+
+def fresh(path: Path, tmp_path: Path) -> list[dict]:
+    """The items of a copy of `path` without its sidecar, counted with no cache."""
+    copy = tmp_path / "fresh" / path.name
+    copy.parent.mkdir(exist_ok=True)
+    shutil.copyfile(path, copy)
+    return [item | {"source": str(path)} for item in items(copy, cache=False)]
+
+
+def no_counting(monkeypatch) -> None:
+    """Any token count from here on fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("counted a row that was counted before")
+
+    monkeypatch.setattr("mrcr_gen._tokens.Tokenizer.count_batch", refuse)
+    monkeypatch.setattr("mrcr_gen._tokens.TiktokenTokenizer.count", refuse)
+    monkeypatch.setattr("mrcr_gen._tokens.token_counter", lambda: refuse)
+
+
+def test_a_generated_sidecar_vouches_for_every_row_and_agrees_with_a_fresh_count(generated, tmp_path, monkeypatch):
+    for path in generated:
+        expected = fresh(path, tmp_path)
+        assert len(SidecarCounts(path, "o200k_base").counts) == len(expected) > 0
+        no_counting(monkeypatch)
+        assert [item | {"source": str(path)} for item in items(path, cache=False)] == expected
+        monkeypatch.undo()
+
+
+def _rewrite(path: Path, change) -> None:
+    """Rewrite the sidecar of the data file `path` line by line with `change(row, record)`."""
+    sidecar = sidecar_path(path)
+    lines = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
+    sidecar.write_text("".join(json.dumps(change(row, record)) + "\n" for row, record in enumerate(lines)))
+
+
+def _wrong_counts(row: int, record: dict) -> dict:
+    # Far from the truth: another bin, were it believed.
+    return record | {"prompt_tokens": record["prompt_tokens"] + 50_000, "n_tokens": record["n_tokens"] + 50_000}
+
+
+def _stale(row: int, record: dict) -> dict:
+    # A sidecar of another file, whole and consistent: its own sha256, its counts sealed to it.
+    sha, key = "0" * 64, tokenizer_key("o200k_base")
+    moved = _wrong_counts(row, record)
+    return moved | {"data_sha256": sha, "seal": seal(sha, key, row, moved["prompt_tokens"], moved["n_tokens"])}
+
+
+def _other_tokenizer(row: int, record: dict) -> dict:
+    # Counted (and sealed) by another tokenizer.
+    sha, key = record["data_sha256"], "f" * 16
+    moved = _wrong_counts(row, record)
+    seal_ = seal(sha, key, row, moved["prompt_tokens"], moved["n_tokens"])
+    return moved | {"tokenizer": "cl100k_base", "seal": seal_}
+
+
+def _torn(row: int, record: dict) -> dict:
+    return {"n_tokens": "many"} if row == 0 else record
+
+
+@pytest.mark.parametrize("change", [_wrong_counts, _stale, _other_tokenizer, _torn])
+def test_a_wrong_or_stale_sidecar_never_changes_a_result(generated, tmp_path, change):
+    for path in generated:
+        expected = fresh(path, tmp_path)
+        copy = tmp_path / "data" / path.name
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, copy)
+        shutil.copyfile(sidecar_path(path), sidecar_path(copy))
+        _rewrite(copy, change)
+        found = [item | {"source": str(path)} for item in items(copy, cache=False)]
+        assert found == [item | {"source": str(path)} for item in expected]
+
+
+def test_the_sidecar_is_sealed_to_the_file_as_it_is_now(generated, tmp_path):
+    path = generated[0]
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    shutil.copyfile(sidecar_path(path), sidecar_path(copy))
+    assert len(SidecarCounts(copy, "o200k_base").counts) > 0
+    with copy.open("ab") as handle:  # the file changed after the sidecar was written
+        handle.write(b"\0")
+    assert SidecarCounts(copy, "o200k_base").counts == {}
+
+
+def test_a_second_read_takes_every_count_from_the_cache(generated, tmp_path, monkeypatch):
+    path = generated[-1]
+    copy = tmp_path / path.name  # no sidecar: counted, then cached
+    shutil.copyfile(path, copy)
+    first = items(copy)
+    assert CountCache("o200k_base").path.is_file()
+    no_counting(monkeypatch)
+    assert items(copy) == first
+    monkeypatch.undo()
+    assert items(copy, cache=False) == first
+
+
+def test_a_corrupted_or_torn_cache_line_is_ignored(generated, tmp_path):
+    path = generated[0]
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    expected = items(copy, cache=False)
+    cache = CountCache("o200k_base")
+    items(copy)  # fills the cache
+    lines = cache.path.read_text().splitlines()
+    assert len(lines) == len(expected)
+    digest, prompt, total, check = lines[0].split("\t")
+    wrong = f"{digest}\t{int(prompt) + 50_000}\t{int(total) + 50_000}\t{check}"
+    torn = lines[1][: len(lines[1]) // 2]
+    cache.path.write_text("\n".join([wrong, *lines[2:], torn]))
+    assert items(copy) == expected
+    assert items(copy) == expected  # the rows re-counted were cached again, rightly
+
+
+def _put_many(directory: str, start: int) -> None:
+    cache = CountCache("o200k_base", directory)
+    for i in range(start, start + 300):
+        cache.put(f"{i:064x}", (i, i + 1))
+
+
+def test_concurrent_writers_never_tear_the_cache(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_put_many, args=(str(tmp_path), k * 300)) for k in range(3)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+        assert writer.exitcode == 0
+    cache = CountCache("o200k_base", tmp_path)
+    assert all(cache.get(f"{i:064x}") == (i, i + 1) for i in range(900))
+    assert len(cache.path.read_text().splitlines()) == 900
+
+
+def test_no_cache_neither_reads_nor_writes_it(generated, tmp_path):
+    path = generated[0]
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    items(copy, cache=False)
+    assert not CountCache("o200k_base").path.exists()
+    counts = RowCounts(copy, "o200k_base", cache=False)
+    assert counts.get(0, "x") is None
+
+
+def test_counts_come_in_order_and_rows_before_a_break_come_first():
+    def rows():
+        yield from ["a b c", "", "d " * 1000, "e"]
+        raise OSError("broken")
+
+    seen = []
+    with pytest.raises(OSError, match="broken"):
+        for text, counted in counted_in_order(rows(), lambda text: [text, text] if text else None, "o200k_base", 2):
+            seen.append((text, counted))
+    assert [text for text, _ in seen] == ["a b c", "", "d " * 1000, "e"]
+    assert seen[1][1] is None
+    assert seen[2][1] == [count_tokens("d " * 1000)] * 2
+
+
+def test_counting_on_every_core_gives_the_counts_of_one(monkeypatch):
+    texts = [("word " * n, "x" * n) for n in range(1, 40)]
+    expected = [_counts.count_texts("o200k_base", list(pair)) for pair in texts]
+    found = [counted for _, counted in counted_in_order(iter(texts), list, "o200k_base", 4)]
+    assert found == expected
+
+
+def test_validate_takes_the_sidecar_s_counts_and_agrees_with_a_recount(generated, tmp_path, monkeypatch, capsys):
+    folder = generated[0].parents[1]
+    reports = []
+    for options in ([], ["--no-cache"]):
+        out = tmp_path / f"report{len(reports)}.json"
+        with pytest.raises(SystemExit):
+            monkeypatch.setattr("sys.argv", ["mrcr-validate", str(folder), "--json", str(out), "-q", *options])
+            validate_main()
+        reports.append(json.loads(out.read_text())["summary"])
+    stripped = tmp_path / "stripped"
+    shutil.copytree(folder, stripped)
+    for path in stripped.rglob("*"):
+        if path.suffix in (".parquet", ".csv"):
+            _rewrite(path, _wrong_counts)
+    out = tmp_path / "stripped.json"
+    with pytest.raises(SystemExit):
+        monkeypatch.setattr("sys.argv", ["mrcr-validate", str(stripped), "--json", str(out), "-q", "--no-cache"])
+        validate_main()
+    recount = json.loads(out.read_text())["summary"]
+    assert reports[0]["by_bin"] == reports[1]["by_bin"] == recount["by_bin"]
+    assert reports[0]["by_check"] == reports[1]["by_check"] == {}
+
+
+def test_the_sidecar_is_read_once_before_a_worker_gets_it(generated, tmp_path):
+    path = generated[0]
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    shutil.copyfile(sidecar_path(path), sidecar_path(copy))
+    counts = RowCounts(copy, "o200k_base", cache=False)
+    shipped = pickle.dumps(counts)  # as a validation unit goes to a worker
+    copy.unlink()  # a worker hashing the file itself would find nothing now
+    sidecar_path(copy).unlink()
+    received = pickle.loads(shipped)
+    assert received.get(0, "x") == counts.get(0, "x") is not None
+
+
+def test_mrcr_eval_no_cache_leaves_the_cache_alone_and_scores_the_same(generated, tmp_path, monkeypatch, capsys):
+    from mrcr_gen.cli import eval_main
+    from tests.support.chat_server import ChatServer
+
+    path = generated[0]
+    copy = tmp_path / path.name  # no sidecar: every row counted
+    shutil.copyfile(path, copy)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    summaries = []
+    with ChatServer("oracle") as server:
+        for run, options in enumerate((["--no-cache"], [])):
+            out = tmp_path / f"run{run}"
+            args = [str(copy), "--model", "test-model", "--base-url", server.base_url, "--out", str(out), *options]
+            with pytest.raises(SystemExit) as done:
+                eval_main(args)
+            capsys.readouterr()
+            assert done.value.code == 0
+            records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+            summaries.append(sorted((r["row"], r["o200k_tokens"], r["bin"], r["score"]) for r in records))
+            assert CountCache("o200k_base").path.is_file() == (run == 1)
+    assert summaries[0] == summaries[1]
+
+
+def test_a_row_of_its_own_is_sent_before_the_next_row_is_read(tmp_path, monkeypatch):
+    # The first request waits only for the first row's count, never for the second row's.
+    from mrcr_gen.eval import _planner
+    from mrcr_gen.eval._config import EvalConfig
+    from mrcr_gen.eval._items import EvalItem
+
+    asked = []
+
+    def reader(path, **options):
+        for row in range(3):
+            asked.append(row)
+            fields = {"source": str(path), "row": row, "digest": f"d{row}", "recipe": "openai-mrcr", "n_needles": 2}
+            yield EvalItem(**fields, messages=[{}])
+
+    monkeypatch.setattr(_planner, "read_items", reader)
+    config = EvalConfig(data=["x.parquet"], model="m", out=str(tmp_path / "out"))
+    planner = _planner.Planner(config, RECIPES, ["x.parquet"], {"x.parquet": "sha"}, [], {"settings": "s"})
+    steps = iter(planner)
+    kind, job = next(steps)
+    assert kind == _planner.JOB and [item.row for item in job] == [0] and asked == [0]
+    assert [job[0].row for kind, job in steps if kind == _planner.JOB] == [1, 2]
