@@ -78,9 +78,9 @@ def test_the_grade_takes_a_json_object_with_the_prefix(reply: str, score: float)
 def test_the_answer_form_splits_the_object() -> None:
     item = EvalItem(source="f", row=0, digest="d", recipe="mrcr-json", prefix="Pz")
     split = RECIPE.answer_form.split
-    assert tuple(split('{"prefix": "Pz", "text": "a poem"}', item)) == ("ok", "a poem")
-    assert tuple(split('{"prefix": "x", "text": "Pz a poem"}', item)) == ("late", "Pz a poem")
-    assert tuple(split("a poem", item)) == ("missing", "a poem")
+    assert split('{"prefix": "Pz", "text": "a poem"}', item)[:2] == ("ok", "a poem")
+    assert split('{"prefix": "x", "text": "Pz a poem"}', item)[:2] == ("late", "Pz a poem")
+    assert split("a poem", item)[:2] == ("missing", "a poem")
 
 
 def test_a_wrong_answer_or_count_is_found_and_fixed() -> None:
