@@ -143,6 +143,7 @@ def test_batch_options_of_the_command(tmp_path, monkeypatch, capsys):
         (["--no-wait"], "--no-wait goes with --batch"),
         (["--batch"], "--batch goes with --writer openai"),
         (["--writer", "openai", "--model", "m", "--batch", "--concurrency", "4"], "--concurrency has no meaning"),
+        (["--writer", "openai", "--model", "m", "--batch", "--concurrency", "16"], "--concurrency has no meaning"),
     ]:
         code, err = run(*args)
         assert code == 2 and message in err and err.count("\n") == 1, err
