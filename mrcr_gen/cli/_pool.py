@@ -293,6 +293,7 @@ def run_batch_build(*, model, plan, base_url, out, cache_dir, params, price, tim
     """`pool build --batch`: submit, collect, print; exit 1 while batches run or writings failed."""
     from .._prices import PriceError
     from ..batch import BatchLimits
+    from ..pool._batchbuild import elsewhere_note
     from ..pool._pool import PoolError
     from ..recipes.openai_mrcr import BuildError, build_pool_batch, print_build_report, writing_params
 
@@ -324,7 +325,8 @@ def run_batch_build(*, model, plan, base_url, out, cache_dir, params, price, tim
     if report is None:
         raise CommandError(
             f"{progress.waiting:,} requests are in batches still running ({progress.sent:,} sent now, "
-            f"{progress.stored:,} writings stored now); run the same command later to collect them",
+            f"{progress.stored:,} writings stored now{elsewhere_note(progress)}); run the same command later "
+            "to collect them",
             EXIT_FINDINGS,
         )
     print_build_report(report, stderr)
@@ -376,7 +378,9 @@ def export_requests_command(
         raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
     print(
         f"{out}: {len(manifest.requests):,} requests for {model} ({endpoint}); {manifest.cached:,} of the "
-        f"{len(manifest.planned):,} planned writings are in the cache already; manifest {manifest_path(out)}"
+        f"{len(manifest.planned):,} planned writings are in the cache already"
+        + (f", {manifest.in_batches:,} in batches not collected yet" if manifest.in_batches else "")
+        + f"; manifest {manifest_path(out)}"
     )
 
 

@@ -27,6 +27,7 @@ from .._prices import price_per_1m
 from .._usage import Usage, batch_price, from_openai
 from ..batch import encoded_line, request_line, same_model
 from ._cache import WritingCache, cache_key
+from ._inflight import in_other_batches
 from ._pool import PoolError, parse_ask
 
 DEFAULT_ENDPOINT = "run-batch"  # the endpoint name of writings from a batch file, unless named
@@ -58,6 +59,7 @@ class RequestSet(WritingRequests):
 
     requests_sha256: str
     cached: int  # writings of the plan already in the cache when it was exported (not requested)
+    in_batches: int = 0  # writings of the plan in batches not collected yet when exported (not requested)
     planned: dict[str, tuple[str, int]]  # every writing of the plan, requested or cached
 
     def writings(self) -> dict[str, tuple[str, int]]:
@@ -93,8 +95,9 @@ def export_requests(
     endpoint: str = DEFAULT_ENDPOINT,
     params: Mapping[str, Any] | None = None,
 ) -> RequestSet:
-    """Write a batch input file with a line per writing of `plan` (ask -> variants) the cache lacks,
-    and its manifest beside it. PoolError, nothing written, for an `out` this command did not write."""
+    """Write a batch input file with a line per writing of `plan` (ask -> variants) the cache lacks
+    and no batch of the cache holds (`_inflight`), and its manifest beside it. PoolError, nothing
+    written, for an `out` this command did not write."""
     out = Path(out)
     if out.exists():
         try:
@@ -116,7 +119,8 @@ def export_requests(
         cached = cache.get_many(list(planned))
     finally:
         cache.close()
-    requests = {key: entry for key, entry in planned.items() if key not in cached}
+    running = in_other_batches(cache_dir)  # paid for by the batch that holds them: never twice
+    requests = {key: entry for key, entry in planned.items() if key not in cached and key not in running}
     with atomic_path(out) as tmp, open(tmp, "wb") as handle:
         for key, (ask, _) in requests.items():
             handle.write(encoded_line(request_line(key, writing_body(model, ask, params))))
@@ -126,6 +130,7 @@ def export_requests(
         params=params,
         requests_sha256=file_sha256(out),
         cached=len(cached),
+        in_batches=len(planned) - len(cached) - len(requests),
         requests=requests,
         planned=planned,
     )

@@ -18,6 +18,7 @@ The stored replies are costed by the usage ledger (`mrcr_gen._usage`): at `--pri
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,16 @@ def sort_outcomes(read: OutputRead, manifest: RequestSet) -> tuple[list, list, l
     return replies, conflicting, failed, missing
 
 
+def held_elsewhere(manifest: RequestSet, done: Mapping[str, Any]) -> list[str]:
+    """The planned writings left out of the request file because batches held them when it was
+    exported, and still not in the cache: not in the pool, so reported."""
+    return [
+        f"'{ask}' variant {variant} (in batches not collected when exported)"
+        for key, (ask, variant) in manifest.planned.items()
+        if key not in done and key not in manifest.requests
+    ]
+
+
 def results_price(model: str, price_in: float | None, price_out: float | None) -> dict[str, Any] | None:
     """The ledger price of imported lines: `--price-in`/`--price-out` as given (what these lines
     cost: a local model has no list price), else the model's list price at the Batch API's discount."""
@@ -159,6 +170,7 @@ def import_results(
         done = cache.get_many(list(manifest.planned))
     finally:
         cache.close()
+    missing += held_elsewhere(manifest, done)
     finished = [manifest.ask_of(key) for key in manifest.planned if key in done]
     texts = [done[key][0] for key in manifest.planned if key in done]
     source = f"{manifest.model} @ {manifest.endpoint}"
