@@ -156,8 +156,14 @@ def ledger_price(
 
 
 class StoredReplies(_Frozen):
+    """What storing replies did. The usage is that of the replies the cache holds as they are: those
+    stored now and those an earlier store of the same replies wrote (`earlier`: a rerun, or an
+    import killed after the cache's commit, before its report), each once, so a rerun reports what
+    the first run did and no reply is left uncosted."""
+
     stored: int  # writings written into the cache now
-    already_cached: int  # replies for writings the cache had already (neither stored nor costed again)
+    already_cached: int  # replies for writings the cache had already (not stored again)
+    earlier: int = 0  # of those, replies the cache holds word for word (an earlier store of them)
     prompt_tokens: int
     completion_tokens: int
     reasoning_tokens: int = 0
@@ -221,5 +227,8 @@ def store_checked(manifest: WritingRequests, results: list[Checked], cache_dir: 
         cache.put_all(rows)  # all or none: a killed import leaves the cache as it was
     finally:
         cache.close()
-    usage = sum((used for _, _, used in fresh), Usage())
-    return StoredReplies(stored=len(fresh), already_cached=len(results) - len(fresh), **usage.as_record())
+    earlier = [reply for reply in results if reply[0] in present and present[reply[0]][0] == reply[1].text]
+    usage = sum((used for _, _, used in fresh + earlier), Usage())
+    return StoredReplies(
+        stored=len(fresh), already_cached=len(results) - len(fresh), earlier=len(earlier), **usage.as_record()
+    )

@@ -126,10 +126,12 @@ def test_round_trip_and_rerun(tmp_path, capsys):
     assert quality_report_path(tmp_path / "p.parquet").is_file() and cached(tmp_path) == 6
     report = json.loads((tmp_path / "p.build.json").read_text())
     assert (report["stored"], report["completion_tokens"]) == (6, 180)
-    # importing the same file again stores and costs nothing
+    # importing the same file again stores nothing and reports what the first import did: the
+    # file's replies, each once (an import killed after the cache's commit leaves none uncosted)
     code, _, err = run(args, capsys)
     report = json.loads((tmp_path / "p.build.json").read_text())
-    assert code == 0 and (report["stored"], report["already_cached"], report["completion_tokens"]) == (0, 6, 0)
+    assert code == 0 and (report["stored"], report["already_cached"], report["earlier"]) == (0, 6, 6)
+    assert report["completion_tokens"] == 180 and "(0 stored now, 6 by an earlier import)" in err
     # exporting again asks for nothing: every writing is in the cache
     code, out, _ = export(tmp_path, capsys)
     assert code == 0 and requests_of(tmp_path) == [] and "0 requests" in out
@@ -262,7 +264,11 @@ def test_store_replies_takes_each_reply_once_and_dated_model_names(tmp_path):
     assert cached(tmp_path) == 0
     stored = store_replies(manifest, [reply], tmp_path / "cache")
     assert (stored.stored, stored.prompt_tokens, stored.completion_tokens) == (1, 14, 30)
-    assert store_replies(manifest, [reply], tmp_path / "cache").already_cached == 1
+    again = store_replies(manifest, [reply], tmp_path / "cache")  # as after an import killed before its report
+    assert (again.stored, again.already_cached, again.earlier, again.completion_tokens) == (0, 1, 1, 30)
+    other = vllm_line({"custom_id": custom_id, "body": {"messages": [{"content": "x"}]}}, 1, model="gpt-4o")
+    elsewhere = store_replies(manifest, [(custom_id, other["response"]["body"])], tmp_path / "cache")
+    assert (elsewhere.already_cached, elsewhere.earlier, elsewhere.completion_tokens) == (1, 0, 0)  # not this reply
 
 
 def test_put_all_stores_all_or_nothing(tmp_path):

@@ -44,7 +44,8 @@ class ImportReport(_Frozen):
     requested: int  # lines of the request file
     torn: tuple[str, ...]  # "file:line" of lines that are not output lines (their requests: missing)
     stored: int  # writings written into the cache now
-    already_cached: int  # replies the cache held already (not costed again)
+    already_cached: int  # replies the cache held already (not stored again)
+    earlier: int = 0  # of those, this file's very replies (an earlier import): costed as it costed them
     duplicated: int  # extra lines repeating a custom_id's reply (used once)
     conflicting: tuple[str, ...]  # asks (variant) answered twice with different texts: not stored
     failed: tuple[Failure, ...]
@@ -70,8 +71,9 @@ class ImportReport(_Frozen):
             f"{self.results}: {self.requested:,} requests of {self.model} ({self.endpoint}): {self.stored:,} stored, "
             f"{self.already_cached:,} already cached, {self.duplicated} duplicated lines, "
             f"{len(self.conflicting)} conflicting, {len(self.failed)} failed, {len(self.missing)} missing",
-            f"usage of the stored replies: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion "
-            f"tokens; estimated cost {spent}",
+            f"usage of the file's replies in the cache ({self.stored:,} stored now, {self.earlier:,} by an earlier "
+            f"import): {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens; "
+            f"estimated cost {spent}",
         ]
         lines += [f"warning: {where}: not a batch output line (torn or corrupted); ignored" for where in self.torn[:5]]
         lines += [f"conflicting: {what}" for what in self.conflicting[:5]]
@@ -186,6 +188,7 @@ def import_results(
         torn=tuple(read.torn),
         stored=stored.stored,
         already_cached=stored.already_cached,
+        earlier=stored.earlier,
         duplicated=read.duplicates,
         conflicting=tuple(conflicting),
         failed=tuple(failed),
