@@ -333,7 +333,8 @@ def run_batch_build(*, model, plan, base_url, out, cache_dir, params, price, tim
     print_quality(out)
     if report.failed:
         raise CommandError(
-            f"{len(report.failed)} writings failed (see above); the pool has the others; rerun to send them again",
+            f"the pool is incomplete: {len(report.failed)} of {report.requested:,} writings failed (see above); "
+            "rerun the same command to send them again (it exits with 0 once every writing is there)",
             EXIT_FINDINGS,
         )
 
