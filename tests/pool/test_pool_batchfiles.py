@@ -163,6 +163,25 @@ def test_missing_failed_duplicated_and_conflicting_lines_are_reported(tmp_path, 
     assert {line["custom_id"] for line in requests_of(tmp_path)} == {r[i]["custom_id"] for i in (0, 2, 3)}
 
 
+def test_a_gap_of_a_file_is_no_gap_when_the_cache_has_the_writing(tmp_path, capsys):
+    """A second output of the same requests that fails or leaves out writings an earlier import
+    stored: the pool has every writing, nothing is reported missing, exit 0."""
+    export(tmp_path, capsys)
+    r = requests_of(tmp_path)
+    assert (
+        import_free(tmp_path, write_lines(tmp_path / "all.jsonl", [vllm_line(q, n) for n, q in enumerate(r)]), capsys)[
+            0
+        ]
+        == 0
+    )
+    partial = [failed_line(r[0]), vllm_line(r[1], 1), vllm_line(r[1], 1, text="Another text.")]  # the rest: missing
+    code, _, err = import_free(tmp_path, write_lines(tmp_path / "partial.jsonl", partial), capsys)
+    report = json.loads((tmp_path / "p.build.json").read_text())
+    assert code == 0, err
+    assert (report["failed"], report["missing"], report["conflicting"]) == ([], [], [])
+    assert len(read_pool(tmp_path / "p.parquet")) == 6 and cached(tmp_path) == 6
+
+
 @pytest.mark.parametrize("problem", ["foreign", "model", "garbage only", "the requests", "not a completion"])
 def test_bad_output_files_are_refused_with_nothing_written(tmp_path, capsys, problem):
     export(tmp_path, capsys)

@@ -18,7 +18,7 @@ The stored replies are costed by the usage ledger (`mrcr_gen._usage`): at `--pri
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,21 +111,24 @@ def _label(manifest: RequestSet, custom_id: str) -> str:
     return f"'{ask}' variant {variant}"
 
 
-def sort_outcomes(read: OutputRead, manifest: RequestSet) -> tuple[list, list, list, list]:
-    """(replies to store, conflicting, failed, missing) of an output file's outcomes: a custom_id
-    answered with replies that differ is stored from none of them."""
-    replies, failed = [], []
-    for custom_id, outcome in read.outcomes.items():
-        if custom_id in read.conflicts:
-            continue
-        if outcome.ok:
-            replies.append((custom_id, outcome.body))
-        else:
-            ask, variant = manifest.requests[custom_id]
-            failed.append(Failure(ask=ask, variant=variant, error=outcome.error or "failed"))
-    conflicting = [_label(manifest, custom_id) for custom_id in read.conflicts]
-    missing = [_label(manifest, custom_id) for custom_id in manifest.requests if custom_id not in read.outcomes]
-    return replies, conflicting, failed, missing
+def replies_of(read: OutputRead) -> list[tuple[str, Any]]:
+    """(custom_id, body) of every reply to store: a custom_id answered with replies that differ is
+    stored from none of them."""
+    return [(key, outcome.body) for key, outcome in read.outcomes.items() if outcome.ok and key not in read.conflicts]
+
+
+def sort_gaps(read: OutputRead, manifest: RequestSet, done: Collection[str]) -> tuple[list, list, list]:
+    """(conflicting, failed, missing) of an output file's requests whose writing the cache lacks
+    (`done`: the keys it holds once the replies are stored). A request the file leaves unanswered
+    but whose writing is in the cache (an earlier import of another output) is in the pool: no gap."""
+    conflicting = [_label(manifest, key) for key in read.conflicts if key not in done]
+    failed = [
+        Failure(ask=manifest.requests[key][0], variant=manifest.requests[key][1], error=outcome.error or "failed")
+        for key, outcome in read.outcomes.items()
+        if not outcome.ok and key not in read.conflicts and key not in done
+    ]
+    missing = [_label(manifest, key) for key in manifest.requests if key not in read.outcomes and key not in done]
+    return conflicting, failed, missing
 
 
 def held_elsewhere(manifest: RequestSet, done: Mapping[str, Any]) -> list[str]:
@@ -164,14 +167,14 @@ def import_results(
 
         read_pool(compare)  # a bad reference is refused before anything is written
     read = read_results(results, manifest)
-    replies, conflicting, failed, missing = sort_outcomes(read, manifest)
     cache_dir = Path(cache_dir or default_cache_dir())
-    stored = store_replies(manifest, replies, cache_dir)
+    stored = store_replies(manifest, replies_of(read), cache_dir)
     cache = WritingCache(cache_dir)
     try:
         done = cache.get_many(list(manifest.planned))
     finally:
         cache.close()
+    conflicting, failed, missing = sort_gaps(read, manifest, done)
     missing += held_elsewhere(manifest, done)
     finished = [manifest.ask_of(key) for key in manifest.planned if key in done]
     texts = [done[key][0] for key in manifest.planned if key in done]
