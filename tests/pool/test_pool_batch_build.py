@@ -315,3 +315,16 @@ def test_an_online_build_of_another_pool_refuses_writings_held_by_running_batche
                 api_key=API_KEY, progress=False,
             )  # fmt: skip
         assert server.total_requests == 0 and not (tmp_path / "q.parquet").exists()
+
+
+def test_a_batch_made_but_whose_answer_was_lost_is_adopted_not_made_twice(tmp_path):
+    """The API makes the batch but its answer comes after the client's timeout: the retry finds
+    that batch instead of making (and billing) a second one."""
+    from tests.support.chat_server import Fault
+
+    lost = BatchBehaviour(api_faults={"create": {1: Fault.slow(1.5)}})
+    with ChatServer(writer_policy, batches=lost) as server:
+        progress, report = build(server, tmp_path, timeout=0.5)
+        stats = server.stats()
+    assert report is not None and report.written == 8 and progress.batches == 1
+    assert (stats["batches_created"], stats["batch_requests"], stats["api_calls"]["create"]) == (1, 8, 1)

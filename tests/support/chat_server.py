@@ -584,7 +584,8 @@ class BatchBehaviour:
     `batch_expired`), or with `fail` set, `failed` with that error code and no files. `hold` keeps
     every batch `in_progress` until `ChatServer.release_batches` (or ``POST /batches/release``).
     `api_faults` answers the n-th call of an endpoint (upload, create, retrieve, list, content)
-    with a `Fault` (429 or 500) instead."""
+    with a `Fault` (429 or 500) instead; `Fault.slow(s)` on create makes the batch, then answers
+    after s seconds (a client that timed out never learns its id)."""
 
     polls: int = 1
     hold: bool = False
@@ -688,6 +689,8 @@ def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type
         fault = (chat.batch_behaviour.api_faults or {}).get(str(endpoint), {}).get(number)
         if fault is not None:
             chat.faults_served[fault.kind] += 1
+        lost = fault is not None and fault.kind == "slow" and endpoint == "create"  # made, its answer late
+        if fault is not None and not lost:
             return (429, {"error": {"message": "rate limited"}}) if fault.kind == "429" else (
                 500, {"error": {"message": "internal error"}})
         if endpoint == "upload":
@@ -716,6 +719,8 @@ def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type
     if endpoint == "create":
         assert batch is not None
         _run_batch_requests(chat, batch, chat.files[batch["input_file_id"]]["content"])
+        if lost and fault is not None:
+            time.sleep(fault.seconds)  # past the client's timeout: the batch exists, the client never hears
         return 200, _public(batch)
     with chat._lock:
         if endpoint == "list":
