@@ -8,10 +8,12 @@ no output line, a custom_id the request file never had, a reply of another model
 of the model is the model: `same_model`). What can be is reported, never silently used: requests
 with no line (missing; a torn line's request is one), lines that failed, a custom_id answered
 twice with replies that differ (conflicting: neither is stored) and twice the same (duplicated:
-stored once, costed once). A reply already in the cache (an import run again) is neither stored
-nor costed again. Missing and failed writings are requested again by exporting again.
+stored once, costed once), each only when the cache lacks its writing (`sort_gaps`). A reply
+already in the cache is not stored again; it is costed when the cache holds it word for word (an
+import run again, or one killed after the cache's commit, reports what the first did). Missing and
+failed writings are requested again by exporting again.
 
-The stored replies are costed by the usage ledger (`mrcr_gen._usage`): at `--price-in` and
+The file's replies in the cache are costed by the usage ledger (`mrcr_gen._usage`): at `--price-in` and
 `--price-out` as given, or at the model's list price at the Batch API's discount (`results_price`).
 """
 
