@@ -164,11 +164,14 @@ def build_command(
     batch: bool = typer.Option(
         False, "--batch", help="Send the writings the cache lacks through the OpenAI Batch API (half the price)."
     ),
-    wait: bool = typer.Option(
-        True, "--wait/--no-wait", help="With --batch: wait for the batches to end, or submit, collect what ended, exit."
+    wait: bool | None = typer.Option(  # None: not given (refused without --batch when given)
+        None, "--wait/--no-wait", help="With --batch: wait for the batches to end (default), or submit, collect, exit."
     ),
-    poll_interval: float = typer.Option(
-        10.0, "--poll-interval", min=0.001, help="With --batch: seconds to the first status check (doubling to 10 min)."
+    poll_interval: float | None = typer.Option(
+        None,
+        "--poll-interval",
+        min=0.001,
+        help="With --batch: seconds to the first status check (default 10, doubling to 10 min).",
     ),
 ) -> None:
     """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`.
@@ -180,8 +183,8 @@ def build_command(
         raise CommandError(f"unknown pool writer {writer!r}; choose openai")
     if batch and concurrency is not None:
         raise CommandError("--concurrency has no meaning with --batch (the Batch API runs the requests)")
-    if not batch and (not wait or poll_interval != 10.0):
-        raise CommandError("--no-wait and --poll-interval go with --batch")
+    if not batch and (wait is not None or poll_interval is not None):
+        raise CommandError("--wait/--no-wait and --poll-interval go with --batch")
     from ..pool._pool import PoolError, read_pool
 
     plan = checked_plan(formats, entities, seed, per_pair, needle_asks, needle_variants, max_tokens_field)
@@ -201,8 +204,8 @@ def build_command(
             price=(price_in, price_out),
             timeout=timeout,
             compare=compare,
-            wait=wait,
-            poll_interval=poll_interval,
+            wait=wait is not False,
+            poll_interval=10.0 if poll_interval is None else poll_interval,
         )
         return
     report = run_build(

@@ -212,7 +212,10 @@ def test_a_build_with_every_writing_cached_sends_nothing_and_leaves_the_folder_r
     ("extra", "message"),
     [
         (["--batch", "--concurrency", "4"], "--concurrency has no meaning with --batch"),
-        (["--no-wait"], "--no-wait and --poll-interval go with --batch"),
+        (["--batch", "--concurrency", "16"], "--concurrency has no meaning with --batch"),
+        (["--no-wait"], "--wait/--no-wait and --poll-interval go with --batch"),
+        (["--wait"], "--wait/--no-wait and --poll-interval go with --batch"),
+        (["--poll-interval", "10"], "--wait/--no-wait and --poll-interval go with --batch"),  # the default, given
     ],
 )
 def test_options_the_command_cannot_honour_are_refused(tmp_path, capsys, extra, message):
