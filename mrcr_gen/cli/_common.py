@@ -80,6 +80,12 @@ TOKENIZER_HELP = (
 )
 
 
+def print_warnings(warnings: list[str]) -> None:
+    """A report's warnings (e.g. rows that lost their context), one line each on stderr."""
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 def one_line(error: ValidationError) -> str:
     """The first problem of a pydantic error as `field: message`."""
     first = error.errors()[0]

@@ -21,6 +21,7 @@ from ._common import (
     checked_tokenizer,
     data_inputs,
     one_line,
+    print_warnings,
     run_app,
     stderr,
 )
@@ -431,12 +432,6 @@ def _view_of(path: Path) -> Any:
     return view_path(path)
 
 
-def _warn(warnings: list[str]) -> None:
-    """The report's warnings (rows that lost their context), one line each on stderr."""
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-
-
 @report_app.command()
 def report(
     run_dir: Path = typer.Argument(
@@ -478,7 +473,7 @@ def view(
         output = run_dir.with_suffix(".html") if _inspect_log(run_dir) else run_dir / "report.html"
     try:
         report = _view_of(run_dir)
-        _warn(report.warnings)
+        print_warnings(report.warnings)
         write_html(render_view(report), output)
     except ValueError as exc:  # run.json that is not JSON; a log not of these tasks
         raise CommandError(str(exc)) from None
@@ -518,7 +513,8 @@ def compare(
     if html is not None:
         try:
             reports = [_view_of(run_dir) for run_dir in run_dirs]
-            _warn([f"{run_dir}: {w}" for run_dir, r in zip(run_dirs, reports, strict=True) for w in r.warnings])
+            named = zip(run_dirs, reports, strict=True)
+            print_warnings([f"{run_dir}: {w}" for run_dir, report in named for w in report.warnings])
             write_html(render_compare(reports, entries, overlay_png(entries), RECIPES), html)
         except ValueError as exc:
             raise CommandError(str(exc)) from None

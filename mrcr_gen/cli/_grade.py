@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .._bins import bin_sort_key
 from ..recipes import recipe_claiming
-from ._common import CommandError, data_inputs, run_app
+from ._common import CommandError, data_inputs, print_warnings, run_app
 
 app = typer.Typer(
     add_completion=False,
@@ -66,7 +66,9 @@ def grade(
         from ..eval import read_responses, render_view, write_html
 
         try:
-            write_html(render_view(graded_view(data, read_responses(responses), result)), html)
+            report = graded_view(data, read_responses(responses), result)
+            print_warnings(report.warnings)
+            write_html(render_view(report), html)
         except OSError as exc:
             raise CommandError(f"cannot write {html}: {exc.strerror or exc}") from None
     if as_json:

@@ -17,7 +17,9 @@ before that ask), which of them are the needles, and the ordinal the final query
   copy or a change of case look unrelated): it compares casefolded words with autojunk off, and
   also measures how much of the writing the reply contains (`containment`), so a copy wrapped in
   chatter, repeated, or in upper case still finds its writing. `repeated` flags a reply holding the
-  writing more than once, `case_changed` one that matches only once case is ignored. A `late`
+  writing more than once, `case_changed` one that matches only once case is ignored,
+  `more_writings` one that also holds another writing whole (two needles, a dump of the
+  conversation: the matched writing is in it, among others). A `late`
   prefix: the text after it is analysed, and the text before it when that matches better (a reply
   with its prefix at the end). The official score is the grader's, untouched;
 * `target_depth` / `returned_depth`: the share of the conversation's characters before the
@@ -136,6 +138,7 @@ class RowAnalysis(BaseModel):
     repeated: bool = False  # the reply holds the matched writing more than once
     case_changed: bool = False  # the reply matches its writing only once case is ignored
     before_prefix: bool = False  # a late prefix: the writing was found before it, not after
+    more_writings: bool = False  # the reply also holds, whole, another writing than the one matched (a dump)
 
 
 class SplitReply(NamedTuple):
@@ -237,22 +240,33 @@ def _holding(fragments: list[str], texts: Sequence[str], skip: set[int]) -> list
     return hits
 
 
-def best_match(body: str, transcript: Transcript) -> tuple[int | None, float]:
-    """(position in `transcript.writings`, `similarity`) of the writing the reply body matches
-    best; ties go to the earlier candidate (the target before the other needles before
-    distractors). A writing the reply holds whole (casefolded) scores 1 without a comparison; one
-    whose shared words cannot reach `MATCH_THRESHOLD`, or beat the best so far, is not compared
-    (None when no writing can reach it); only the first `BODY_WORDS_PER_WRITING` times the
-    writing's length of a long reply is compared (a looping reply must not cost seconds)."""
+class Match(NamedTuple):
+    """The writing a reply body matches best, and the writings it holds whole."""
+
+    position: int | None  # in `transcript.writings`; None when no writing can reach `MATCH_THRESHOLD`
+    score: float  # its `similarity`
+    held: frozenset[str]  # the texts (stripped, casefolded) of the candidates the body holds whole
+
+
+def best_match(body: str, transcript: Transcript) -> Match:
+    """The writing the reply body matches best (`Match`); ties go to the earlier candidate (the
+    target before the other needles before distractors). A writing the reply holds whole
+    (casefolded) scores 1 without a comparison; one whose shared words cannot reach
+    `MATCH_THRESHOLD`, or beat the best so far, is not compared (None when no writing can reach
+    it); only the first `BODY_WORDS_PER_WRITING` times the writing's length of a long reply is
+    compared (a looping reply must not cost seconds)."""
     best: int | None = None
     best_score = 0.0
     body_words = words(body)
     bag = Counter(body_words)
     folded = body.casefold()
+    held: set[str] = set()
     for position in _candidates(body, transcript):
         text = transcript.writings[position].text
         writing = words(text)
-        if text.strip() and text.strip().casefold() in folded:
+        whole = text.strip().casefold()
+        if whole and whole in folded:
+            held.add(whole)
             score = 1.0
         elif _upper_bound(bag, len(body_words), writing) < max(best_score, MATCH_THRESHOLD):
             continue  # cannot match, or cannot beat the best so far
@@ -260,7 +274,7 @@ def best_match(body: str, transcript: Transcript) -> tuple[int | None, float]:
             score = similarity(body_words[: BODY_WORDS_PER_WRITING * max(len(writing), 100)], writing)
         if best is None or score > best_score:
             best, best_score = position, score
-    return best, best_score
+    return Match(best, best_score, frozenset(held))
 
 
 def _repeated(body: str, writing: str) -> bool:
@@ -286,27 +300,28 @@ def analyse_reply(reply: str, transcript: Transcript, finish_reason: str | None 
     return analyse_split(split_prefix(reply, transcript.prefix), transcript, finish_reason)
 
 
-def _located(reply: SplitReply, transcript: Transcript) -> tuple[str, int | None, float, bool]:
-    """(the text analysed, the matched writing's position, its similarity, whether it came before
-    a late prefix): after the prefix, or before a late one when that matches better."""
+def _located(reply: SplitReply, transcript: Transcript) -> tuple[str, Match, bool]:
+    """(the text analysed, its `Match`, whether it came before a late prefix): after the prefix,
+    or before a late one when that matches better."""
     body = reply.body
-    position, score = best_match(body, transcript) if body.strip() else (None, 0.0)
+    match = best_match(body, transcript) if body.strip() else Match(None, 0.0, frozenset())
     if reply.prefix == "late" and reply.before.strip():
-        before_position, before_score = best_match(reply.before, transcript)
-        if before_score > score:
-            return reply.before, before_position, before_score, True
-    return body, position, score, False
+        before = best_match(reply.before, transcript)
+        if before.score > match.score:
+            return reply.before, before, True
+    return body, match, False
 
 
 def analyse_split(reply: SplitReply, transcript: Transcript, finish_reason: str | None = None) -> RowAnalysis:
     """The analysis of a reply its recipe's answer form has split (see the module docstring)."""
-    body, position, score, before = _located(reply, transcript)
+    body, (position, score, held), before = _located(reply, transcript)
     needles = transcript.needles
     returned: Returned = "empty" if not body.strip() else "not_in_context"
     ordinal = index = same_format = same_entity = returned_depth = None
-    repeated = case_changed = False
+    repeated = case_changed = more_writings = False
     if position is not None and score >= MATCH_THRESHOLD:
         writing = transcript.writings[position]
+        more_writings = bool(held - {writing.text.strip().casefold()})
         index = writing.index
         returned_depth = round(writing.offset / transcript.length, 4) if transcript.length > 0 else None
         repeated = _repeated(body, writing.text)
@@ -334,4 +349,5 @@ def analyse_split(reply: SplitReply, transcript: Transcript, finish_reason: str 
         repeated=repeated,
         case_changed=case_changed,
         before_prefix=before,
+        more_writings=more_writings,
     )

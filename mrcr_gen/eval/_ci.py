@@ -8,8 +8,10 @@ decides and chance does not, are kept apart and resampled among themselves), and
 same rules as the summary's (errors count 0; skipped rows count 0 in the bins and AUCs and are not
 in `mean_score`). The generator is seeded (`SEED`): the same rows give the same intervals.
 
-`within_noise` is how `compare` reads two runs: their difference may be noise when their
-intervals overlap (a conservative reading: runs on different rows cannot be paired).
+`compare` reads two runs on the rows they share with `paired_difference`: the shared rows are
+resampled together (within their cells), so a steady gain on the same rows is told from noise even
+when each run's own interval is wide. Runs that share no row fall back to `within_noise`: their
+difference may be noise when their intervals overlap (a conservative reading).
 """
 
 from __future__ import annotations
@@ -115,6 +117,38 @@ def within_noise(a: Sequence[float] | None, b: Sequence[float] | None) -> bool |
     if not a or not b:
         return None
     return a[0] <= b[1] and b[0] <= a[1]
+
+
+RowScores = dict[tuple[Any, ...], tuple[str, int, float]]  # row key -> (bin label, needle count, score as counted)
+
+
+def paired_difference(
+    first: RowScores, other: RowScores, replicates: int = REPLICATES, seed: int = SEED
+) -> dict[str, Any] | None:
+    """The difference of `other`'s mean from `first`'s over the rows both hold (same key), with
+    its bootstrap 95% interval (the shared rows resampled within their bin x needle-count cells,
+    each row's two scores together); `within_noise` when the interval holds 0. None without a
+    shared row."""
+    shared = sorted(first.keys() & other.keys(), key=repr)
+    if not shared:
+        return None
+    cells: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for key in shared:
+        label, needles, score = first[key]
+        cells[(label, needles)].append(other[key][2] - score)
+    rng = np.random.default_rng(seed)
+    total = np.zeros(replicates)
+    for _, differences in sorted(cells.items(), key=lambda kv: (bin_sort_key(kv[0][0]), kv[0][1])):
+        values = np.array(differences)
+        total += values[rng.integers(0, len(values), size=(replicates, len(values)))].sum(axis=1)
+    interval = _interval(total / len(shared))
+    difference = round(sum(sum(d) for d in cells.values()) / len(shared), 4)
+    return {
+        "rows": len(shared),
+        "difference": difference,
+        "interval": interval,
+        "within_noise": interval is None or interval[0] <= 0 <= interval[1],
+    }
 
 
 def format_interval(interval: Sequence[float] | None, fmt: Callable[[float], str]) -> str:

@@ -10,18 +10,43 @@ from typing import Any
 from rich.table import Table
 
 from .._bins import bin_sort_key
-from ._ci import format_interval, within_noise
+from ._ci import RowScores, format_interval, paired_difference, within_noise
 from ._control import ALPHA, pair_controls, test_name
 from ._failures import prefix_kept, target_share
 from ._floors import Floor, control_floors
 from ._items import EvalRecipe
-from ._report import _fmt, bin_headers, finish_bin_plot, summarize
+from ._report import (
+    _fmt,
+    bin_headers,
+    counted_scores,
+    finish_bin_plot,
+    read_run_dir,
+    shade_intervals,
+    summarize_records,
+)
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:
     """One entry per run (`compare_entry`); a control run (`--control`) comes right after its full
-    run (same model and data; `full_run`) with its memorization test (`_control.memorization_test`)."""
-    return pair_controls([compare_entry(run_dir, summarize(run_dir, recipes=recipes)) for run_dir in run_dirs])
+    run (same model and data; `full_run`) with its memorization test (`_control.memorization_test`).
+    Each entry after the first has `paired`: its mean's difference from the first run's over the
+    rows both ran, with its bootstrap interval (`_ci.paired_difference`; None without shared rows)."""
+    entries, scores = [], {}
+    for run_dir in run_dirs:
+        records, run = read_run_dir(run_dir)
+        entries.append(compare_entry(run_dir, summarize_records(records, run, recipes=recipes)))
+        scores[str(run_dir)] = counted_scores(records, run)
+    return paired_with_first(pair_controls(entries), scores)
+
+
+def paired_with_first(entries: list[dict[str, Any]], scores: dict[str, RowScores]) -> list[dict[str, Any]]:
+    """The entries, each after the first with `paired` (the first run itself: None)."""
+    first = scores.get(entries[0]["run"]) if entries else None
+    for entry in entries:
+        own = scores.get(entry["run"])
+        both = entry is not entries[0] and first is not None and own is not None
+        entry["paired"] = paired_difference(first, own) if both and first and own else None
+    return entries
 
 
 def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +75,7 @@ def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, 
         "control": summary.get("control"),
         "memorization": summary.get("memorization"),
         "data": sorted(e["sha256"] for e in summary.get("data") or [] if isinstance(e, dict) and "sha256" in e),
+        "paired": None,  # the difference from the first run over shared rows (`paired_with_first`)
     }
 
 
@@ -66,14 +92,27 @@ def _with_ci(entry: dict[str, Any], key: str) -> str:
     return f"{_fmt(entry[key])} {format_interval(interval, _fmt)}".rstrip()
 
 
+def _signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
 def noise_verdict(entry: dict[str, Any], reference: dict[str, Any]) -> str:
-    """How a run's mean differs from the reference run's: within noise when their bootstrap 95%
-    intervals overlap; "-" for the reference itself or without intervals."""
+    """How a run's mean differs from the reference run's: over the rows both ran when they share
+    rows (`paired`: the difference's bootstrap 95% interval, within noise when it holds 0), else
+    within noise when the runs' own intervals overlap; "-" for the reference itself or without
+    means."""
     if entry is reference or entry["mean_score"] is None or reference["mean_score"] is None:
         return "-"
+    paired = entry.get("paired")
+    if paired and paired.get("interval"):
+        verdict = "within noise" if paired["within_noise"] else "beyond noise"
+        interval = format_interval(paired["interval"], _signed)
+        return f"{_signed(paired['difference'])} {interval} ({verdict}, {paired['rows']} rows paired)"
     overlap = within_noise((entry.get("ci") or {}).get("mean_score"), (reference.get("ci") or {}).get("mean_score"))
     difference = f"{entry['mean_score'] - reference['mean_score']:+.3f}"
-    return difference if overlap is None else f"{difference} ({'within noise' if overlap else 'beyond noise'})"
+    if overlap is None:
+        return difference
+    return f"{difference} ({'within noise: intervals overlap' if overlap else 'beyond noise: intervals apart'})"
 
 
 COMPARE_COLUMNS = ("run", "model", "rows", "mean [95% CI]", "vs first", "prefix kept", "target+prefix", "target",
@@ -99,6 +138,14 @@ def compare_rows(entries: list[dict[str, Any]]) -> tuple[list[str], list[list[st
     return [*COMPARE_COLUMNS, *bin_headers(bins), "errors", "cost"], rows
 
 
+COMPARE_CAPTION = (
+    "in brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); vs first: the mean's "
+    "difference from the first run over the rows both ran, with its paired interval (within noise when it holds "
+    "0), or, for runs that share no row, within noise when the runs' intervals overlap; target+prefix: the right "
+    "writing with its prefix (target alone: with or without)"
+)
+
+
 def compare_table(entries: list[dict[str, Any]]) -> Table:
     columns, rows = compare_rows(entries)
     table = Table(title="MRCR runs")
@@ -106,11 +153,7 @@ def compare_table(entries: list[dict[str, Any]]) -> Table:
         table.add_column(name, justify="left" if name in ("run", "model") else "right")
     for row in rows:
         table.add_row(*row)
-    table.caption = (
-        "in brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); vs first: the mean's "
-        "difference from the first run, within noise when the intervals overlap; target+prefix: the right "
-        "writing with its prefix (target alone: with or without)"
-    )
+    table.caption = COMPARE_CAPTION
     return table
 
 
@@ -160,7 +203,7 @@ def overlay_png(entries: list[dict[str, Any]]) -> bytes:
 
 
 def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Mean score against context bin, one line per run."""
+    """Mean score against context bin, one line per run, each bin's 95% interval shaded around it."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -172,7 +215,10 @@ def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None
         for entry in entries:
             points = [(i, entry["bins"][label]) for i, label in enumerate(bins) if entry["bins"].get(label) is not None]
             label = f"{entry['model']} ({Path(entry['run']).name})"
-            axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
-        finish_bin_plot(figure, axes, bins, "MRCR - runs compared", bool(entries), path)
+            (line,) = axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=label)
+            shade_intervals(axes, bins, entry["bins"], (entry.get("ci") or {}).get("bins"), "", line.get_color())
+        finish_bin_plot(
+            figure, axes, bins, "MRCR - runs compared (shaded: bootstrap 95% intervals)", bool(entries), path
+        )
     finally:
         plt.close(figure)

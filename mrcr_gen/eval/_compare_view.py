@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ._compare import compare_rows, controls_table
+from ._compare import COMPARE_CAPTION, compare_rows, controls_table
 from ._floors import declared_floors
 from ._items import EvalRecipe
 from ._view import (
@@ -41,9 +41,7 @@ def _leaderboard_html(entries: list[dict[str, Any]]) -> str:
     return (
         "<section><h2>Runs</h2>"
         + _scroll(f'<table id="leaderboard" class="grid"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
-        + '<p class="note">In brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); '
-        "vs first: the mean's difference from the first run, within noise when the intervals overlap; "
-        "target+prefix: the right writing with its prefix (target: with or without).</p></section>"
+        + f'<p class="note">{_e(COMPARE_CAPTION[0].upper() + COMPARE_CAPTION[1:])}.</p></section>'
     )
 
 

@@ -27,6 +27,7 @@ from .._bins import bin_headers, bin_sort_key
 from .._files import save_figure
 from ._analysis import analyse_split
 from ._items import EvalItem, EvalRecipe
+from ._results import DEPTH_PLOT, ORDINALS_PLOT, OUTCOMES_PLOT
 from ._shapes import FailureSummary
 
 OUTCOMES = ("target", "other_needle", "distractor", "not_in_context", "empty", "error", "skipped")
@@ -157,9 +158,6 @@ def _mean_or_none(values: list[float]) -> float | None:
 
 # --- plots -----------------------------------------------------------------------------------
 
-DEPTH_PLOT = "plot_depth.png"
-ORDINALS_PLOT = "plot_ordinals.png"
-OUTCOMES_PLOT = "plot_outcomes.png"
 OUTCOME_COLORS = {
     "target": "#2e7d32",
     "other_needle": "#f9a825",

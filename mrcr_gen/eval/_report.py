@@ -207,6 +207,15 @@ def _intervals(rows: _Rows, window: int | None) -> dict[str, Any]:
     )
 
 
+def counted_scores(records: list[dict[str, Any]], run: dict[str, Any]) -> dict[tuple[Any, ...], tuple[str, int, float]]:
+    """Each row `mean_score` counts (errors as 0), keyed by its content digest and row index (so
+    two runs of the same rows pair up wherever their files lie): (bin, needle count, score)."""
+    return {
+        (r.get("digest") or r["file"], int(r["row"])): (r["bin"], int(r.get("n_needles") or 0), _score(r))
+        for r in _rows(records, run).counted
+    }
+
+
 def _recipe_extras(recipes: Sequence[EvalRecipe], rows: _Rows, window: int | None) -> dict[str, Any]:
     """Each recipe's own entries from its rows, errors and skipped rows scored 0."""
     extra: dict[str, Any] = {}
@@ -519,9 +528,28 @@ def plot_summary(summary: dict[str, Any], path: str | os.PathLike, *, floors: Se
                         alpha=0.6,
                         label=f"{n_needles} needles: {floor.title}",
                     )
+        means = {b["bin"]: b["mean_score"] for b in summary["bins"]}
+        shade_intervals(axes, bins, means, (summary.get("ci") or {}).get("bins"), "all rows", "black")
         finish_bin_plot(figure, axes, bins, f"MRCR - {summary.get('model') or 'model'}", bool(summary["cells"]), path)
     finally:
         plt.close(figure)
+
+
+def shade_intervals(
+    axes: Any, bins: list[str], means: dict[str, float | None], intervals: dict[str, list[float]] | None, label: str,
+    color: Any,
+) -> None:  # fmt: skip
+    """Shade each bin's bootstrap 95% interval around the line of its means (the bins that have
+    one); `label` names the line in the legend ("" when a line of `means` is drawn already)."""
+    bands = intervals or {}
+    points = [(i, b) for i, b in enumerate(bins) if bands.get(b) and means.get(b) is not None]
+    if not points:
+        return
+    xs = [x for x, _ in points]
+    if label:
+        ys = [means[b] for _, b in points]
+        axes.plot(xs, ys, color=color, linewidth=1, alpha=0.7, label=f"{label} (shaded: 95% interval)")
+    axes.fill_between(xs, [bands[b][0] for _, b in points], [bands[b][1] for _, b in points], color=color, alpha=0.12)
 
 
 def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend: bool, path: str | os.PathLike) -> None:

@@ -36,6 +36,10 @@ from ._view import ViewReport, ViewSample
 UNANALYSED = "unanalysed"  # a scored row whose conversation could not be read again
 
 
+#: The flags of a row's analysis (`RowAnalysis`) the page shows, in this order.
+FLAGS = ("repeated", "case_changed", "before_prefix", "more_writings")
+
+
 def _items_of(path: str, rows: set[int], recipes: Sequence[EvalRecipe]) -> dict[int, EvalItem]:
     """The items of `rows` of one data file ({} when the file cannot be read any more)."""
     try:
@@ -200,7 +204,7 @@ def _strip_fields(transcript: Transcript | None, analysis: dict | None, item: Ev
         "context_chars": transcript.length,
         "prefix_text": item.prefix if item is not None else transcript.prefix,
         "returned_text": returned_text,
-        "flags": [flag for flag in ("repeated", "case_changed", "before_prefix") if analysis.get(flag)],
+        "flags": [flag for flag in FLAGS if analysis.get(flag)],
     }
 
 

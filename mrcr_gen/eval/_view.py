@@ -69,7 +69,7 @@ class ViewSample(BaseModel):
     context_chars: int | None = None  # characters of the conversation
     prefix_text: str = ""  # the random string / hash the reply must start with
     returned_text: str | None = None  # the writing returned, when another needle or a distractor
-    flags: list[str] = []  # what was unusual about the reply: repeated, case_changed, before_prefix
+    flags: list[str] = []  # what was unusual about the reply: repeated, case_changed, before_prefix, more_writings
     context_lost: bool = False  # the data file is gone or changed: no conversation, no expected answer
 
 

@@ -235,6 +235,12 @@
     }
     return { expected: expected, reply: reply };
   }
+  // Which part of the reply the diff shows (as `afterPrefix` cuts it).
+  function replyTitle(s) {
+    if (s.prefix === "late" && (s.flags || []).indexOf("before_prefix") >= 0) return "Reply (before its late prefix)";
+    if (s.prefix === "missing") return "Reply (whole: no prefix found)";
+    return "Reply (after the prefix)";
+  }
   var PREFIX_TEXT = {
     ok: "Prefix kept: the reply starts with the random string.",
     late: "Prefix late: the random string is in the reply but not at its start (the official score is 0).",
@@ -253,7 +259,10 @@
       mark.title = "needle " + ordinal + " at " + pct(depth) + (asked ? " (asked)" : "") + (returned ? " (returned)" : "");
       box.appendChild(mark);
     });
-    if (s.outcome === "distractor" && s.returned_depth !== null && s.returned_depth !== undefined) {
+    var distractor = s.outcome === "distractor" && s.returned_depth !== null && s.returned_depth !== undefined;
+    // the legend's "returned" only where something was returned (not for an error, a skipped row, text from nowhere)
+    $("d-key-returned").hidden = !(distractor || (s.returned_ordinal && s.returned_ordinal <= depths.length));
+    if (distractor) {
       var other = el("span", "needle distractor returned", "d");
       other.style.left = (100 * s.returned_depth).toFixed(2) + "%";
       other.title = "the distractor returned, at " + pct(s.returned_depth);
@@ -306,10 +315,12 @@
     if (replied && s.context_lost) {  // nothing to compare with: the reply as it came, unmarked
       $("d-prefix").textContent = PREFIX_TEXT[s.prefix] || "";
       $("d-expected").replaceChildren(el("span", "missing", "(not available: the data file is missing or changed)"));
+      $("d-reply-title").textContent = "Reply (as it came)";
       $("d-reply").textContent = s.reply === null || s.reply === undefined ? "" : s.reply;
       $("d-diffnote").textContent = "";
     } else if (replied) {
       var texts = afterPrefix(s);
+      $("d-reply-title").textContent = replyTitle(s);
       $("d-prefix").textContent = PREFIX_TEXT[s.prefix] || "";
       showDiff(texts.expected, texts.reply);
     }

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError, model_validator
 
 from .._budget import AssemblyError
-from .._files import atomic_path, file_sha256
+from .._files import ForeignFile, atomic_path, file_sha256, is_lock_file
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
 from ._flags import flag
@@ -45,6 +45,29 @@ ASK_PATTERN = re.compile(r"^write a (?P<format>.+?) about (?P<entity>.+)$", re.D
 
 class PoolError(ValueError):
     """A pool file is missing, unreadable or not a pool."""
+
+
+def is_pool_file(path: Path) -> bool:
+    """Whether `path` is a pool mrcr-gen wrote (its parquet metadata has POOL_METADATA_KEY)."""
+    try:
+        return POOL_METADATA_KEY in (pq.read_schema(path).metadata or {})
+    except (OSError, pa.ArrowException):
+        return False
+
+
+def check_pool_out(out: str | os.PathLike, companions: Iterable[Path] = ()) -> None:
+    """PoolError before a pool is written to `out`: `out` exists and is not a pool mrcr-gen wrote,
+    or one of its `companions` (catalog, build report, lock) exists beside no such pool. Lock
+    files (`.lock`) left by a run that was killed before it wrote the pool are ours (they hold
+    the JSON of their last holder)."""
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        if not is_pool_file(out):
+            raise PoolError(str(ForeignFile(out, "move it away or choose another --out")))
+        return
+    for path in companions:
+        if (path.exists() or path.is_symlink()) and not (path.suffix == ".lock" and is_lock_file(path)):
+            raise PoolError(str(ForeignFile(path, "move it away or choose another --out")))
 
 
 class PoolTooSmall(AssemblyError):

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._files import ForeignFile
 from ..engines import Engine
 from ._files import ProgressCallback, expand_paths, iter_validate
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, as_errors
@@ -95,6 +96,11 @@ def repair(
     for target in targets.values():
         if any(_same_file(target, f) for f in files):
             raise ValueError(f"output {target} is one of the inputs; the input is never modified")
+    for target in targets.values():  # checked before anything is written
+        if target.exists() or target.is_symlink():
+            raise ForeignFile(
+                target, "remove it or choose another output", why="--clean and --fix write new files only"
+            )
     builder = ReportBuilder(strict=strict, order=spec.check_names)
     result = RepairResult(report=ValidationReport(), output=str(output))
 

@@ -167,3 +167,17 @@ def test_a_row_without_a_readable_query_has_no_transcript():
     assert transcript_of([{"role": "user", "content": "hello"}], "abc") is None
     assert transcript_of([], "abc") is None
     assert v2_transcript_of("no query here") is None
+
+
+def test_a_reply_holding_more_writings_than_the_one_it_matches_is_flagged():
+    """A model that dumps the conversation (or returns two needles) holds the target whole: it is
+    the target, and `more_writings` says the reply also holds other writings whole."""
+    s, _, transcript = row_of(8, 3)
+    rs, answer = s.row.random_string_to_prepend, s.row.answer
+    dump = analyse_reply(rs + "\n".join(w.text for w in transcript.writings), transcript)
+    assert (dump.returned, dump.more_writings) == ("target", True)
+    needles = [transcript.writings[k].text for k in transcript.needles]
+    both = analyse_reply(rs + needles[0] + "\n" + needles[1], transcript)
+    assert both.more_writings is True and both.returned in ("target", "other_needle")
+    assert analyse_reply(answer, transcript).more_writings is False
+    assert analyse_reply(rs + "\n".join([answer[len(rs) :]] * 5), transcript).more_writings is False  # repeated only

@@ -205,3 +205,21 @@ def test_view_and_compare_warn_when_data_is_moved_or_changed(small_data, tmp_pat
     assert code == 0 and err.count("warning: ") == 2 and f"data file {data} changed since the run" in err
     compare_page = (tmp_path / "c.html").read_text()
     assert compare_page.count('class="banner"') >= 2 and "changed since the run" in compare_page
+
+
+def test_grade_html_warnings_go_to_stderr_as_well_as_the_page(small_data, tmp_path, capsys, monkeypatch):
+    """mrcr-grade --html prints the page's warnings on stderr, as view and compare --html do."""
+    import mrcr_gen._api as api
+
+    real = api.graded_view
+
+    def with_a_warning(*args, **kwargs):
+        return real(*args, **kwargs).model_copy(update={"warnings": ["data file x.parquet changed: row 0"]})
+
+    monkeypatch.setattr(api, "graded_view", with_a_warning)
+    responses = tmp_path / "r.jsonl"
+    responses.write_text(json.dumps({"row": 0, "response": "anything"}) + "\n")
+    args = [str(small_data), str(responses), "--allow-missing", "--html", str(tmp_path / "g.html")]
+    code, _, err = call(grade_main, args, capsys)
+    assert code == 0 and err == "warning: data file x.parquet changed: row 0\n"
+    assert "x.parquet changed: row 0" in (tmp_path / "g.html").read_text()

@@ -537,3 +537,69 @@ def test_compare_pairs_the_rows_that_changed_largest_score_change_first():
     page = render_compare([first, second])
     table = re.search(r'<table id="flips-1".*?</table>', page, re.S).group(0)
     assert "2 rows changed" in page and table.count("<tr>") == 3 and "-0.900" in table
+
+
+def _compared_runs(tmp_path: Path) -> list[dict]:
+    """`compare`'s entries of two runs over the same rows of the three bins, the second better."""
+    from mrcr_gen import compare_runs
+
+    for name, gain in (("first", 0.0), ("second", 0.25)):
+        (tmp_path / name).mkdir()
+        records = [
+            {"file": "d.parquet", "row": upper + i, "digest": f"{upper}-{i}", "bin": label, "bin_upper": upper,
+             "n_needles": 2, "status": "ok", "score": min(1.0, i / 8 + gain)}
+            for label, upper in BINS for i in range(8)
+        ]  # fmt: skip
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return compare_runs([tmp_path / "first", tmp_path / "second"])
+
+
+def test_compare_page_explains_its_leaderboard_as_the_terminal_does(tmp_path):
+    from mrcr_gen.eval._compare import COMPARE_CAPTION
+
+    entries = _compared_runs(tmp_path)
+    page = render_compare([report([sample(0)]), report([sample(0)])], entries)
+    assert html.escape(COMPARE_CAPTION[1:]) in page and "rows paired" in page  # one caption, terminal and page
+
+
+def test_browser_compare_leaderboard_fits_a_wide_screen(browser, tmp_path):
+    entries = _compared_runs(tmp_path)
+    path = tmp_path / "compare.html"
+    write_html(render_compare([report([sample(0)]), report([sample(0)])], entries), path)
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(path.as_uri())
+    width, box = page.eval_on_selector("#leaderboard", "t => [t.scrollWidth, t.parentElement.clientWidth]")
+    assert width <= box  # every column in view, none behind a sideways scroll
+    page.close()
+
+
+def test_browser_reply_heading_says_which_part_of_the_reply_is_shown(open_page):
+    """A late prefix written last: the writing shown is the text BEFORE it; a missing prefix: the whole reply."""
+    late = sample(1, prefix="late", flags=["before_prefix"], prefix_text="abc1", outcome="target",
+                  expected="abc1 the poem", reply="the poem abc1")
+    missing = sample(2, prefix="missing", prefix_text="abc2", outcome="target", expected="abc2 the poem",
+                     reply="the poem")
+    page = open_page(report([late, missing, sample(3, prefix="ok", prefix_text="abc3", outcome="target")]))
+    headings = []
+    for n in range(3):
+        page.click(f"#samples tbody tr >> nth={n}")
+        headings.append(page.text_content("#d-reply-title"))
+        page.click("#d-close")
+    assert headings == ["Reply (before its late prefix)", "Reply (whole: no prefix found)", "Reply (after the prefix)"]
+    assert page.errors == []
+
+
+def test_browser_strip_legend_names_returned_only_when_something_was(open_page):
+    depths = {"needle_depths": [0.2, 0.6]}
+    error = sample(0, status="error", outcome="error", score=None, prefix=None, returned_ordinal=None, **depths)
+    nowhere = sample(1, outcome="not_in_context", returned_ordinal=None, target_ordinal=1, **depths)
+    other = sample(2, outcome="other_needle", target_ordinal=1, returned_ordinal=2, **depths)
+    page = open_page(report([error, nowhere, other]))
+    shown = []
+    for n in range(3):
+        page.click(f"#samples tbody tr >> nth={n}")
+        shown.append(page.is_visible("#d-key-returned"))
+        page.click("#d-close")
+    assert shown == [False, False, True]
+    assert page.errors == []

@@ -325,9 +325,12 @@ def test_a_batch_made_but_whose_answer_was_lost_is_adopted_not_made_twice(tmp_pa
     that batch instead of making (and billing) a second one."""
     from tests.support.chat_server import Fault
 
-    lost = BatchBehaviour(api_faults={"create": {1: Fault.slow(1.5)}})
+    lost = BatchBehaviour(api_faults={"create": {1: Fault("stall")}})
     with ChatServer(writer_policy, batches=lost) as server:
-        progress, report = build(server, tmp_path, timeout=0.5)
+        try:
+            progress, report = build(server, tmp_path, timeout=0.5)
+        finally:
+            server.unstall()
         stats = server.stats()
     assert report is not None and report.written == 8 and progress.batches == 1
     assert (stats["batches_created"], stats["batch_requests"], stats["api_calls"]["create"]) == (1, 8, 1)

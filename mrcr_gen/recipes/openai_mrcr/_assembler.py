@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._bins import Bin
-from ..._budget import AssemblyError, fill_budget
+from ..._budget import AssemblyError, fill_budget, interleave, needle_slots
 from ..._models import Ask, Writing, normalize_ask, normalize_writing, ordinal
 from ..._seeding import derived_rng
 from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
@@ -30,7 +30,7 @@ PROBE_WRITINGS = 16
 PROBE_PREAMBLES = 8
 #: Bumped whenever the same writer and seed start giving different rows, so that a rerun of an
 #: older run's command rewrites its files instead of keeping them (see `_generate`).
-LAYOUT_REVISION = 2
+LAYOUT_REVISION = 3
 
 
 def tokens_window(tokens: int) -> tuple[int, int]:
@@ -308,13 +308,8 @@ class Assembler:
         if total < lowest:
             return _Shortfall(fixed=fixed, total=total)
 
-        n_pairs = len(distractors) + n_needles
-        # One needle in each of n equal strata of the depth: spread, yet any gap is possible.
-        slots = [rng.randrange(j * n_pairs // n_needles, (j + 1) * n_pairs // n_needles) for j in range(n_needles)]
-        remaining = iter(distractors)
-        needle_iter = iter(needles)
-        slot_set = set(slots)
-        pairs = [next(needle_iter) if i in slot_set else next(remaining) for i in range(n_pairs)]
+        slots = needle_slots(rng, len(distractors) + n_needles, n_needles)
+        pairs = interleave(needles, distractors, slots)
 
         body = ", ".join(pair.messages_json for pair in pairs)
         # The secret is ASCII letters and digits, which JSON keeps as they are: absent from the
@@ -330,7 +325,7 @@ class Assembler:
             random_string_to_prepend=secret,
             n_needles=n_needles,
             desired_msg_index=needle_indices[target_ordinal - 1],
-            total_messages=2 + 2 * n_pairs,
+            total_messages=2 + 2 * len(pairs),
             n_chars=len(preamble) + sum(p.chars for p in pairs) + len(query),
             date_added=self.date_added,
         )
