@@ -219,20 +219,31 @@ class BatchFolder:
                 adopted = await _adopted(client, part.input_file_id, max_retries)
             batch: Any = adopted
             if batch is None:
-                create = functools.partial(
-                    client.batches.create,
-                    input_file_id=part.input_file_id,
-                    endpoint=self.endpoint,
-                    completion_window=COMPLETION_WINDOW,
-                    metadata={self.label: part.name},
-                )
-                batch = await api_call(create, max_retries=max_retries)
+                batch = await api_call(self._creator(client, part, max_retries), max_retries=max_retries)
             part.batch_id, part.status = batch.id, batch.status
             self.save()
             self.requests_path(part).unlink(missing_ok=True)  # the API holds it now
             if adopted is None:
                 batches, requests = batches + 1, requests + part.requests
         return batches, requests
+
+    def _creator(self, client: Any, part: Part, max_retries: int) -> Callable[[], Any]:
+        """The call that makes `part` a batch. A retry first looks for the batch an earlier attempt
+        made (a timeout or a lost connection after the API made it): a batch made twice bills twice."""
+        attempts = 0
+
+        async def create() -> Any:
+            nonlocal attempts
+            attempts += 1
+            made = None if attempts == 1 else await _adopted(client, str(part.input_file_id), max_retries)
+            return made or await client.batches.create(
+                input_file_id=part.input_file_id,
+                endpoint=self.endpoint,
+                completion_window=COMPLETION_WINDOW,
+                metadata={self.label: part.name},
+            )
+
+        return create
 
     async def poll(
         self, client: Any, *, wait: bool, max_retries: int, on_status: Callable[[str], None] | None = None

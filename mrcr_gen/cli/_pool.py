@@ -164,11 +164,14 @@ def build_command(
     batch: bool = typer.Option(
         False, "--batch", help="Send the writings the cache lacks through the OpenAI Batch API (half the price)."
     ),
-    wait: bool = typer.Option(
-        True, "--wait/--no-wait", help="With --batch: wait for the batches to end, or submit, collect what ended, exit."
+    wait: bool | None = typer.Option(  # None: not given (refused without --batch when given)
+        None, "--wait/--no-wait", help="With --batch: wait for the batches to end (default), or submit, collect, exit."
     ),
-    poll_interval: float = typer.Option(
-        10.0, "--poll-interval", min=0.001, help="With --batch: seconds to the first status check (doubling to 10 min)."
+    poll_interval: float | None = typer.Option(
+        None,
+        "--poll-interval",
+        min=0.001,
+        help="With --batch: seconds to the first status check (default 10, doubling to 10 min).",
     ),
 ) -> None:
     """Have an LLM write a pool: each writing answers exactly `write a {format} about {entity}`.
@@ -180,8 +183,8 @@ def build_command(
         raise CommandError(f"unknown pool writer {writer!r}; choose openai")
     if batch and concurrency is not None:
         raise CommandError("--concurrency has no meaning with --batch (the Batch API runs the requests)")
-    if not batch and (not wait or poll_interval != 10.0):
-        raise CommandError("--no-wait and --poll-interval go with --batch")
+    if not batch and (wait is not None or poll_interval is not None):
+        raise CommandError("--wait/--no-wait and --poll-interval go with --batch")
     from ..pool._pool import PoolError, read_pool
 
     plan = checked_plan(formats, entities, seed, per_pair, needle_asks, needle_variants, max_tokens_field)
@@ -201,8 +204,8 @@ def build_command(
             price=(price_in, price_out),
             timeout=timeout,
             compare=compare,
-            wait=wait,
-            poll_interval=poll_interval,
+            wait=wait is not False,
+            poll_interval=10.0 if poll_interval is None else poll_interval,
         )
         return
     report = run_build(
@@ -293,6 +296,7 @@ def run_batch_build(*, model, plan, base_url, out, cache_dir, params, price, tim
     """`pool build --batch`: submit, collect, print; exit 1 while batches run or writings failed."""
     from .._prices import PriceError
     from ..batch import BatchLimits
+    from ..pool._batchbuild import elsewhere_note
     from ..pool._pool import PoolError
     from ..recipes.openai_mrcr import BuildError, build_pool_batch, print_build_report, writing_params
 
@@ -324,14 +328,16 @@ def run_batch_build(*, model, plan, base_url, out, cache_dir, params, price, tim
     if report is None:
         raise CommandError(
             f"{progress.waiting:,} requests are in batches still running ({progress.sent:,} sent now, "
-            f"{progress.stored:,} writings stored now); run the same command later to collect them",
+            f"{progress.stored:,} writings stored now{elsewhere_note(progress)}); run the same command later "
+            "to collect them",
             EXIT_FINDINGS,
         )
     print_build_report(report, stderr)
     print_quality(out)
     if report.failed:
         raise CommandError(
-            f"{len(report.failed)} writings failed (see above); the pool has the others; rerun to send them again",
+            f"the pool is incomplete: {len(report.failed)} of {report.requested:,} writings failed (see above); "
+            "rerun the same command to send them again (it exits with 0 once every writing is there)",
             EXIT_FINDINGS,
         )
 
@@ -376,7 +382,9 @@ def export_requests_command(
         raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
     print(
         f"{out}: {len(manifest.requests):,} requests for {model} ({endpoint}); {manifest.cached:,} of the "
-        f"{len(manifest.planned):,} planned writings are in the cache already; manifest {manifest_path(out)}"
+        f"{len(manifest.planned):,} planned writings are in the cache already"
+        + (f", {manifest.in_batches:,} in batches not collected yet" if manifest.in_batches else "")
+        + f"; manifest {manifest_path(out)}"
     )
 
 

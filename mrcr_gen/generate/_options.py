@@ -38,7 +38,14 @@ MODEL_WRITER_OPTIONS: tuple[GenOption, ...] = (
         None,
         "--writer openai: API base URL (default $OPENAI_BASE_URL, else OpenAI).",
     ),
-    GenOption("concurrency", ("--concurrency",), int, 16, "--writer openai: requests in flight at most.", min=1),
+    GenOption(
+        "concurrency",
+        ("--concurrency",),
+        int | None,
+        None,  # unset, not 16: a writer that cannot honour it (the Batch API) refuses any value given
+        "--writer openai: requests in flight at most (default 16).",
+        min=1,
+    ),
     GenOption(
         "cache_dir", ("--cache-dir",), Path | None, None, "--writer openai: writing cache (default ~/.cache/mrcr-gen)."
     ),

@@ -13,8 +13,10 @@ the cache in one transaction and only then their parts marked recorded, so a kil
 stores nothing twice (a reply already in the cache is skipped) and costs nothing twice (the cost is
 that of the folder's reply lines, `totals`, read from its files: what the batches billed). A failed,
 expired or unusable reply is a failure, not sent again by this command; a rerun sends it again.
-Every (ask, variant) neither in the cache nor in a batch still running, nor attempted by this
-command, is written into new request files. Nothing in the cache is sent; nothing is sent twice.
+Every (ask, variant) neither in the cache nor in a batch still running (this build's, or another's
+of the same cache: `_inflight`), nor attempted by this command, is written into new request files;
+one in another build's batches counts as waiting (`Progress.elsewhere`). Nothing in the cache is
+sent; nothing is sent twice.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .._usage import Usage, from_openai
 from ..batch import STATE_NAME, BatchError, BatchFolder, BatchLimits, encoded_line, read_outputs, request_line
 from ._batchfiles import Checked, WritingRequests, checked_reply, store_checked, writing_body
 from ._cache import WritingCache
+from ._inflight import in_other_batches, register_folder
 from ._pool import PoolError
 
 RECORD_NAME = "writings.json"
@@ -55,6 +58,18 @@ def running_requests(out: str | os.PathLike) -> int:
         return 0
 
 
+def refuse_held_writings(cache_dir: str | os.PathLike, keys: Sequence[str]) -> None:
+    """PoolError when batches not collected yet hold some of the writings `keys` (an online request
+    would pay for them twice)."""
+    held = in_other_batches(cache_dir)
+    found = [held[key] for key in keys if key in held]
+    if found:
+        raise PoolError(
+            f"{len(found):,} of these writings are in batches not collected yet ({found[0]}): "
+            "collect them first by rerunning the batch build that made them"
+        )
+
+
 @dataclass
 class Progress:
     """What the batch passes of one command did, and what is still out."""
@@ -65,6 +80,19 @@ class Progress:
     waiting: int = 0  # requests in batches still running
     failures: list[tuple[str, int, str]] = field(default_factory=list)  # (request text, variant, error)
     problems: list[str] = field(default_factory=list)  # torn, duplicated, conflicting lines
+    elsewhere: dict[str, Path] = field(default_factory=dict)  # custom_id -> another build's batches holding it
+
+
+def elsewhere_note(progress: Progress) -> str:
+    """`; N of them in the batches of FOLDER (collect them with the build that made them)`, or ''."""
+    if not progress.elsewhere:
+        return ""
+    folders = sorted({str(folder) for folder in progress.elsewhere.values()})
+    more = f" and {len(folders) - 1} more" if len(folders) > 1 else ""
+    return (
+        f"; {len(progress.elsewhere):,} of them in the batches of {folders[0]}{more}, not sent again: "
+        "rerun the build that made them to collect them"
+    )
 
 
 class Totals(_Frozen):
@@ -149,10 +177,13 @@ class PoolBatches:
             cached = cache.get_many([key for _, _, key in jobs])
         finally:
             cache.close()
-        skip = cached.keys() | self.folder.waiting_ids() | self.attempted
+        others = in_other_batches(cache_dir, besides=self.folder.folder)
+        progress.elsewhere = {key: others[key] for _, _, key in jobs if key in others and key not in cached}
+        skip = cached.keys() | self.folder.waiting_ids() | self.attempted | progress.elsewhere.keys()
         todo = [job for job in jobs if job[2] not in skip]
         if not todo:
             return
+        register_folder(cache_dir, self.folder.folder)  # before any request line: others leave them out
         requests = self.record.requests | {key: (ask.text, variant) for ask, variant, key in todo}
         self.record = self.record.model_copy(update={"requests": requests})
         self._save_record()  # before any request line
@@ -208,7 +239,7 @@ async def run_batches(
             break
         await folder.poll(client, wait=wait, max_retries=max_retries, on_status=on_status)
         polled = True
-    progress.waiting = sum(part.requests for part in folder.pending())
+    progress.waiting = sum(part.requests for part in folder.pending()) + len(progress.elsewhere)
     return progress
 
 

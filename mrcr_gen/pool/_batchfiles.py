@@ -27,6 +27,7 @@ from .._prices import price_per_1m
 from .._usage import Usage, batch_price, from_openai
 from ..batch import encoded_line, request_line, same_model
 from ._cache import WritingCache, cache_key
+from ._inflight import in_other_batches
 from ._pool import PoolError, parse_ask
 
 DEFAULT_ENDPOINT = "run-batch"  # the endpoint name of writings from a batch file, unless named
@@ -58,6 +59,7 @@ class RequestSet(WritingRequests):
 
     requests_sha256: str
     cached: int  # writings of the plan already in the cache when it was exported (not requested)
+    in_batches: int = 0  # writings of the plan in batches not collected yet when exported (not requested)
     planned: dict[str, tuple[str, int]]  # every writing of the plan, requested or cached
 
     def writings(self) -> dict[str, tuple[str, int]]:
@@ -93,8 +95,9 @@ def export_requests(
     endpoint: str = DEFAULT_ENDPOINT,
     params: Mapping[str, Any] | None = None,
 ) -> RequestSet:
-    """Write a batch input file with a line per writing of `plan` (ask -> variants) the cache lacks,
-    and its manifest beside it. PoolError, nothing written, for an `out` this command did not write."""
+    """Write a batch input file with a line per writing of `plan` (ask -> variants) the cache lacks
+    and no batch of the cache holds (`_inflight`), and its manifest beside it. PoolError, nothing
+    written, for an `out` this command did not write."""
     out = Path(out)
     if out.exists():
         try:
@@ -116,7 +119,8 @@ def export_requests(
         cached = cache.get_many(list(planned))
     finally:
         cache.close()
-    requests = {key: entry for key, entry in planned.items() if key not in cached}
+    running = in_other_batches(cache_dir)  # paid for by the batch that holds them: never twice
+    requests = {key: entry for key, entry in planned.items() if key not in cached and key not in running}
     with atomic_path(out) as tmp, open(tmp, "wb") as handle:
         for key, (ask, _) in requests.items():
             handle.write(encoded_line(request_line(key, writing_body(model, ask, params))))
@@ -126,6 +130,7 @@ def export_requests(
         params=params,
         requests_sha256=file_sha256(out),
         cached=len(cached),
+        in_batches=len(planned) - len(cached) - len(requests),
         requests=requests,
         planned=planned,
     )
@@ -151,8 +156,14 @@ def ledger_price(
 
 
 class StoredReplies(_Frozen):
+    """What storing replies did. The usage is that of the replies the cache holds as they are: those
+    stored now and those an earlier store of the same replies wrote (`earlier`: a rerun, or an
+    import killed after the cache's commit, before its report), each once, so a rerun reports what
+    the first run did and no reply is left uncosted."""
+
     stored: int  # writings written into the cache now
-    already_cached: int  # replies for writings the cache had already (neither stored nor costed again)
+    already_cached: int  # replies for writings the cache had already (not stored again)
+    earlier: int = 0  # of those, replies the cache holds word for word (an earlier store of them)
     prompt_tokens: int
     completion_tokens: int
     reasoning_tokens: int = 0
@@ -216,5 +227,8 @@ def store_checked(manifest: WritingRequests, results: list[Checked], cache_dir: 
         cache.put_all(rows)  # all or none: a killed import leaves the cache as it was
     finally:
         cache.close()
-    usage = sum((used for _, _, used in fresh), Usage())
-    return StoredReplies(stored=len(fresh), already_cached=len(results) - len(fresh), **usage.as_record())
+    earlier = [reply for reply in results if reply[0] in present and present[reply[0]][0] == reply[1].text]
+    usage = sum((used for _, _, used in fresh + earlier), Usage())
+    return StoredReplies(
+        stored=len(fresh), already_cached=len(results) - len(fresh), earlier=len(earlier), **usage.as_record()
+    )

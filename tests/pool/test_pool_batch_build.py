@@ -13,6 +13,7 @@ from mrcr_gen.batch import BatchLimits
 from mrcr_gen.cli import gen_main
 from mrcr_gen.pool import PoolError, read_pool
 from mrcr_gen.pool._batchbuild import batches_path
+from mrcr_gen.pool._batchfiles import read_manifest
 from mrcr_gen.pool._cache import cache_key
 from mrcr_gen.pool._quality import quality_report_path
 from mrcr_gen.recipes.openai_mrcr import build_pool_batch, build_pool_openai, plan_asks
@@ -211,7 +212,10 @@ def test_a_build_with_every_writing_cached_sends_nothing_and_leaves_the_folder_r
     ("extra", "message"),
     [
         (["--batch", "--concurrency", "4"], "--concurrency has no meaning with --batch"),
-        (["--no-wait"], "--no-wait and --poll-interval go with --batch"),
+        (["--batch", "--concurrency", "16"], "--concurrency has no meaning with --batch"),
+        (["--no-wait"], "--wait/--no-wait and --poll-interval go with --batch"),
+        (["--wait"], "--wait/--no-wait and --poll-interval go with --batch"),
+        (["--poll-interval", "10"], "--wait/--no-wait and --poll-interval go with --batch"),  # the default, given
     ],
 )
 def test_options_the_command_cannot_honour_are_refused(tmp_path, capsys, extra, message):
@@ -236,7 +240,8 @@ def test_a_failed_batch_is_reported_and_its_writings_resent_by_a_rerun(tmp_path,
         args = ["pool", "build", "--batch", "--model", MODEL, "--base-url", server.base_url, "--out", out, *PLAN_ARGS]
         args = [str(a) for a in [*args, "--cache-dir", tmp_path / "cache", "--poll-interval", "0.01"]]
         code, err = run(args, capsys)
-        assert code == 1 and "8 writings failed" in err.splitlines()[-1] and "token_limit_exceeded" in err
+        assert code == 1 and "token_limit_exceeded" in err
+        assert "the pool is incomplete: 8 of 8 writings failed" in err.splitlines()[-1]
         assert len(read_pool(out)) == 0  # the pool of the writings there are: none yet
         saved = json.loads((tmp_path / "p.build.json").read_text())
         assert (saved["batch"]["lines"], saved["batch"]["failed_lines"], saved["cost_usd"]) == (0, 8, 0)
@@ -246,3 +251,86 @@ def test_a_failed_batch_is_reported_and_its_writings_resent_by_a_rerun(tmp_path,
         # the failed batch's 8 requests sent again once (a failed batch bills nothing)
         assert server.stats()["batch_requests"] == 16 and server.stats()["batches_created"] == 2
     assert len(read_pool(out)) == 8
+
+
+def test_two_pools_sharing_a_cache_never_send_a_writing_twice(tmp_path):
+    """A second pool of the same writings, built while the first one's batches run, sends none of
+    them: it waits for them (exit 1 naming the first pool's batches) and, once the first build has
+    collected them, takes them from the cache."""
+    with ChatServer(writer_policy, batches=BatchBehaviour(hold=True)) as server:
+        progress, report = build(server, tmp_path, wait=False)
+        assert report is None and progress.sent == 8
+        second = {"out": tmp_path / "q.parquet", "cache_dir": tmp_path / "cache", "base_url": server.base_url}
+        progress, report = build_pool_batch(MODEL, PLAN, **second, api_key=API_KEY, limits=FAST, wait=False)
+        assert report is None and progress.sent == 0 and progress.waiting == 8
+        assert set(progress.elsewhere.values()) == {batches_path(tmp_path / "p.parquet").resolve()}
+        progress, report = build_pool_batch(MODEL, PLAN, **second, api_key=API_KEY, limits=FAST)  # waits: no
+        assert report is None and progress.sent == 0
+        server.release_batches()
+        build(server, tmp_path)  # the first build collects its batches
+        _, report = build_pool_batch(MODEL, PLAN, **second, api_key=API_KEY, limits=FAST)
+        stats = server.stats()
+    assert report is not None and (report.cached, report.written) == (8, 0)
+    assert (stats["batches_created"], stats["batch_requests"]) == (1, 8)
+
+
+def test_export_requests_leaves_out_writings_in_running_batches(tmp_path, capsys):
+    """`pool export-requests` for the endpoint of a running `pool build --batch` does not request
+    its writings again (they would be paid twice); importing its output reports them as not in the
+    pool (exit 1) until that build has collected them."""
+    from .test_pool_batchfiles import vllm_line, write_lines
+
+    wider = [*PLAN_ARGS[:-1], "4"]  # the batch build's 8 writings and one more needle variant
+    requests, results, out = tmp_path / "r.jsonl", tmp_path / "results.jsonl", tmp_path / "imported.parquet"
+    common = ["--cache-dir", tmp_path / "cache", "--price-in", "0", "--price-out", "0"]
+    with ChatServer(writer_policy, batches=BatchBehaviour(hold=True)) as server:
+        build(server, tmp_path, wait=False)
+        args = ["pool", "export-requests", "--model", MODEL, "--endpoint", server.base_url, "--out", requests]
+        code, out_text, err = run_out([*args, "--cache-dir", tmp_path / "cache", *wider], capsys)
+        assert code == 0 and "8 in batches not collected yet" in out_text, err
+        lines = [json.loads(line) for line in requests.read_text().splitlines()]
+        assert len(lines) == 1 and read_manifest(requests).in_batches == 8
+        write_lines(results, [vllm_line(lines[0], 1, model=MODEL)])
+        imported = ["pool", "import-results", results, "--requests", requests, "--out", out, *common]
+        code, _, err = run_out(imported, capsys)
+        assert code == 1 and err.count("(in batches not collected when exported)") == 5, err
+        assert len(read_pool(out)) == 1
+        server.release_batches()
+        build(server, tmp_path)  # the batch build collects its writings
+        code, _, err = run_out(imported, capsys)
+        assert code == 0 and len(read_pool(out)) == 9, err
+        assert server.stats()["batch_requests"] == 8
+
+
+def run_out(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        gen_main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return exit_info.value.code or 0, captured.out, captured.err
+
+
+def test_an_online_build_of_another_pool_refuses_writings_held_by_running_batches(tmp_path):
+    with ChatServer(writer_policy, batches=BatchBehaviour(hold=True)) as server:
+        build(server, tmp_path, wait=False)
+        with pytest.raises(PoolError, match="8 of these writings are in batches not collected yet"):
+            build_pool_openai(
+                MODEL, PLAN, out=tmp_path / "q.parquet", cache_dir=tmp_path / "cache", base_url=server.base_url,
+                api_key=API_KEY, progress=False,
+            )  # fmt: skip
+        assert server.total_requests == 0 and not (tmp_path / "q.parquet").exists()
+
+
+def test_a_batch_made_but_whose_answer_was_lost_is_adopted_not_made_twice(tmp_path):
+    """The API makes the batch but its answer comes after the client's timeout: the retry finds
+    that batch instead of making (and billing) a second one."""
+    from tests.support.chat_server import Fault
+
+    lost = BatchBehaviour(api_faults={"create": {1: Fault("stall")}})
+    with ChatServer(writer_policy, batches=lost) as server:
+        try:
+            progress, report = build(server, tmp_path, timeout=0.5)
+        finally:
+            server.unstall()
+        stats = server.stats()
+    assert report is not None and report.written == 8 and progress.batches == 1
+    assert (stats["batches_created"], stats["batch_requests"], stats["api_calls"]["create"]) == (1, 8, 1)

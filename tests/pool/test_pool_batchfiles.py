@@ -126,10 +126,12 @@ def test_round_trip_and_rerun(tmp_path, capsys):
     assert quality_report_path(tmp_path / "p.parquet").is_file() and cached(tmp_path) == 6
     report = json.loads((tmp_path / "p.build.json").read_text())
     assert (report["stored"], report["completion_tokens"]) == (6, 180)
-    # importing the same file again stores and costs nothing
+    # importing the same file again stores nothing and reports what the first import did: the
+    # file's replies, each once (an import killed after the cache's commit leaves none uncosted)
     code, _, err = run(args, capsys)
     report = json.loads((tmp_path / "p.build.json").read_text())
-    assert code == 0 and (report["stored"], report["already_cached"], report["completion_tokens"]) == (0, 6, 0)
+    assert code == 0 and (report["stored"], report["already_cached"], report["earlier"]) == (0, 6, 6)
+    assert report["completion_tokens"] == 180 and "(0 stored now, 6 by an earlier import)" in err
     # exporting again asks for nothing: every writing is in the cache
     code, out, _ = export(tmp_path, capsys)
     assert code == 0 and requests_of(tmp_path) == [] and "0 requests" in out
@@ -159,6 +161,25 @@ def test_missing_failed_duplicated_and_conflicting_lines_are_reported(tmp_path, 
     # the next export asks exactly for what is not in the cache
     export(tmp_path, capsys)
     assert {line["custom_id"] for line in requests_of(tmp_path)} == {r[i]["custom_id"] for i in (0, 2, 3)}
+
+
+def test_a_gap_of_a_file_is_no_gap_when_the_cache_has_the_writing(tmp_path, capsys):
+    """A second output of the same requests that fails or leaves out writings an earlier import
+    stored: the pool has every writing, nothing is reported missing, exit 0."""
+    export(tmp_path, capsys)
+    r = requests_of(tmp_path)
+    assert (
+        import_free(tmp_path, write_lines(tmp_path / "all.jsonl", [vllm_line(q, n) for n, q in enumerate(r)]), capsys)[
+            0
+        ]
+        == 0
+    )
+    partial = [failed_line(r[0]), vllm_line(r[1], 1), vllm_line(r[1], 1, text="Another text.")]  # the rest: missing
+    code, _, err = import_free(tmp_path, write_lines(tmp_path / "partial.jsonl", partial), capsys)
+    report = json.loads((tmp_path / "p.build.json").read_text())
+    assert code == 0, err
+    assert (report["failed"], report["missing"], report["conflicting"]) == ([], [], [])
+    assert len(read_pool(tmp_path / "p.parquet")) == 6 and cached(tmp_path) == 6
 
 
 @pytest.mark.parametrize("problem", ["foreign", "model", "garbage only", "the requests", "not a completion"])
@@ -262,7 +283,11 @@ def test_store_replies_takes_each_reply_once_and_dated_model_names(tmp_path):
     assert cached(tmp_path) == 0
     stored = store_replies(manifest, [reply], tmp_path / "cache")
     assert (stored.stored, stored.prompt_tokens, stored.completion_tokens) == (1, 14, 30)
-    assert store_replies(manifest, [reply], tmp_path / "cache").already_cached == 1
+    again = store_replies(manifest, [reply], tmp_path / "cache")  # as after an import killed before its report
+    assert (again.stored, again.already_cached, again.earlier, again.completion_tokens) == (0, 1, 1, 30)
+    other = vllm_line({"custom_id": custom_id, "body": {"messages": [{"content": "x"}]}}, 1, model="gpt-4o")
+    elsewhere = store_replies(manifest, [(custom_id, other["response"]["body"])], tmp_path / "cache")
+    assert (elsewhere.already_cached, elsewhere.earlier, elsewhere.completion_tokens) == (1, 0, 0)  # not this reply
 
 
 def test_put_all_stores_all_or_nothing(tmp_path):

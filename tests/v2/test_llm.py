@@ -80,6 +80,7 @@ def test_batch_writer_through_the_batch_api_collects_and_resends(tmp_path, monke
     import pytest
 
     from mrcr_gen.batch import BatchLimits
+    from mrcr_gen.pool import PoolError
     from mrcr_gen.recipes.mrcr_v2._llm import WritingsFailed, WritingsPending
     from tests.support.chat_server import BatchBehaviour
 
@@ -97,6 +98,10 @@ def test_batch_writer_through_the_batch_api_collects_and_resends(tmp_path, monke
         keys = writer(server).catalog_keys()
         with pytest.raises(WritingsPending, match=f"{len(keys)} writings are in batches still running"):
             writer(server, wait=False).prefetch(keys)
+        held = V2OpenAIWriter("test-model", base_url=server.base_url, cache_dir=tmp_path / "cache", catalog=catalog)
+        with pytest.raises(PoolError, match=f"{len(keys)} of these writings are in batches not collected yet"):
+            held.prefetch(keys)  # online, they would be paid twice
+        assert server.total_requests == 0
         server.release_batches()
         first = writer(server)
         first.prefetch(keys)
@@ -143,6 +148,7 @@ def test_batch_options_of_the_command(tmp_path, monkeypatch, capsys):
         (["--no-wait"], "--no-wait goes with --batch"),
         (["--batch"], "--batch goes with --writer openai"),
         (["--writer", "openai", "--model", "m", "--batch", "--concurrency", "4"], "--concurrency has no meaning"),
+        (["--writer", "openai", "--model", "m", "--batch", "--concurrency", "16"], "--concurrency has no meaning"),
     ]:
         code, err = run(*args)
         assert code == 2 and message in err and err.count("\n") == 1, err

@@ -66,7 +66,7 @@ def _writer(request: GenerateRequest, tokenizer: str) -> Any:
         raise RequestError("--no-wait goes with --batch")
     if options["batch"] and request.writer != "openai":
         raise RequestError("--batch goes with --writer openai (the offline writer sends nothing)")
-    if options["batch"] and options["concurrency"] not in (None, 16):  # 16: the default, not a choice
+    if options["batch"] and options["concurrency"] is not None:
         raise RequestError("--concurrency has no meaning with --batch (the Batch API runs the requests)")
     if request.writer == "offline":
         return V2OfflineWriter(request.seed, tokenizer=tokenizer)

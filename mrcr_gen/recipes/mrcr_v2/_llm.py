@@ -109,6 +109,9 @@ class V2OpenAIWriter:
         if to_send and self.batch:
             texts.update(self._batch_all(to_send, requests, cache_keys))
         elif to_send:
+            from ...pool._batchbuild import refuse_held_writings
+
+            refuse_held_writings(self.cache.directory, [cache_keys[k] for k in to_send])  # PoolError
             texts.update(asyncio.run(self._request_all(to_send, requests, cache_keys)))
         cleaned = [clean_writing(texts[k]) for k in missing]
         for key, text, n in zip(missing, cleaned, count_tokens_batch(cleaned, tokenizer=self.tokenizer), strict=True):
@@ -157,7 +160,7 @@ class V2OpenAIWriter:
         from ..._files import Busy, exclusive_lock
         from ..._openai import make_client
         from ...batch import BatchLimits
-        from ...pool._batchbuild import PoolBatches, run_batches
+        from ...pool._batchbuild import PoolBatches, elsewhere_note, run_batches
         from ...pool._pool import PoolError
 
         folder = v2_batches_path(self.cache.directory, self.endpoint, self.model, self.params)
@@ -176,7 +179,8 @@ class V2OpenAIWriter:
         self.requests_sent += progress.sent
         if progress.waiting:
             raise WritingsPending(
-                f"{progress.waiting} writings are in batches still running ({folder}; {progress.sent} sent now): "
+                f"{progress.waiting} writings are in batches still running ({folder}; {progress.sent} sent now"
+                f"{elsewhere_note(progress)}): "
                 "run the same command later to collect them"
             )
         found = self.cache.get_many([cache_keys[k] for k in keys])

@@ -8,16 +8,19 @@ no output line, a custom_id the request file never had, a reply of another model
 of the model is the model: `same_model`). What can be is reported, never silently used: requests
 with no line (missing; a torn line's request is one), lines that failed, a custom_id answered
 twice with replies that differ (conflicting: neither is stored) and twice the same (duplicated:
-stored once, costed once). A reply already in the cache (an import run again) is neither stored
-nor costed again. Missing and failed writings are requested again by exporting again.
+stored once, costed once), each only when the cache lacks its writing (`sort_gaps`). A reply
+already in the cache is not stored again; it is costed when the cache holds it word for word (an
+import run again, or one killed after the cache's commit, reports what the first did). Missing and
+failed writings are requested again by exporting again.
 
-The stored replies are costed by the usage ledger (`mrcr_gen._usage`): at `--price-in` and
+The file's replies in the cache are costed by the usage ledger (`mrcr_gen._usage`): at `--price-in` and
 `--price-out` as given, or at the model's list price at the Batch API's discount (`results_price`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,8 @@ class ImportReport(_Frozen):
     requested: int  # lines of the request file
     torn: tuple[str, ...]  # "file:line" of lines that are not output lines (their requests: missing)
     stored: int  # writings written into the cache now
-    already_cached: int  # replies the cache held already (not costed again)
+    already_cached: int  # replies the cache held already (not stored again)
+    earlier: int = 0  # of those, this file's very replies (an earlier import): costed as it costed them
     duplicated: int  # extra lines repeating a custom_id's reply (used once)
     conflicting: tuple[str, ...]  # asks (variant) answered twice with different texts: not stored
     failed: tuple[Failure, ...]
@@ -69,8 +73,9 @@ class ImportReport(_Frozen):
             f"{self.results}: {self.requested:,} requests of {self.model} ({self.endpoint}): {self.stored:,} stored, "
             f"{self.already_cached:,} already cached, {self.duplicated} duplicated lines, "
             f"{len(self.conflicting)} conflicting, {len(self.failed)} failed, {len(self.missing)} missing",
-            f"usage of the stored replies: {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion "
-            f"tokens; estimated cost {spent}",
+            f"usage of the file's replies in the cache ({self.stored:,} stored now, {self.earlier:,} by an earlier "
+            f"import): {self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens; "
+            f"estimated cost {spent}",
         ]
         lines += [f"warning: {where}: not a batch output line (torn or corrupted); ignored" for where in self.torn[:5]]
         lines += [f"conflicting: {what}" for what in self.conflicting[:5]]
@@ -108,21 +113,34 @@ def _label(manifest: RequestSet, custom_id: str) -> str:
     return f"'{ask}' variant {variant}"
 
 
-def sort_outcomes(read: OutputRead, manifest: RequestSet) -> tuple[list, list, list, list]:
-    """(replies to store, conflicting, failed, missing) of an output file's outcomes: a custom_id
-    answered with replies that differ is stored from none of them."""
-    replies, failed = [], []
-    for custom_id, outcome in read.outcomes.items():
-        if custom_id in read.conflicts:
-            continue
-        if outcome.ok:
-            replies.append((custom_id, outcome.body))
-        else:
-            ask, variant = manifest.requests[custom_id]
-            failed.append(Failure(ask=ask, variant=variant, error=outcome.error or "failed"))
-    conflicting = [_label(manifest, custom_id) for custom_id in read.conflicts]
-    missing = [_label(manifest, custom_id) for custom_id in manifest.requests if custom_id not in read.outcomes]
-    return replies, conflicting, failed, missing
+def replies_of(read: OutputRead) -> list[tuple[str, Any]]:
+    """(custom_id, body) of every reply to store: a custom_id answered with replies that differ is
+    stored from none of them."""
+    return [(key, outcome.body) for key, outcome in read.outcomes.items() if outcome.ok and key not in read.conflicts]
+
+
+def sort_gaps(read: OutputRead, manifest: RequestSet, done: Collection[str]) -> tuple[list, list, list]:
+    """(conflicting, failed, missing) of an output file's requests whose writing the cache lacks
+    (`done`: the keys it holds once the replies are stored). A request the file leaves unanswered
+    but whose writing is in the cache (an earlier import of another output) is in the pool: no gap."""
+    conflicting = [_label(manifest, key) for key in read.conflicts if key not in done]
+    failed = [
+        Failure(ask=manifest.requests[key][0], variant=manifest.requests[key][1], error=outcome.error or "failed")
+        for key, outcome in read.outcomes.items()
+        if not outcome.ok and key not in read.conflicts and key not in done
+    ]
+    missing = [_label(manifest, key) for key in manifest.requests if key not in read.outcomes and key not in done]
+    return conflicting, failed, missing
+
+
+def held_elsewhere(manifest: RequestSet, done: Mapping[str, Any]) -> list[str]:
+    """The planned writings left out of the request file because batches held them when it was
+    exported, and still not in the cache: not in the pool, so reported."""
+    return [
+        f"'{ask}' variant {variant} (in batches not collected when exported)"
+        for key, (ask, variant) in manifest.planned.items()
+        if key not in done and key not in manifest.requests
+    ]
 
 
 def results_price(model: str, price_in: float | None, price_out: float | None) -> dict[str, Any] | None:
@@ -151,14 +169,15 @@ def import_results(
 
         read_pool(compare)  # a bad reference is refused before anything is written
     read = read_results(results, manifest)
-    replies, conflicting, failed, missing = sort_outcomes(read, manifest)
     cache_dir = Path(cache_dir or default_cache_dir())
-    stored = store_replies(manifest, replies, cache_dir)
+    stored = store_replies(manifest, replies_of(read), cache_dir)
     cache = WritingCache(cache_dir)
     try:
         done = cache.get_many(list(manifest.planned))
     finally:
         cache.close()
+    conflicting, failed, missing = sort_gaps(read, manifest, done)
+    missing += held_elsewhere(manifest, done)
     finished = [manifest.ask_of(key) for key in manifest.planned if key in done]
     texts = [done[key][0] for key in manifest.planned if key in done]
     source = f"{manifest.model} @ {manifest.endpoint}"
@@ -174,6 +193,7 @@ def import_results(
         torn=tuple(read.torn),
         stored=stored.stored,
         already_cached=stored.already_cached,
+        earlier=stored.earlier,
         duplicated=read.duplicates,
         conflicting=tuple(conflicting),
         failed=tuple(failed),

@@ -83,7 +83,7 @@ def build_pool_batch(
     except ChatError as exc:
         how = "refused" if exc.fatal else "failed"
         raise BuildError(f"the Batch API {how}: {exc} (rerun to continue: nothing is sent twice)") from None
-    if batches.folder.pending():
+    if progress.waiting:  # in this build's batches or another's (of the same cache)
         return progress, None
     return progress, _publish(batches, jobs, cache_dir, out, progress, cached, price, compare, started)
 

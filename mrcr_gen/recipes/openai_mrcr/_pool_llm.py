@@ -34,7 +34,7 @@ from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
-from ...pool._batchbuild import BatchFigures, batches_path, running_requests
+from ...pool._batchbuild import BatchFigures, batches_path, refuse_held_writings, running_requests
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
 from ...pool._pool import PoolError, check_pool_out, write_pool_of
 from ...pool._quality import quality_report_path, write_quality_report
@@ -235,6 +235,7 @@ def build_pool_openai(
     jobs = [
         (ask, v, cache_key(where, model, params, ask.text, v)) for ask, count in variants.items() for v in range(count)
     ]
+    refuse_held_writings(cache.directory, [key for _, _, key in jobs])
     build = _PoolBuild(
         model, params, where, cache, price, concurrency, max_retries=max_retries, backoff_base=backoff_base
     )
