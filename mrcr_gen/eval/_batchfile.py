@@ -92,6 +92,7 @@ class PassCounts:
 
     stats: RunStats = field(default_factory=RunStats)
     used: set[str] = field(default_factory=set)  # the digests whose outcome was graded
+    waiting: dict[str, int] = field(default_factory=dict)  # bin -> selected rows still in a batch
 
 
 def plan_pass(
@@ -131,6 +132,9 @@ def plan_pass(
                 emit(base | base_record(item, recipe, shas[item.source], tokenizer=config.tokenizer_spec) | fields)
             elif item.digest not in waiting:
                 request(item)
+            else:
+                label = recipe_named(item.recipe, recipes).bin_label(item.bin_upper)
+                counts.waiting[label] = counts.waiting.get(label, 0) + 1
     stats.resumed = planner.resumed
     return planner, counts
 
