@@ -147,7 +147,7 @@ def test_pending_batches_are_in_the_summary_and_report_exits_3(small_data, tmp_p
         assert summary["complete"] is False and summary["n_rows"] == 0
         assert summary["pending"]["rows"] == 12 and summary["pending"]["batches"] == 1
         assert sum(summary["pending"]["by_bin"].values()) == 12
-        code, table, err = call(eval_main, ["report", str(out)], capsys)
+        code, _, err = call(eval_main, ["report", str(out)], capsys)
         assert code == EXIT_PENDING == 3 and "12 rows are in 1 Batch API batches still running" in err
         server.release_batches()
         assert call(eval_main, command(small_data, out, server), capsys)[0] == 0
