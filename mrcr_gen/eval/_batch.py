@@ -29,9 +29,8 @@ from typing import Any
 from pydantic import Field
 
 from .._openai import ChatError, api_call, is_fatal
-from .._usage import batch_price
 from ..batch import TOO_LARGE, BatchError, BatchFolder, BatchLimits, KeptReplies, Outcome, PartWriter, encoded_line
-from ._batchfile import OpenRun, open_run, outcome_record, request_line
+from ._batchfile import OpenRun, batch_priced, open_run, outcome_record, request_line
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._items import EvalItem, EvalRecipe, recipe_named
 from ._planner import Planner, base_record
@@ -48,14 +47,6 @@ class BatchStats(RunStats):
     batches_pending: int = 0  # still running when the command ended (--no-wait)
     requests_waiting: int = 0
     problems: list[str] = Field(default_factory=list)  # torn, duplicated, conflicting lines
-
-
-def batch_priced(record: dict[str, Any]) -> dict[str, Any]:
-    """run.json of a Batch API run: every price at the batch discount, the list price beside it."""
-    price = record.get("price_per_1m")
-    if not isinstance(price, dict):
-        return record
-    return record | {"price_per_1m": batch_price(price)}
 
 
 async def run_batch_async(

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from .._files import atomic_path, file_sha256
 from .._openai import ChatError, completion_from_body, is_prompt_too_long
+from .._usage import batch_price
 from ..batch import (
     BATCH_FAILED,
     EXPIRED,
@@ -63,6 +64,14 @@ def request_line(item: EvalItem, recipe: EvalRecipe, config: EvalConfig) -> dict
     extra = params.pop("extra_body", None) or {}
     messages = sent_messages(item, recipe, config.control)
     return batch_request_line(item.digest, {"model": config.model, "messages": messages, **params, **extra})
+
+
+def batch_priced(record: dict[str, Any]) -> dict[str, Any]:
+    """run.json of replies from the Batch API: every price at the batch discount, the list price beside it."""
+    price = record.get("price_per_1m")
+    if not isinstance(price, dict):
+        return record
+    return record | {"price_per_1m": batch_price(price)}
 
 
 def outcome_record(item: EvalItem, recipe: EvalRecipe, outcome: Outcome, config: EvalConfig) -> dict[str, Any]:
@@ -205,7 +214,8 @@ def export_requests(
     too_long: Sequence[Any] | None = None,
 ) -> ExportStats:
     """Write the batch input file of the rows `config` selects (its filters and window), one request
-    per distinct row content, as `mrcr-eval --batch` would send them; nothing else is written."""
+    per distinct row content, as `mrcr-eval --batch` would send them; nothing else is written.
+    EvalError, and no file, when a data file cannot be read (not an MRCR file)."""
     files = resolve_inputs(config.data)
     for path in files:
         if not Path(path).is_file():
@@ -214,6 +224,7 @@ def export_requests(
     base = {"settings": settings_fingerprint(config.settings())}
     stats = ExportStats()
     seen: set[str] = set()
+    unreadable: list[dict] = []
     with atomic_path(output) as tmp, open(tmp, "wb") as handle:
 
         def request(item: EvalItem) -> None:
@@ -236,9 +247,12 @@ def export_requests(
             _over_window(too_long),
             outcomes={},
             waiting=(),
-            emit=lambda record: None,
+            emit=lambda record: unreadable.append(record) if record.get("check") == "file" else None,
             request=request,
         )
+        if unreadable:  # before the file is in place: nothing is written
+            more = f" (and {len(unreadable) - 1} more unreadable files)" if len(unreadable) > 1 else ""
+            raise EvalError(f"{unreadable[0]['error']}{more}")
     stats.skipped, stats.errors, stats.file_errors = counts.stats.skipped, counts.stats.errors, counts.stats.file_errors
     stats.unreadable = planner.unreadable
     return stats
@@ -308,13 +322,15 @@ def import_results(
     """Grade a batch output file (OpenAI's or `vllm run-batch`'s) into the run folder `config.out`,
     as an online run of the same rows would record them; a selected row without a line in it is
     a row error (`not_in_results`), which a later import of another results file can fill.
+    Replies of the OpenAI Batch API (line ids `batch_req_...`) are priced at its discount.
     Torn lines are reported (`problems`) and the other replies graded; EvalError (nothing written)
     for what `read_results_file` refuses."""
     config = config.model_copy(update={"batch": "file", "base_url": OFFLINE})
     read = read_results_file(config, results, recipes)
     outcomes = read.outcomes
     stats = ImportStats(results=len(outcomes), problems=read.problems())
-    with open_run(config) as run, ResultsWriter(run.out / RESULTS_NAME) as writer:
+    priced = batch_priced if read.batch_api else None  # the Batch API billed these replies at its discount
+    with open_run(config, run_extra=priced) as run, ResultsWriter(run.out / RESULTS_NAME) as writer:
 
         def emit(record: dict) -> None:
             writer.write(record)
@@ -333,7 +349,7 @@ def import_results(
             )
 
         planner, counts = run.walk(recipes, too_long, outcomes=outcomes, waiting=(), emit=emit, request=missing)
-        run.write_run(finished=True, selection=planner.selection())
+        run.write_run(finished=True, selection=planner.selection(), extra=priced)
     stats.scored, stats.skipped, stats.resumed = counts.stats.scored, counts.stats.skipped, counts.stats.resumed
     stats.errors += counts.stats.errors
     stats.file_errors = counts.stats.file_errors
