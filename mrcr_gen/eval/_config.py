@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._openai import DEFAULT_TIMEOUT
-from .._prices import cached_price_for, price_for
+from .._prices import cached_price_for, price_per_1m
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -74,11 +74,7 @@ class EvalConfig(BaseModel):
     def price_per_1m(self) -> dict[str, float] | None:
         """USD per 1M tokens (input, cached input, output): the flags, then the list prices of the
         model's exact name; None if unknown."""
-        price = price_for(self.model, self.price_in, self.price_out)
-        if price is None:
-            return None
-        cached = cached_price_for(self.model, self.price_in, self.price_out, self.price_cached)
-        return {"input": price[0], "cached_input": price[0] if cached is None else cached, "output": price[1]}
+        return price_per_1m(self.model, self.price_in, self.price_out, self.price_cached)
 
     @property
     def counts_as_seed(self) -> bool:
