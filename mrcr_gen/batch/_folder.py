@@ -341,6 +341,8 @@ class BatchFolder:
         except ChatError as exc:
             if exc.status != 404:
                 raise
+            # The Batches API answers (not a wrong URL, where every path is a 404): the batch is gone.
+            await api_call(lambda: client.batches.list(limit=1), max_retries=max_retries)
             self._vanish(part, f"batch {part.batch_id} is gone from the server (404)")
             return
         part.status = batch.status
