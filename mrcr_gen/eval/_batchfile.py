@@ -215,7 +215,7 @@ def export_requests(
 ) -> ExportStats:
     """Write the batch input file of the rows `config` selects (its filters and window), one request
     per distinct row content, as `mrcr-eval --batch` would send them; nothing else is written.
-    EvalError, and no file, when a data file cannot be read (not an MRCR file)."""
+    EvalError, and no file, when a data file cannot be read or no row can be sent."""
     files = resolve_inputs(config.data)
     for path in files:
         if not Path(path).is_file():
@@ -224,7 +224,7 @@ def export_requests(
     base = {"settings": settings_fingerprint(config.settings())}
     stats = ExportStats()
     seen: set[str] = set()
-    unreadable: list[dict] = []
+    refused: list[dict] = []  # error records: unreadable files and rows that cannot be sent
     with atomic_path(output) as tmp, open(tmp, "wb") as handle:
 
         def request(item: EvalItem) -> None:
@@ -247,15 +247,30 @@ def export_requests(
             _over_window(too_long),
             outcomes={},
             waiting=(),
-            emit=lambda record: unreadable.append(record) if record.get("check") == "file" else None,
+            emit=lambda record: refused.append(record) if record.get("status") == STATUS_ERROR else None,
             request=request,
         )
-        if unreadable:  # before the file is in place: nothing is written
-            more = f" (and {len(unreadable) - 1} more unreadable files)" if len(unreadable) > 1 else ""
-            raise EvalError(f"{unreadable[0]['error']}{more}")
+        _refuse_export(refused, stats.requests)  # before the file is in place: nothing is written
     stats.skipped, stats.errors, stats.file_errors = counts.stats.skipped, counts.stats.errors, counts.stats.file_errors
     stats.unreadable = planner.unreadable
     return stats
+
+
+def _refuse_export(refused: list[dict], requests: int) -> None:
+    """EvalError for an export with an unreadable file, or with no request at all (why, in one line)."""
+    files = [r for r in refused if r.get("check") == "file"]
+    if files:
+        more = f" (and {len(files) - 1} more unreadable files)" if len(files) > 1 else ""
+        raise EvalError(f"{files[0]['error']}{more}")
+    if requests:
+        return
+    if not refused:
+        raise EvalError("nothing to export: no row of the data files is selected")
+    first = refused[0]
+    raise EvalError(
+        f"nothing to export: none of the {len(refused)} selected rows can be sent "
+        f"({first['file']} row {first['row']}: {first.get('error')})"
+    )
 
 
 class ImportStats(RunStats):

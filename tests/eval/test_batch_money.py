@@ -177,14 +177,23 @@ def test_openai_batch_output_is_priced_at_the_batch_discount(source, small_data,
     assert summary["cost_usd"] == pytest.approx(half * (uncached * 1 + usage["completion_tokens"] * 2) / 1e6, abs=1e-9)
 
 
-def test_export_of_a_parquet_that_is_not_mrcr_is_one_line_and_writes_nothing(tmp_path, capsys):
-    """Item 10: one line, exit 2, no file (not even an empty one)."""
+def test_export_of_a_parquet_that_is_not_mrcr_is_one_line_and_writes_nothing(small_data, tmp_path, capsys):
+    """Item 10: another parquet, or one of MRCR's columns whose rows cannot be read: one line
+    saying why, exit 2, no file (not even an empty one)."""
     other = tmp_path / "other.parquet"
     pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), other)
-    requests = tmp_path / "requests.jsonl"
-    code, _, err = call(eval_main, ["batch", "export", str(other), "-o", str(requests), *MODEL], capsys)
-    assert code == 2 and err.strip().count("\n") == 0 and "other.parquet" in err, err
-    assert not requests.exists() and not list(tmp_path.glob(".requests*"))
+    broken = tmp_path / "broken.parquet"
+    columns = {"prompt": ["not json", "[]"], "answer": ["x", "y"], "random_string_to_prepend": ["a", "b"]}
+    columns |= {"n_needles": [2, 2], "desired_msg_index": [1, 1], "total_messages": [2, 2], "n_chars": [1, 1]}
+    pq.write_table(pa.table(columns), broken)
+    for data, why in ((other, "not a file of any known recipe"), (broken, "none of the 2 selected rows can be sent")):
+        requests = tmp_path / f"{data.stem}.jsonl"
+        code, _, err = call(eval_main, ["batch", "export", str(data), "-o", str(requests), *MODEL], capsys)
+        assert code == 2 and err.strip().count("\n") == 0 and why in err, err
+        assert not requests.exists() and not list(tmp_path.glob(f".{data.stem}*"))
+    args = ["batch", "export", str(small_data), "-o", str(requests), *MODEL, "-n", "16"]
+    code, _, err = call(eval_main, args, capsys)
+    assert code == 2 and "no row of the data files is selected" in err and not requests.exists()
 
 
 def test_export_and_import_take_the_selection_options_of_an_online_run(small_data, tmp_path, capsys, api_key):
