@@ -4,12 +4,14 @@
     python bench/bench_analysis.py --rows 1 --max-bin 131072   # a quick check that it works
 
 Generates rows with mrcr-gen (offline writer) for 2, 4 and 8 needles in every bin up to --max-bin,
-makes four replies per row (the target, another needle, a distractor, text from nowhere), and
-times, per bin, reading the row into a transcript plus the analysis of each reply, beside the
+makes seven replies per row (the target, another needle, a distractor, text from nowhere, and
+the messy ones: the target in upper case, the target repeated 20 times, the prefix written after
+the target), and times, per bin, reading the row into a transcript plus the analysis of each reply, beside the
 official `grade` of the same replies (the work the official loop does per row anyway). Prints the
 mean seconds per row per bin and the projected total for the official layout of 2,400 rows (100
 rows per bin x 8 bins x 3 needle counts, one reply each), single-threaded: a projection from the
-measured per-row means, not a run over 2,400 rows.
+measured per-row means, not a run over 2,400 rows. Last, the bootstrap 95% intervals of a
+2,400-row summary (`_ci.bootstrap`, 1,000 replicates), timed once.
 """
 
 from __future__ import annotations
@@ -31,7 +33,24 @@ def replies(sample, transcript) -> list[str]:
     needles = [transcript.writings[k].text for k in transcript.needles]
     other = needles[0] if sample.target_ordinal != 1 else needles[-1]
     distractor = next(w.text for k, w in enumerate(transcript.writings) if k not in transcript.needles)
-    return [sample.row.answer, rs + other, rs + distractor, rs + "Nothing of the kind was ever written here. " * 12]
+    target = sample.row.answer[len(rs) :]
+    return [
+        sample.row.answer, rs + other, rs + distractor, rs + "Nothing of the kind was ever written here. " * 12,
+        rs + target.upper(), rs + "\n".join([target] * 20), target + "\n" + rs,
+    ]  # fmt: skip
+
+
+def time_bootstrap() -> float:
+    """Seconds for the intervals of 2,400 rows (8 bins x 3 needle counts x 100 rows)."""
+    import random
+
+    from mrcr_gen.eval._ci import bootstrap
+
+    rng = random.Random(0)
+    rows = [(f"bin{u}", u, n, rng.random(), True) for u in BIN_UPPERS for n in (2, 4, 8) for _ in range(100)]
+    started = time.perf_counter()
+    bootstrap(rows, None)
+    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -69,6 +88,7 @@ def main() -> None:
         f"projected for 2,400 rows (100 per bin x 8 bins x 3 needle counts), one thread: "
         f"analysis {projected_analysis:.1f} s, official grade {projected_grade:.1f} s"
     )
+    print(f"bootstrap 95% intervals of a 2,400-row summary (1,000 replicates): {time_bootstrap():.2f} s")
 
 
 if __name__ == "__main__":

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -39,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 from mrcr_gen.recipes.mrcr_v2._eval import row_floors as v2_row_floors  # noqa: E402
 from mrcr_gen.recipes.mrcr_v2._text import split_transcript  # noqa: E402
 from mrcr_gen.recipes.openai_mrcr._floors import row_floors  # noqa: E402
+from mrcr_gen.validate._health import trigram_share, zlib_ratio  # noqa: E402  (as --compare measures them)
 
 NEEDLES = (2, 4, 8)
-WORD = re.compile(r"\w+")
 # Issue 23: what the offline writers must reach on the (131072, 262144] bin.
 NEEDLE_FLOOR_TARGETS = {2: 0.52, 4: 0.285, 8: 0.155}
 TARGETS = {
@@ -50,23 +48,6 @@ TARGETS = {
     "random-needle floor": lambda value, n, recipe: abs(value / NEEDLE_FLOOR_TARGETS[n] - 1) <= 0.12,
     "random-writing floor": lambda value, n, recipe: value <= (0.02 if recipe == "v2" else 0.03),
 }
-
-
-def trigram_share(writings: Iterable[str]) -> float:
-    """Distinct word trigrams / all word trigrams over the writings (none spans two writings)."""
-    seen: set[tuple[str, str, str]] = set()
-    total = 0
-    for text in writings:
-        words = WORD.findall(text.lower())
-        trigrams = list(zip(words, words[1:], words[2:], strict=False))
-        seen.update(trigrams)
-        total += len(trigrams)
-    return len(seen) / total if total else 0.0
-
-
-def zlib_ratio(writings: list[str]) -> float:
-    raw = "\n\n".join(writings).encode()
-    return len(zlib.compress(raw, 9)) / len(raw) if raw else 0.0
 
 
 def openai_row_stats(row: dict, writing_samples: int) -> dict[str, float | None]:
@@ -102,8 +83,9 @@ def rows_of(paths: Iterable[Path]) -> list[dict]:
     return rows
 
 
-def measure(rows: list[dict], stats: Callable[[dict, int], dict], needles_of: Callable[[dict], int],
-            writing_samples: int) -> dict[int, dict[str, list[float]]]:
+def measure(
+    rows: list[dict], stats: Callable[[dict, int], dict], needles_of: Callable[[dict], int], writing_samples: int
+) -> dict[int, dict[str, list[float]]]:
     """{needle count: {statistic: its value on each row}}."""
     out: dict[int, dict[str, list[float]]] = {}
     for row in rows:
@@ -144,24 +126,35 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2, help="generated rows per needle count and recipe (default 2)")
     parser.add_argument("--bin", type=int, default=262144, help="upper edge of the bin (default 262144)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--writing-samples", type=int, default=1_000_000,
-                        help="writings drawn for the random-writing floor (default: all, the exact floor; "
-                             "16 is mrcr-eval's sample, which swings with whether it draws a needle)")
-    parser.add_argument("--real", type=Path, default=ROOT.parent / "shared" / "mrcr-real" / "mrcr_real_rows.parquet",
-                        help="real openai/mrcr rows (default ../shared/mrcr-real/mrcr_real_rows.parquet)")
+    parser.add_argument(
+        "--writing-samples",
+        type=int,
+        default=1_000_000,
+        help="writings drawn for the random-writing floor (default: all, the exact floor; "
+        "16 is mrcr-eval's sample, which swings with whether it draws a needle)",
+    )
+    parser.add_argument(
+        "--real",
+        type=Path,
+        default=ROOT.parent / "shared" / "mrcr-real" / "mrcr_real_rows.parquet",
+        help="real openai/mrcr rows (default ../shared/mrcr-real/mrcr_real_rows.parquet)",
+    )
     args = parser.parse_args()
 
     columns: dict[str, dict[int, dict[str, list[float]]]] = {}
     if args.real.is_file():
-        columns["real openai/mrcr"] = measure(rows_of([args.real]), openai_row_stats, lambda r: int(r["n_needles"]),
-                                              args.writing_samples)
+        columns["real openai/mrcr"] = measure(
+            rows_of([args.real]), openai_row_stats, lambda r: int(r["n_needles"]), args.writing_samples
+        )
     with tempfile.TemporaryDirectory() as tmp:
         oai = generate(Path(tmp) / "oai", args.rows, args.bin, args.seed, None)
-        columns["offline openai/mrcr"] = measure(rows_of(oai), openai_row_stats, lambda r: int(r["n_needles"]),
-                                                 args.writing_samples)
+        columns["offline openai/mrcr"] = measure(
+            rows_of(oai), openai_row_stats, lambda r: int(r["n_needles"]), args.writing_samples
+        )
         v2 = generate(Path(tmp) / "v2", args.rows, args.bin, args.seed, "mrcr-v2")
-        columns["offline MRCR v2"] = measure(rows_of(v2), v2_row_stats, lambda r: int(r["num_relevant"]),
-                                             args.writing_samples)
+        columns["offline MRCR v2"] = measure(
+            rows_of(v2), v2_row_stats, lambda r: int(r["num_relevant"]), args.writing_samples
+        )
 
     names = list(TARGETS)
     header = ["needles", "statistic", *columns]
@@ -176,14 +169,18 @@ def main() -> None:
                 cells.append(cell_text(values) + mark)
             lines.append([str(n), name, *cells])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    print(f"bin upper {args.bin}, {args.rows} generated row(s) per needle count and recipe, seed {args.seed}, "
-          f"random-writing floor over {'all' if args.writing_samples >= 1_000_000 else args.writing_samples} writings")
+    print(
+        f"bin upper {args.bin}, {args.rows} generated row(s) per needle count and recipe, seed {args.seed}, "
+        f"random-writing floor over {'all' if args.writing_samples >= 1_000_000 else args.writing_samples} writings"
+    )
     for i, line in enumerate(lines):
         print(" | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
         if i == 0:
             print("-+-".join("-" * width for width in widths))
-    print("targets: trigram share >= 0.75; zlib ratio >= 0.33; random-needle floor within 12% of 0.52 / 0.285 / "
-          "0.155; random-writing floor <= 0.03 (MRCR v2: <= 0.02)")
+    print(
+        "targets: trigram share >= 0.75; zlib ratio >= 0.33; random-needle floor within 12% of 0.52 / 0.285 / "
+        "0.155; random-writing floor <= 0.03 (MRCR v2: <= 0.02)"
+    )
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ _LAZY = {
             "grade_responses",
             "graded_view",
             "harvest",
+            "health_report",
             "read_items",
             "run_eval",
             "run_eval_async",

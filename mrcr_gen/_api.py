@@ -21,7 +21,12 @@ from .eval._items import EvalItem
 from .eval._runner import RunStats
 from .eval._view import ViewReport
 from .pool._harvest import HarvestedPair, HarvestReport
+from .pool._quality import QualityReport
 from .recipes import RECIPES, recipe_claiming
+from .validate import ValidationReport
+from .validate._health import HealthComparison
+
+RECIPES_REFERENCE = "the benchmarks' own writings (the recipes' catalogs)"
 
 
 def read_items(
@@ -132,4 +137,59 @@ def harvest(
             raise PoolError(str(exc)) from None
         return recipe.harvest_rows(path)
 
-    return harvest_files(paths, out, rows_of, on_row=on_row, tokenizer=tokenizer)
+    report = harvest_files(paths, out, rows_of, on_row=on_row, tokenizer=tokenizer)
+    pool_quality(out)
+    return report
+
+
+def pool_quality(pool: str | os.PathLike, compare: str | os.PathLike | None = None) -> QualityReport:
+    """Write a pool's quality report beside it (`<pool>.quality.json`) and return it: per format its
+    writings' tokens beside the recipes' reference figures (or those of the pool `compare`),
+    duplicates, and the empty, refusing and off-ask replies it keeps out of needle slots."""
+    from .pool._quality import write_quality_report
+
+    reference = {name: figures for recipe in RECIPES for name, figures in recipe.writing_reference().items()}
+    return write_quality_report(pool, reference, RECIPES_REFERENCE, compare=compare)
+
+
+def health_report(
+    data: Sequence[str | os.PathLike],
+    reference: Sequence[str | os.PathLike],
+    *,
+    tokens: bool = True,
+    workers: int | None = None,
+    tokenizer: str | None = None,
+) -> tuple[HealthComparison, ValidationReport]:
+    """`mrcr-validate DIR --compare REF`: the health statistics of both sets (one recipe's files each,
+    the same recipe), and DIR's validation. RequestError (one line) for inputs that cannot be compared:
+    files of several recipes or of another recipe than DIR's, a file no recipe owns, an unreadable
+    file or one with no rows."""
+    from ._errors import RequestError
+    from .recipes import group_inputs
+    from .validate._health import dataset_health
+
+    sides = []
+    for label, paths in (("DIR", data), ("--compare", reference)):
+        groups = group_inputs(paths)
+        if len(groups) != 1:
+            kinds = " and ".join(f"{recipe.title} files" for recipe, _ in groups) or "no data file"
+            raise RequestError(f"{label} {' '.join(map(str, paths))}: {kinds}; compare one recipe's files")
+        sides.append(groups[0])
+    (mine, _), (theirs, _) = sides
+    if mine.name != theirs.name:
+        raise RequestError(
+            f"--compare {' '.join(map(str, reference))}: {theirs.title} files, but DIR holds {mine.title} files"
+        )
+    results = []
+    for recipe, inputs in sides:
+        try:
+            health, report = dataset_health(
+                recipe.checking(), inputs, recipe=recipe.name, tokens=tokens, workers=workers, tokenizer=tokenizer
+            )
+        except ValueError as exc:
+            raise RequestError(str(exc)) from None
+        if report.unreadable:
+            first = report.unreadable[0]
+            raise RequestError(f"{first.file}: {first.message}")
+        results.append((health, report))
+    return HealthComparison(data=results[0][0], reference=results[1][0]), results[0][1]

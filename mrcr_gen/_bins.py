@@ -111,3 +111,13 @@ def bin_headers(labels: list[str]) -> list[str]:
             continue
         headers.append(f"{label[0]}{_short_tokens(lower)}, {_short_tokens(upper)}{label[-1]}")
     return headers
+
+
+def label_sort_key(label: str) -> tuple[int, int]:
+    """Bin labels ("(4096, 8192]", "[4096, 8192]") by their lower edge, other labels after them."""
+    if label.startswith(("(", "[")):
+        try:
+            return (0, int(label[1:].split(",")[0]))
+        except ValueError:
+            pass
+    return (1, 0)

@@ -1,8 +1,10 @@
-"""The greedy budget fill both recipes' assemblers use, and the error of a request that cannot be met."""
+"""What both recipes' assemblers share: the greedy budget fill, where the needles go among the
+other turns, and the error of a request that cannot be met."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import random
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 # Give up filling the last gap after this many distractors in a row that do not fit.
@@ -33,6 +35,22 @@ def fill_budget(budget: int, draw: Callable[[int], Iterable[CountedT]]) -> list[
                 if misses >= MAX_FILL_MISSES:
                     break
     return chosen
+
+
+T = TypeVar("T")
+
+
+def needle_slots(rng: random.Random, n_slots: int, n_needles: int) -> list[int]:
+    """Where n needles go among `n_slots` turns, in increasing order: every set of n slots equally
+    likely, as in the official data. Nothing ties a needle's ordinal to a depth (one needle per
+    equal stratum once did: "the needle nearest depth (k - 0.5)/n" was then almost always the k-th)."""
+    return sorted(rng.sample(range(n_slots), n_needles))
+
+
+def interleave(needles: Sequence[T], others: Sequence[T], slots: Sequence[int]) -> list[T]:
+    """`needles` in order at `slots` (increasing, from `needle_slots`), `others` in order around them."""
+    needle_iter, other_iter, at = iter(needles), iter(others), set(slots)
+    return [next(needle_iter) if i in at else next(other_iter) for i in range(len(needles) + len(others))]
 
 
 class AssemblyError(ValueError):

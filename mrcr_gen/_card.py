@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from ._files import ForeignFile
 
 
 def sidecar_path(data_path: Path) -> Path:
@@ -82,26 +85,80 @@ def _differences(before: dict | None, now: dict) -> str:
     return "; ".join(shown)
 
 
-def claim_folder(out: Path, generation: dict, overwrite: bool) -> None:
-    """Make `out` this generation's: a card of another generation there is refused (FolderTaken,
-    naming what differs) unless `overwrite`, which removes the files that card lists, then the
-    card. Cards of this generation (an earlier run, other shards) are kept: a rerun resumes."""
+def claim_folder(
+    out: Path,
+    generation: dict,
+    overwrite: bool,
+    targets: Sequence[str] = (),
+    builds: Mapping[str, str] | None = None,
+) -> None:
+    """Make `out` this generation's, before anything is written there. `targets` are the files the
+    generation writes (relative to `out`: its card, data files and sidecars), `builds` the build
+    fingerprint of each data file.
+
+    Cards of this generation (an earlier run, other shards) are kept: a rerun resumes. A card of
+    another generation is refused (FolderTaken, naming what differs) unless `overwrite`, which
+    removes the files that card lists, then the card. A target that exists and that no card of ours
+    lists is refused (ForeignFile) when mrcr-gen did not write it, whatever `overwrite` says; when
+    it did (its sidecar records a build) but for other options, and its card is gone, it is refused
+    unless `overwrite` (FolderTaken). Nothing is removed before every check has passed."""
+    listed: set[str] = set()
+    replaced: list[tuple[Path, list[str]]] = []
     for card in card_names(out):
         try:
             recorded = _recorded(card.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             recorded = (None, [])
-        if recorded is None or recorded[0] == generation:
+        if recorded is None:
+            if card.name in targets:
+                raise ForeignFile(card, "move it away or choose another --out (--overwrite replaces only our files)")
             continue
         before, files = recorded
+        listed |= {card.name, *files}
+        if before == generation:
+            continue
         if not overwrite:
             raise FolderTaken(
                 f"{out} holds another generation ({card.name}: {_differences(before, generation)}); "
                 "add --overwrite to replace it (the files its card lists are removed), or choose another --out"
             )
-        root = out.resolve()
+        replaced.append((card, files))
+    for name in targets:
+        _check_unlisted(out, name, listed, overwrite, builds or {})
+    root = out.resolve()
+    for card, files in replaced:
         for name in files:
             path = (out / name).resolve()
             if path.is_relative_to(root) and path != root:  # a card names files inside its folder only
                 path.unlink(missing_ok=True)
         card.unlink(missing_ok=True)
+
+
+def _check_unlisted(out: Path, name: str, listed: set[str], overwrite: bool, builds: Mapping[str, str]) -> None:
+    """Refuse to write `name` over a file that no card of ours lists, unless it is ours and either
+    identical to what this generation writes (resumed) or `overwrite` (see `claim_folder`)."""
+    path = out / name
+    if name in listed or not (path.exists() or path.is_symlink()):
+        return
+    data = name.removesuffix(".samples.jsonl") if name.endswith(".samples.jsonl") else name
+    sidecar = sidecar_path(out / data)
+    build = _sidecar_build(sidecar)
+    if build is None or (path != sidecar and not path.is_file()):
+        raise ForeignFile(path, "move it away or choose another --out (--overwrite replaces only our files)")
+    if overwrite or any(build == b for n, b in builds.items() if sidecar_path(out / n) == sidecar):
+        return
+    raise FolderTaken(
+        f"{out} holds {name}, written by mrcr-gen with other options, and no card that lists it "
+        "(README.md was removed?); add --overwrite to replace it, or choose another --out"
+    )
+
+
+def _sidecar_build(sidecar: Path) -> str | None:
+    """The build a sidecar of ours records on its first line; None for a file that is not one."""
+    try:
+        with sidecar.open(encoding="utf-8") as handle:
+            record = json.loads(handle.readline())
+    except (OSError, ValueError):
+        return None
+    build = record.get("build") if isinstance(record, dict) else None
+    return build if isinstance(build, str) else None

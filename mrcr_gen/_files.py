@@ -104,6 +104,28 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+class ForeignFile(ValueError):
+    """A file the command would overwrite or delete, which mrcr-gen did not write (one line for the
+    user; nothing has been written when it is raised)."""
+
+    def __init__(
+        self, path: str | os.PathLike, hint: str = "move it away or choose another output", why: str = ""
+    ) -> None:
+        self.path = Path(path)
+        super().__init__(f"refusing to overwrite {path}: {why or 'mrcr-gen did not write it'}; {hint}")
+
+
+def is_lock_file(path: Path) -> bool:
+    """Whether `path` is a lock file `exclusive_lock` made: empty, or the JSON of its last holder."""
+    import json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        return not text or {"pid", "host", "started"} <= set(json.loads(text))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 class Busy(RuntimeError):
     """Another live process holds the lock; the message names it (pid, host, start)."""
 

@@ -79,9 +79,9 @@ def cached_price_for(
 def price_per_1m(
     model: str, price_in: float | None = None, price_out: float | None = None, price_cached: float | None = None
 ) -> dict[str, float] | None:
-    """USD per 1M tokens as the usage ledger (`_usage.cost`) prices them: `input`, `cached_input`
-    and `output`, from the flags, then the list prices of the model's exact name; None if unknown.
-    What `price_for` and `cached_price_for` refuse, this refuses."""
+    """USD per 1M tokens (`input`, `cached_input`, `output`) as the usage ledger (`_usage.cost`)
+    prices them: the flags, then the list prices of the model's exact name; None if unknown (see
+    `price_for`, `cached_price_for`)."""
     price = price_for(model, price_in, price_out)
     if price is None:
         return None

@@ -46,9 +46,15 @@ class RecipeFiles(Protocol):
         a one-line PoolError naming the file when it is not one of its files."""
         ...
 
+    def writing_reference(self) -> dict[str, tuple[int, int, int]]:
+        """Per format of its asks, the (median, p10, p90) tokens of the writings its benchmark was made
+        of: what a pool's quality report sets its writings beside."""
+        ...
+
 
 class FilesDefaults:
-    """The files part's defaults: version "1", no files made elsewhere, no schemas, nothing to harvest."""
+    """The files part's defaults: version "1", no files made elsewhere, no schemas, nothing to harvest,
+    no reference writings."""
 
     version: str = "1"
     signatures: tuple[FileSignature, ...] = ()
@@ -62,6 +68,9 @@ class FilesDefaults:
         from .pool import PoolError
 
         raise PoolError(f"{path}: {self.title} files hold no writings a pool can harvest")
+
+    def writing_reference(self) -> dict[str, tuple[int, int, int]]:
+        return {}
 
 
 class Recipe(RecipeFiles, GenerationRecipe, CheckingRecipe, EvalRecipe, Protocol):

@@ -24,6 +24,7 @@ class ValidateRequest:
     out: Path | None = None
     progress: Callable[[str, int, int | None], None] | None = None  # (file, rows done now, rows of the file)
     on_change: Callable[[str], None] | None = None  # one line per fixed or dropped row
+    shortcuts: bool = False  # run the shortcut probes (`--shortcuts`)
 
 
 __all__ = ["ValidateRequest"]

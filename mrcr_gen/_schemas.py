@@ -13,8 +13,17 @@ from ._recipe import Recipe
 
 
 def schema_models(recipes: Sequence[Recipe]) -> dict[str, type[BaseModel]]:
-    """Every exported model by file stem, as the recipes list them (shared shapes once)."""
-    return {stem: model for recipe in recipes for stem, model in recipe.schemas().items()}
+    """Every exported model by file stem, as the recipes list them (shared shapes once), then the
+    core's own: a row's failure analysis and what a run's summary adds up from them."""
+    from .eval._analysis import RowAnalysis
+    from .eval._shapes import FailureSummary, Intervals
+
+    core: dict[str, type[BaseModel]] = {
+        "row_analysis": RowAnalysis,
+        "failure_summary": FailureSummary,
+        "intervals": Intervals,
+    }
+    return {stem: model for recipe in recipes for stem, model in recipe.schemas().items()} | core
 
 
 def schema_documents(recipes: Sequence[Recipe]) -> dict[str, str]:

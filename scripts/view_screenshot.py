@@ -1,5 +1,6 @@
-"""Regenerate docs/images/view.png: the HTML report of a real mrcr-eval run against the project's
-test server (tests/support/chat_server.py) standing in for a model, one failed sample opened.
+"""Regenerate docs/images/view.png and view-phone.png: the HTML report of a real mrcr-eval run
+against the project's test server (tests/support/chat_server.py) standing in for a model, a sample
+that returned the wrong needle opened, at 1200 px and at 420 px (a phone).
 
 The "model" answers each row in one of the ways models fail: the right needle, the first needle
 (wrong ordinal), the right needle without the random string, or the right needle cut short with a
@@ -63,23 +64,25 @@ def main() -> None:
                 str(Path(tmp) / "profile"), executable_path="/usr/bin/chromium", headless=True,
                 args=CHROMIUM_ARGS, viewport={"width": 1200, "height": 800},
             )
-            page = context.new_page()
-            page.goto(page_path.as_uri())
-            page.select_option("#f-outcome", "target")
-            page.evaluate("document.querySelector('.browser').scrollIntoView()")
-            # A target returned imperfectly (the cut reply): its diff shows what differs.
-            rows = page.locator("#samples tbody tr")
-            scores = [float(t) if t.replace(".", "", 1).isdigit() else 1.0 for t in rows.locator("td.score").all_inner_texts()]
-            rows.nth(scores.index(min(x for x in scores if x > 0))).click()
-            out = ROOT / "docs" / "images" / "view.png"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(out))
+            shots = []
+            for name, width in (("view.png", 1200), ("view-phone.png", 420)):
+                page = context.new_page()
+                page.set_viewport_size({"width": width, "height": 860 if width > 500 else 900})
+                page.goto(page_path.as_uri())
+                page.select_option("#f-outcome", "other_needle")  # the wrong needle: the strip and both writings
+                page.click("#samples tbody tr >> nth=0")
+                out = ROOT / "docs" / "images" / name
+                out.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(out))
+                shots.append(out)
+                page.close()
             context.close()
     from PIL import Image  # matplotlib's dependency: a palette PNG is a third of the size
 
-    image = Image.open(out).convert("RGB").quantize(colors=128)
-    image.save(out, optimize=True)
-    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    for out in shots:
+        image = Image.open(out).convert("RGB").quantize(colors=128)
+        image.save(out, optimize=True)
+        print(f"wrote {out} ({out.stat().st_size} bytes)")
 
 
 if __name__ == "__main__":

@@ -148,3 +148,15 @@ def test_its_inspect_task_scores_the_oracle_1(dataset, tmp_path, monkeypatch) ->
         [log] = inspect_eval(task(data=str(folder)), model=model, log_dir=str(tmp_path), display="none")
     assert log.status == "success" and log.results is not None
     assert log.results.scores[0].metrics["mean"].value == 1.0
+
+
+def test_shortcut_probes_run_or_are_refused_in_one_line(dataset) -> None:
+    name, folder = dataset
+    recipe = next(r for r in RECIPES if r.name == name)
+    done = run("mrcr-validate", folder, "--shortcuts", "--no-tokens", "--json", "-", "-q")
+    if recipe.checking().probes is None:  # a recipe may opt out (the plugin mrcr-json does)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "declare no probes" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr  # 2 rows per cell: too few to be a shortcut
+    groups = json.loads(done.stdout)["summary"]["shortcuts"]["groups"]
+    assert {g["n_needles"] for g in groups} == {"2", "4"} and all(g["rows"] == 2 for g in groups)

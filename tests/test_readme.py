@@ -25,7 +25,8 @@ documented text                               run as
 ``--bin all`` / ``--bin N`` (any N)           ``--bin 8192`` (repeats collapsed to one)
 ``mrcr-gen`` generation without ``--bin``     ``... --bin 8192`` appended
 (or ``--tokens``) / without ``--samples``     ``... --samples 1`` appended
-``mrcr-gen pool build`` without ``--entities``  ``... --entities 3`` appended (240 requests, not 4,600)
+``mrcr-gen pool build``/``export-requests``  ``... --entities 3`` appended (240 requests, not 4,600)
+without ``--entities``
 ``--base-url http://localhost:8000/v1``       ``--base-url <the test chat server>``
 ``-T bins=N`` (``inspect eval``)              ``-T bins=8192``
 ============================================  ==============================================
@@ -35,7 +36,8 @@ What the examples assume is provided here: ``mrcr/`` in the official openai/mrcr
 ``bad.parquet`` (a generated file with one row's answer swapped for a distractor writing),
 ``POOL.parquet`` (harvested from ``mrcr/``), ``responses.jsonl`` (the right answers of
 ``mrcr/2needle/2needle_0.parquet``), ``results.jsonl`` (what ``vllm run-batch`` writes for the
-documented ``requests.jsonl``: the test server's answers as its output lines). The Hugging Face Hub is a small fake Hub on 127.0.0.1
+documented ``requests.jsonl``: the test server's answers as its output lines), ``pool-results.jsonl``
+(the same for ``pool-requests.jsonl``). The Hugging Face Hub is a small fake Hub on 127.0.0.1
 (tests/support/hub_server.py, through ``HF_ENDPOINT`` and a private ``HF_HOME``) serving ``mrcr/``
 as the dataset ``openai/mrcr`` and, as the model ``Qwen/Qwen2.5-7B-Instruct``, a tokenizer trained
 in the test (tests/support/tiny_tokenizer.py) with a chat template. Commands that call a model talk to the project's own
@@ -67,6 +69,7 @@ from tests.support.tiny_tokenizer import write_tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DEFAULT_MRCR_REVISION = "f4c69fae7cf81f7ca26b9fee34b392a50f6b8a1d"  # what `inspect eval mrcr_gen/mrcr` reads by default
 DOCS = ROOT / "docs"
 CLIS = ("mrcr-gen", "mrcr-validate", "mrcr-grade", "mrcr-eval", "inspect")
 API_KEY = "sk-readme-test-0f9e8d7c6b5a"
@@ -202,7 +205,8 @@ def scale(text: str, server_url: str) -> str:
             text += " --bin 8192"
         if not _has(text, "--samples"):
             text += " --samples 1"
-    if words[:3] == ["mrcr-gen", "pool", "build"] and not _has(text, "--entities"):
+    planning = words[:2] == ["mrcr-gen", "pool"] and len(words) > 2 and words[2] in ("build", "export-requests")
+    if planning and not _has(text, "--entities"):
         text += " --entities 3"
     return text
 
@@ -369,18 +373,20 @@ def setup_hub(ws: Workspace) -> None:
     mrcr = ws.root / "mrcr"
     files = {str(p.relative_to(mrcr)): p.read_bytes() for p in mrcr.rglob("*.parquet")}
     ws.hub.add_commit("datasets", "openai/mrcr", files)
+    # the same files at the revision the Inspect task reads by default (`-T data` absent)
+    ws.hub.add_commit("datasets", "openai/mrcr", files, ref=None, sha=DEFAULT_MRCR_REVISION)
     # A larger vocabulary than the unit tests' tokenizer: it counts close to o200k, as a real model's does.
     folder = write_tiny_tokenizer(ws.root / ".model-tokenizer", vocab_size=8000, writings=400)
     files = {name: (folder / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json")}
     ws.hub.add_commit("models", "Qwen/Qwen2.5-7B-Instruct", files)
 
 
-def setup_vllm_results(ws: Workspace) -> None:
+def setup_vllm_results(ws: Workspace, requests: str = "requests.jsonl", results: str = "results.jsonl") -> None:
     """results.jsonl: `vllm run-batch -i requests.jsonl -o results.jsonl`'s output, the test server answering."""
     import urllib.request
 
     lines = []
-    for n, text in enumerate((ws.root / "requests.jsonl").read_text().splitlines()):
+    for n, text in enumerate((ws.root / requests).read_text().splitlines()):
         request = json.loads(text)
         post = urllib.request.Request(
             ws.server.base_url + "/chat/completions", json.dumps(request["body"]).encode(), {"Content-Type": "application/json"}
@@ -389,11 +395,17 @@ def setup_vllm_results(ws: Workspace) -> None:
             body = json.loads(answer.read())
         response = {"status_code": 200, "request_id": f"vllm-batch-{n}", "body": body}
         lines.append(json.dumps({"id": f"vllm-{n}", "custom_id": request["custom_id"], "response": response, "error": None}))
-    (ws.root / "results.jsonl").write_text("\n".join(lines) + "\n")
+    (ws.root / results).write_text("\n".join(lines) + "\n")
+
+
+def setup_vllm_pool_results(ws: Workspace) -> None:
+    """pool-results.jsonl: `vllm run-batch -i pool-requests.jsonl -o pool-results.jsonl`'s output."""
+    setup_vllm_results(ws, "pool-requests.jsonl", "pool-results.jsonl")
 
 
 SETUPS: dict[str, Callable[[Workspace], None]] = {
     "vllm-results": setup_vllm_results,
+    "vllm-pool-results": setup_vllm_pool_results,
     "hub": setup_hub,
     "v2-responses": setup_v2_responses,
     "mrcr": setup_mrcr,
@@ -441,6 +453,17 @@ def check_validated(ws: Workspace, command: Command, run: Run) -> None:
     assert "rows checked" in run.stdout
 
 
+def check_shortcuts(ws: Workspace, command: Command, run: Run) -> None:
+    assert "shortcut probes" in run.stdout and "rows checked" in run.stdout  # 2 rows a cell: no finding
+
+
+def check_health(ws: Workspace, command: Command, run: Run) -> None:
+    report = json.loads((ws.root / "health.json").read_text())
+    assert report["data"]["rows"] == rows_in(ws.root / "mrcr/2needle/2needle_0.parquet") * 2
+    assert report["reference"]["needle_depth"]["count"] == report["reference"]["rows"] * 8
+    assert "health report" in run.stdout
+
+
 def check_validate_json(ws: Workspace, command: Command, run: Run) -> None:
     report = json.loads(run.stdout)  # stdout holds the JSON alone
     assert report["summary"]["rows"] == rows_in(ws.root / "mrcr/8needle/8needle_0.parquet")
@@ -481,12 +504,53 @@ def check_pool_built(ws: Workspace, command: Command, run: Run) -> None:
     assert_no_key(ws)
 
 
+def check_pool_built_by_batch(ws: Workspace, command: Command, run: Run) -> None:
+    check_pool_built(ws, command, run)
+    out = ws.root / option(command.text, "--out")
+    built = json.loads(out.with_name(out.name.removesuffix(".parquet") + ".build.json").read_text())
+    # Every writing the cache lacked went through the Batch API (none, if the online example of the
+    # same model ran first: the batch build reuses its writings), each line billed once.
+    model = option(command.text, "--model")
+    asks = [r for r in ws.server.batch_requests if r["messages"][0]["content"].startswith("write a ")]
+    sent = [r for r in asks if r["model"] == model]
+    assert built["batch"]["lines"] == len(sent) <= built["requested"]
+    assert built["batch"]["price_per_1m"]["batch_discount"] == 0.5
+    assert (out.with_name(out.name.removesuffix(".parquet") + ".batches") / "writings.json").is_file()
+
+
 def check_harvested(ws: Workspace, command: Command, run: Run) -> None:
     from mrcr_gen.pool import read_pool
     from mrcr_gen.recipes.openai_mrcr._harvest import catalog_path
 
     out = ws.root / option(command.text, "--out")
     assert len(read_pool(out)) > 0 and catalog_path(out).is_file()
+
+
+def check_pool_requests(ws: Workspace, command: Command, run: Run) -> None:
+    lines = [json.loads(line) for line in (ws.root / option(command.text, "--out")).read_text().splitlines()]
+    model = option(command.text, "--model")
+    assert len(lines) >= 30 and {line["url"] for line in lines} == {"/v1/chat/completions"}
+    assert {line["body"]["model"] for line in lines} == {model}
+    assert len({line["custom_id"] for line in lines}) == len(lines)
+
+
+def check_pool_imported(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool import read_pool
+    from mrcr_gen.pool._quality import quality_report_path
+
+    out = ws.root / option(command.text, "--out")
+    requests = (ws.root / option(command.text, "--requests")).read_text().splitlines()
+    pool = read_pool(out)
+    assert len(pool) == len(requests) and {w.source for w in pool} == {"Qwen/Qwen2.5-7B-Instruct @ run-batch"}
+    assert quality_report_path(out).is_file()
+
+
+def check_pool_quality(ws: Workspace, command: Command, run: Run) -> None:
+    from mrcr_gen.pool._quality import quality_report_path
+
+    pool = ws.root / shlex.split(command.text)[3]
+    report = json.loads(quality_report_path(pool).read_text())
+    assert report["reference"] == f"pool {option(command.text, '--compare')}" and "reference" in run.stderr
 
 
 def check_eval(ws: Workspace, command: Command, run: Run) -> None:
@@ -629,6 +693,19 @@ def check_export_inspect(ws: Workspace, command: Command, run: Run) -> None:
     assert len(log.samples) == summarize_run(run_dir)["n_rows"]
 
 
+def check_inspect_default(ws: Workspace, command: Command, run: Run) -> None:
+    """Without -T data: openai/mrcr at the pinned revision, each row in two epochs, ids FILE:ROW."""
+    log = _inspect_log_of(ws, command)
+    check_inspect_eval(ws, command, run)
+    assert log.eval.config.epochs == 2 and len(log.samples) % 2 == 0
+    assert {s.id.split(":")[0] for s in log.samples} <= {f"8needle/8needle_{i}.parquet" for i in (0, 1)}
+    assert all(f"/snapshots/{DEFAULT_MRCR_REVISION}/" in entry["path"] for entry in log.eval.metadata["data"])
+
+
+def check_inspect_report_folder(ws: Workspace, command: Command, run: Run) -> None:
+    assert "AUC@128k" in run.stdout and "2 epochs: each row's score" in " ".join(run.stdout.split()), run.explain()
+
+
 def check_inspect_report(ws: Workspace, command: Command, run: Run) -> None:
     assert "AUC@128k" in run.stdout and "1.000" in run.stdout
     assert sorted(p.name for p in (ws.root / "logs/gpt-4.1").iterdir())[-1].endswith(".eval")  # nothing written beside
@@ -758,6 +835,10 @@ RULES: dict[str, Rule] = {
     "validate-clean-folder": Rule(
         r"^mrcr-validate mrcr/ bad\.parquet --clean clean/$", needs=("mrcr", "bad"), exit=1, check=check_cleaned_folder
     ),
+    "validate-shortcuts": Rule(r"^mrcr-validate mrcr/ --shortcuts$", needs=("mrcr",), check=check_shortcuts),
+    "validate-compare": Rule(
+        r"^mrcr-validate mrcr/2needle/ --compare mrcr/8needle/ --json health\.json$", needs=("mrcr",), check=check_health
+    ),
     "gen-pool": Rule(r"^mrcr-gen --writer pool --pool POOL\.parquet ", needs=("POOL",), check=check_generated),
     "pool-build-openai": Rule(r"^mrcr-gen pool build --writer openai --model gpt-4o ", check=check_pool_built),
     "gen-openai": Rule(r"^mrcr-gen --writer openai ", check=check_generated),
@@ -766,6 +847,14 @@ RULES: dict[str, Rule] = {
         r"^mrcr-gen --writer pool --pool qwen-pool\.parquet", needs=("pool-build-vllm",), check=check_generated
     ),
     "harvest": Rule(r"^mrcr-gen pool harvest mrcr/", needs=("mrcr",), check=check_harvested),
+    "pool-build-batch": Rule(r"^mrcr-gen pool build --batch ", check=check_pool_built_by_batch),
+    "pool-export": Rule(r"^mrcr-gen pool export-requests ", check=check_pool_requests),
+    "pool-import": Rule(
+        r"^mrcr-gen pool import-results pool-results\.jsonl ",
+        needs=("pool-export", "vllm-pool-results"),
+        check=check_pool_imported,
+    ),
+    "pool-quality": Rule(r"^mrcr-gen pool quality ", needs=("pool-import", "harvest"), check=check_pool_quality),
     "gen-remix": Rule(
         r"^mrcr-gen --writer pool --pool gpt4o-remix\.parquet", needs=("harvest",), check=check_generated
     ),
@@ -799,14 +888,22 @@ RULES: dict[str, Rule] = {
     "eval-generated": Rule(r"^mrcr-eval data/", needs=("gen-data",), check=check_eval),
     "eval-report": Rule(r"^mrcr-eval report runs/", needs=("eval-generated",), check=check_report, before=before_report),
     "eval-view": Rule(r"^mrcr-eval view runs/", needs=("eval-generated",), check=check_view),
-    "inspect-hub": Rule(r"^inspect eval mrcr_gen/mrcr --model openai/", needs=("hub",), check=check_inspect_eval),
+    "inspect-hub": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model openai/\S+ -T data=", needs=("hub",), check=check_inspect_eval
+    ),
+    "inspect-default": Rule(
+        r"^inspect eval mrcr_gen/mrcr --model openai/\S+ --epochs 2 ", needs=("hub",), check=check_inspect_default
+    ),
     "inspect-v2": Rule(r"^inspect eval mrcr_gen/mrcr_v2 ", needs=("gen-v2",), check=check_inspect_eval),
     "inspect-offline": Rule(r"^inspect eval mrcr_gen/mrcr --model mockllm/", needs=("gen-data",), check=check_inspect_eval),
     "inspect-local": Rule(
         r"^inspect eval mrcr_gen/mrcr --model openai-api/local/", needs=("gen-data",), check=check_inspect_eval
     ),
     "export-inspect": Rule(r"^mrcr-eval export-inspect runs/", needs=("eval-generated",), check=check_export_inspect),
-    "inspect-report": Rule(r"^mrcr-eval report logs/", needs=("inspect-hub",), check=check_inspect_report),
+    "inspect-report": Rule(r"^mrcr-eval report logs/\S+\.eval$", needs=("inspect-hub",), check=check_inspect_report),
+    "inspect-report-folder": Rule(
+        r"^mrcr-eval report logs/default$", needs=("inspect-default",), check=check_inspect_report_folder
+    ),
     "inspect-compare": Rule(
         r"^mrcr-eval compare runs/mini-generated logs/", needs=("eval-generated", "inspect-offline"),
         check=check_inspect_compare,

@@ -383,6 +383,50 @@ def _require_run_dir(run_dir: Path) -> None:
         raise CommandError(f"{run_dir} has no results.jsonl: not a mrcr-eval run directory (nor an Inspect log)")
 
 
+def _inspect_logs_in(folder: Path) -> list[Path]:
+    """The Inspect logs in a folder that is not a run directory (an `inspect eval --log-dir`)."""
+    if not folder.is_dir() or (folder / "results.jsonl").is_file():
+        return []
+    from ..inspect._import import inspect_logs_in
+
+    return inspect_logs_in(folder)
+
+
+def _report_inspect_logs(folder: Path, logs: list[Path]) -> None:
+    """The report of each log of these tasks in `folder`; a log of another task is named and passed over."""
+    console, reported = Console(), 0
+    for path in logs:
+        try:
+            _report_inspect_log(path, console, title=str(path))
+            reported += 1
+        except CommandError as exc:
+            stderr.print(f"skipped {exc}", highlight=False)
+    if not reported:
+        raise CommandError(f"{folder}: no Inspect log of {' or '.join(_tasks())} in it")
+
+
+def _tasks() -> tuple[str, ...]:
+    from ..inspect._import import TASKS
+
+    return TASKS
+
+
+def _report_inspect_log(path: Path, console: Console, title: str | None = None) -> None:
+    """Print the report of one Inspect log, under a rule naming `title` if given (nothing is
+    written beside someone's Inspect logs)."""
+    from ..inspect._import import InspectLogError, summarize_inspect_log
+
+    try:
+        summary = summarize_inspect_log(path)
+    except InspectLogError as exc:
+        raise CommandError(str(exc)) from None
+    if title is not None:
+        console.rule(title)
+    print_report(summary, console)
+    if summary.get("epochs_note"):
+        console.print(summary["epochs_note"], highlight=False)
+
+
 def _inspect_log(path: Path) -> bool:
     from ..inspect._import import is_inspect_log
 
@@ -406,19 +450,28 @@ def _view_of(path: Path) -> Any:
     return view_path(path)
 
 
+def _warn(warnings: list[str]) -> None:
+    """The report's warnings (rows that lost their context), one line each on stderr."""
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 @report_app.command()
-def report(run_dir: Path = typer.Argument(..., help="A mrcr-eval run directory, or an Inspect log (.eval).")) -> None:
+def report(
+    run_dir: Path = typer.Argument(
+        ..., help="A mrcr-eval run directory, an Inspect log (.eval), or a folder of Inspect logs."
+    ),
+) -> None:
     from .._api import add_analyses
     from .._files import Busy
 
+    logs = _inspect_logs_in(run_dir)
+    if logs:  # a folder of Inspect logs: each of these tasks' logs reported, in name order
+        _report_inspect_logs(run_dir, logs)
+        return
     _require_run_dir(run_dir)
-    if _inspect_log(run_dir):  # printed only: nothing is written beside someone's Inspect logs
-        from ..inspect._import import InspectLogError, summarize_inspect_log
-
-        try:
-            print_report(summarize_inspect_log(run_dir), Console())
-        except InspectLogError as exc:
-            raise CommandError(str(exc)) from None
+    if _inspect_log(run_dir):
+        _report_inspect_log(run_dir, Console())
         return
     try:
         add_analyses(run_dir)
@@ -450,7 +503,9 @@ def view(
     if output is None:
         output = run_dir.with_suffix(".html") if _inspect_log(run_dir) else run_dir / "report.html"
     try:
-        write_html(render_view(_view_of(run_dir)), output)
+        report = _view_of(run_dir)
+        _warn(report.warnings)
+        write_html(render_view(report), output)
     except ValueError as exc:  # run.json that is not JSON; a log not of these tasks
         raise CommandError(str(exc)) from None
     except OSError as exc:
@@ -471,7 +526,7 @@ def compare(
 ) -> None:
     from .._api import compare_runs
     from ..eval import render_compare, write_html
-    from ..eval._compare import compare_table, controls_table, plot_compare
+    from ..eval._compare import compare_table, controls_table, overlay_png, plot_compare
     from ..eval._floors import declared_floors
     from ..recipes import RECIPES
 
@@ -488,7 +543,9 @@ def compare(
             raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
     if html is not None:
         try:
-            write_html(render_compare([_view_of(run_dir) for run_dir in run_dirs]), html)
+            reports = [_view_of(run_dir) for run_dir in run_dirs]
+            _warn([f"{run_dir}: {w}" for run_dir, r in zip(run_dirs, reports, strict=True) for w in r.warnings])
+            write_html(render_compare(reports, entries, overlay_png(entries), RECIPES), html)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         except OSError as exc:

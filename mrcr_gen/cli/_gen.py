@@ -98,8 +98,9 @@ TAIL_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
             None,
             "--tokens",
             help=(
-                "Target an exact token total instead of bins (within 1% from 16384 up; 4160..1048576, so that every "
-                "row lies in a bin). Not with --bin."
+                "Target a token total instead of bins: every row within 1% below N (64 tokens below 6400), never "
+                "above; N from 4160 to 1048576 (MRCR v2: 4161 to 8388608), so that every row lies in a bin. "
+                "Not with --bin."
             ),
         ),
     ),

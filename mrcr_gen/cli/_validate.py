@@ -24,6 +24,8 @@ from .._parquet import use_lean_memory_pool
 from .._request import ValidateRequest
 from ..recipes import group_inputs
 from ..validate import RepairRefused, RepairResult, ValidationReport, merge_reports
+from ..validate._health import health_table
+from ..validate._shortcuts import ShortcutReport
 from ._common import TOKENIZER_HELP, CommandError, checked_tokenizer, open_engine, run_app
 
 PROG = "mrcr-validate"
@@ -86,6 +88,8 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
         for label, counts in s.by_bin.items():
             bins.add_row(label, *(str(counts.get(n, 0)) for n in needles))
         console.print(bins)
+    if s.shortcuts is not None:
+        _shortcut_table(s.shortcuts, console)
     if report.findings:
         shown = report.findings[:max_findings]
         findings = Table(title=f"findings ({len(report.findings)})")
@@ -99,6 +103,65 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
         console.print(findings)
         if len(report.findings) > len(shown):
             console.print(f"… and {len(report.findings) - len(shown)} more findings (see --json or --max-findings)")
+
+
+def _shortcut_table(shortcuts: ShortcutReport, console: Console) -> None:
+    table = Table(title="shortcut probes: mean official score per bin x needles (expected: uniform placement)")
+    for column in ("bin", "needles", "probe", "rows", "score", "expected", "excess", "z", "writing floor"):
+        table.add_column(column, justify="left" if column in ("bin", "probe") else "right")
+    for g in shortcuts.groups:
+        flag = "[red]" if g.shortcut else ""
+        floor = "-" if g.floor is None else f"{g.floor:.3f}"
+        excess = f"{flag}{g.observed - g.expected:+.3f}"
+        table.add_row(
+            g.bin,
+            g.n_needles,
+            g.probe,
+            str(g.rows),
+            f"{g.observed:.3f}",
+            f"{g.expected:.3f}",
+            excess,
+            f"{g.z:.1f}",
+            floor,
+        )
+    console.print(table)
+    if shortcuts.skipped:
+        skipped = ", ".join(f"{count} ({reason})" for reason, count in shortcuts.skipped.items())
+        console.print(f"rows not probed: {skipped}")
+
+
+def _compare(
+    paths: list[str],
+    reference: str,
+    tokens: bool,
+    workers: int | None,
+    tokenizer: str | None,
+    json_out: str | None,
+    quiet: bool,
+) -> int:
+    """`--compare REF`: both sets' health statistics side by side; DIR's validation decides the exit code."""
+    from .._api import health_report
+
+    comparison, report = health_report(paths, [reference], tokens=tokens, workers=workers, tokenizer=tokenizer)
+    if json_out is not None:
+        _write_json(json_out, comparison.model_dump_json(indent=2))
+    if not quiet:
+        console = Console(stderr=True) if json_out == "-" else Console()
+        console.print(health_table(comparison, str(paths[0] if len(paths) == 1 else "DIR"), reference))
+    return report.exit_code
+
+
+def _write_json(json_out: str, text: str) -> None:
+    if json_out == "-":
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
+    try:
+        from .._files import write_text_atomic
+
+        write_text_atomic(json_out, text + "\n")
+    except OSError as exc:
+        raise CommandError(f"cannot write --json {json_out}: {exc}") from None
 
 
 def _repair_table(result: RepairResult, console: Console, verb: str) -> None:
@@ -191,11 +254,41 @@ def validate(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help=TOKENIZER_HELP + " [default: the one the dataset card names, else o200k_base]"
     ),
+    compare: str | None = typer.Option(
+        None,
+        "--compare",
+        metavar="REF",
+        help=(
+            "A health report of the inputs beside REF (official files or another generated set, of the same "
+            "recipe): writing tokens per format, format shares, needle and target depth, trigram share, zlib ratio, "
+            "the floors and the shortcut probes. See docs/validating.md."
+        ),
+    ),
+    shortcuts: bool = typer.Option(
+        False,
+        "--shortcuts",
+        help=(
+            "Also run the shortcut probes: model-free solvers (the needle nearest depth (k-0.5)/n, the first, last, "
+            "a random, the longest, the shortest needle, the final turn's writing) scored per bin and needle count "
+            "beside their expectation under uniform needle placement; one that beats it clearly is an error "
+            "'shortcut'. See docs/validating.md."
+        ),
+    ),
 ) -> int:
     if clean is not None and fix is not None:
         raise CommandError("--clean and --fix are exclusive; give one output")
+    if shortcuts and (clean is not None or fix is not None):
+        raise CommandError("--shortcuts writes nothing; run it without --clean/--fix")
     if tokenizer is not None:
         checked_tokenizer(tokenizer)
+    if compare is not None:
+        if clean is not None or fix is not None:
+            raise CommandError("--compare writes nothing; run it without --clean/--fix")
+        if strict or engine != "local" or address is not None:
+            raise CommandError(
+                "--compare runs on this machine and reports findings as they are: without --strict/--engine"
+            )
+        return _compare(paths, compare, tokens, workers, tokenizer, json_out, quiet)
     runner = open_engine(engine, workers, address) if engine != "local" or address is not None else None
     json_to_stdout = json_out == "-"
     console = Console(stderr=True) if json_to_stdout else Console()
@@ -220,6 +313,10 @@ def validate(
             if len(groups) > 1:
                 kinds = " or ".join(sorted(f"{recipe.title} files" for recipe, _ in groups))
                 raise CommandError(f"--clean takes {kinds}, not both at once")
+        if shortcuts:
+            for recipe, _ in groups:
+                if recipe.checking().probes is None:
+                    raise CommandError(f"--shortcuts: {recipe.title} files (recipe {recipe.name}) declare no probes")
         request = ValidateRequest(
             tokens=tokens,
             workers=workers,
@@ -230,6 +327,7 @@ def validate(
             out=out,
             progress=advance,
             on_change=lambda line: errors.print(line, markup=False, highlight=False, soft_wrap=True),
+            shortcuts=shortcuts,
         )
         try:
             results = [recipe.validate(inputs, request) for recipe, inputs in groups]
@@ -241,17 +339,7 @@ def validate(
     for finding in report.unreadable:
         _err_line(f"{finding.file}: {finding.message}")
     if json_out is not None:
-        text = report.to_json()
-        if json_to_stdout:
-            sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-        else:
-            try:
-                from .._files import write_text_atomic
-
-                write_text_atomic(json_out, text + "\n")
-            except OSError as exc:
-                raise CommandError(f"cannot write --json {json_out}: {exc}") from None
+        _write_json(json_out, report.to_json())
     if not quiet:
         _summary_tables(report, console, max_findings)
         if out is not None and results:

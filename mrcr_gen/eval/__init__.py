@@ -8,6 +8,7 @@ from ._auc import auc, trapezoid_auc
 from ._batch import BatchStats, run_batch_async
 from ._batchfile import ExportStats, ImportStats, export_requests, import_results, request_line
 from ._compare import compare_runs, compare_table, plot_compare
+from ._compare_view import render_compare
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._failures import analyse_item, failure_summary, write_failure_plots
 from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
@@ -16,7 +17,7 @@ from ._report import plot_summary, print_report, render_table, summarize, summar
 from ._responses import ResponsesError, grade_responses, read_responses
 from ._run_view import add_analyses, graded_view, records_view, run_view, view_samples
 from ._runner import RunStats, preflight, run_eval, run_eval_async
-from ._view import ViewReport, ViewSample, render_compare, render_view, write_html
+from ._view import ViewReport, ViewSample, render_view, write_html
 
 __all__ = [
     "BatchLimits",

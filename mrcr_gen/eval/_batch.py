@@ -34,11 +34,9 @@ from ._batchfile import OpenRun, batch_priced, open_run, outcome_record, request
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._items import EvalItem, EvalRecipe, recipe_named
 from ._planner import Planner, base_record
-from ._results import RESULTS_NAME, ResultsWriter
+from ._results import BATCH_DIR, RESULTS_NAME, ResultsWriter
 from ._runner import RunStats, eval_client
 from ._session import close_client
-
-BATCH_DIR = "batches"
 
 
 class BatchStats(RunStats):

@@ -10,7 +10,9 @@ from typing import Any
 from rich.table import Table
 
 from .._bins import bin_sort_key
+from ._ci import format_interval, within_noise
 from ._control import ALPHA, pair_controls, test_name
+from ._failures import prefix_kept, target_share
 from ._floors import Floor, control_floors
 from ._items import EvalRecipe
 from ._report import _fmt, bin_headers, finish_bin_plot, summarize
@@ -24,8 +26,11 @@ def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[Eva
 
 def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, Any]:
     """The comparison entry of one run (a run directory, or an Inspect log) from its summary: model,
-    rows, mean, AUCs, per-bin means, errors, cost, completeness, the control it is (if any) with its
-    memorization test, and the sha256 of its data files."""
+    rows, mean, AUCs, per-bin means (with their bootstrap 95% intervals, `ci`), the share of replies
+    that kept their prefix and that returned the target (with its prefix, and at all), errors,
+    cost, completeness, the control it is (if any) with its memorization test, and the sha256 of
+    its data files."""
+    outcomes = (summary.get("failures") or {}).get("outcomes") or []
     return {
         "run": str(run),
         "model": summary["model"],
@@ -34,6 +39,10 @@ def compare_entry(run: str | os.PathLike, summary: dict[str, Any]) -> dict[str, 
         "auc_128k": summary["auc_128k"],
         "auc_1m": summary["auc_1m"],
         "bins": {b["bin"]: b["mean_score"] for b in summary["bins"]},
+        "ci": summary.get("ci"),
+        "prefix_kept": prefix_kept(outcomes),
+        "target": target_share(outcomes),
+        "target_with_prefix": target_share(outcomes, "ok"),
         "errors": summary["errors"]["count"] + len(summary["file_errors"]),
         "cost_usd": summary["cost_usd"],
         "complete": summary["complete"],
@@ -48,26 +57,60 @@ def _all_bins(entries: list[dict[str, Any]]) -> list[str]:
     return sorted({label for entry in entries for label in entry["bins"]}, key=bin_sort_key)
 
 
-def compare_table(entries: list[dict[str, Any]]) -> Table:
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _with_ci(entry: dict[str, Any], key: str) -> str:
+    interval = (entry.get("ci") or {}).get(key)
+    return f"{_fmt(entry[key])} {format_interval(interval, _fmt)}".rstrip()
+
+
+def noise_verdict(entry: dict[str, Any], reference: dict[str, Any]) -> str:
+    """How a run's mean differs from the reference run's: within noise when their bootstrap 95%
+    intervals overlap; "-" for the reference itself or without intervals."""
+    if entry is reference or entry["mean_score"] is None or reference["mean_score"] is None:
+        return "-"
+    overlap = within_noise((entry.get("ci") or {}).get("mean_score"), (reference.get("ci") or {}).get("mean_score"))
+    difference = f"{entry['mean_score'] - reference['mean_score']:+.3f}"
+    return difference if overlap is None else f"{difference} ({'within noise' if overlap else 'beyond noise'})"
+
+
+COMPARE_COLUMNS = ("run", "model", "rows", "mean [95% CI]", "vs first", "prefix kept", "target+prefix", "target",
+                   "AUC@128k", "AUC@1M")  # fmt: skip
+
+
+def compare_rows(entries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The leaderboard as text: its column names and one row per run (the terminal and the page print these)."""
     bins = _all_bins(entries)
-    table = Table(title="MRCR runs")
-    for name in ("run", "model", "rows", "mean", "AUC@128k", "AUC@1M", *bin_headers(bins), "errors", "cost"):
-        table.add_column(name, justify="left" if name in ("run", "model") else "right")
+    rows = []
     for entry in entries:
         official = "" if entry["official"] else " (NOT official)"
         kind = f" (control: {entry['control']})" if entry.get("control") else official
         flags = ("" if entry["complete"] else " (incomplete)") + kind
-        table.add_row(
-            entry["run"] + flags,
-            str(entry["model"]),
-            str(entry["rows"]),
-            _fmt(entry["mean_score"]),
-            _fmt(entry["auc_128k"]),
-            _fmt(entry["auc_1m"]),
-            *(_fmt(entry["bins"].get(label)) for label in bins),
-            str(entry["errors"]),
-            "-" if entry["cost_usd"] is None else f"${entry['cost_usd']:,.2f}",
-        )
+        intervals = (entry.get("ci") or {}).get("bins") or {}
+        rows.append([
+            entry["run"] + flags, str(entry["model"]), str(entry["rows"]), _with_ci(entry, "mean_score"),
+            noise_verdict(entry, entries[0]), _pct(entry.get("prefix_kept")), _pct(entry.get("target_with_prefix")),
+            _pct(entry.get("target")), _with_ci(entry, "auc_128k"), _with_ci(entry, "auc_1m"),
+            *(f"{_fmt(entry['bins'].get(b))} {format_interval(intervals.get(b), _fmt)}".rstrip() for b in bins),
+            str(entry["errors"]), "-" if entry["cost_usd"] is None else f"${entry['cost_usd']:,.2f}",
+        ])  # fmt: skip
+    return [*COMPARE_COLUMNS, *bin_headers(bins), "errors", "cost"], rows
+
+
+def compare_table(entries: list[dict[str, Any]]) -> Table:
+    columns, rows = compare_rows(entries)
+    table = Table(title="MRCR runs")
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("run", "model") else "right")
+    for row in rows:
+        table.add_row(*row)
+    table.caption = (
+        "in brackets: bootstrap 95% intervals (rows resampled within bin x needle cells); vs first: the mean's "
+        "difference from the first run, within noise when the intervals overlap; target+prefix: the right "
+        "writing with its prefix (target alone: with or without)"
+    )
     return table
 
 
@@ -104,6 +147,16 @@ def controls_table(entries: list[dict[str, Any]], floors: Sequence[Floor] = ()) 
             verdict,
         )
     return table
+
+
+def overlay_png(entries: list[dict[str, Any]]) -> bytes:
+    """`plot_compare`'s plot as PNG bytes (for the compare page)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mrcr-compare-") as tmp:
+        path = Path(tmp) / "compare.png"
+        plot_compare(entries, path)
+        return path.read_bytes()
 
 
 def plot_compare(entries: list[dict[str, Any]], path: str | os.PathLike) -> None:

@@ -20,9 +20,7 @@ from pydantic import ValidationError
 
 from .._files import atomic_path
 from .._openai import ChatResult
-from ._results import STATUS_OK, ResultsWriter, json_lines
-
-JOURNAL_NAME = "replies.jsonl"
+from ._results import JOURNAL_NAME, STATUS_OK, ResultsWriter, json_lines
 
 
 class ReplyJournal:

@@ -18,8 +18,9 @@ from .._bins import bin_headers, bin_sort_key, bin_upper
 from .._files import save_figure, write_text_atomic
 from .._usage import cost, ledger_usage
 from ._auc import auc_fields
+from ._ci import bootstrap, format_interval
 from ._control import control_test
-from ._failures import failure_summary, write_failure_plots
+from ._failures import OUTCOMES, failure_summary, prefix_kept, target_share, write_failure_plots
 from ._floors import Floor, control_floors, declared_floors
 from ._items import EvalRecipe
 from ._results import (
@@ -191,9 +192,18 @@ def summarize_records(
             "skipped": _skipped(rows.skipped, window),
             "errors": _errors(rows.errors),
             "file_errors": [{"file": r["file"], "error": r.get("error")} for r in rows.file_errors],
-            "failures": failure_summary(rows.counted),
+            "failures": failure_summary(rows.counted + rows.skipped),
+            "ci": _intervals(rows, window),
         }
         | _spending(rows.scored, run.get("price_per_1m"), shared=bool((run.get("settings") or {}).get("batch")))
+    )
+
+
+def _intervals(rows: _Rows, window: int | None) -> dict[str, Any]:
+    """Bootstrap 95% intervals of the headline mean, the bins' means and the AUCs (`_ci`)."""
+    counted = [(r, True) for r in rows.counted] + [(r, False) for r in rows.skipped]
+    return bootstrap(
+        [(r["bin"], _bin_upper_of(r), int(r.get("n_needles") or 0), _score(r), flag) for r, flag in counted], window
     )
 
 
@@ -375,6 +385,45 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _with_ci(value: float | None, interval: list[float] | None) -> str:
+    """A number with its 95% interval: "0.293 [0.250, 0.331]"."""
+    return f"{_fmt(value)} {format_interval(interval, _fmt)}".rstrip()
+
+
+SHORT_OUTCOMES = ("other", "distr", "no ctx", "empty", "error", "skip")  # OUTCOMES[1:], short
+
+
+def outcome_table(summary: dict[str, Any]) -> Table:
+    """Per bin x needle count: what the replies returned, the target split by whether its prefix
+    was kept (a right writing without its prefix scores 0), and the share of replies that kept it."""
+    table = Table(title="What the replies returned (share of rows)")
+    table.add_column("bin")
+    headers = ("n", "rows", "prefix", "tgt+pfx", "tgt-pfx", *SHORT_OUTCOMES)
+    for column in headers:
+        table.add_column(column, justify="right")
+    table.caption = (
+        "n: needles; prefix: replies that start with their prefix; tgt+pfx: the target with its prefix; "
+        "tgt-pfx: the target without it (scores 0); other: another needle; distr: a distractor; "
+        "no ctx: text not in the conversation"
+    )
+    cells = (summary.get("failures") or {}).get("outcomes", [])
+    for cell, header in zip(cells, bin_headers([c["bin"] for c in cells]), strict=True):
+        table.add_row(
+            header,
+            str(cell["n_needles"]),
+            str(cell["count"]),
+            _pct(prefix_kept([cell])),
+            _pct(target_share([cell], "ok")),
+            _pct((target_share([cell]) or 0.0) - (target_share([cell], "ok") or 0.0)),
+            *(_pct(cell["shares"].get(outcome)) for outcome in OUTCOMES[1:]),
+        )
+    return table
+
+
 def render_table(summary: dict[str, Any], title: str | None = None, *, floors: Sequence[Floor] = ()) -> Table:
     """A rich table: one line per bin x needles, with the reference `floors` (as recipes declare them)."""
     table = Table(title=title or f"MRCR - {summary.get('model') or 'model'}")
@@ -391,10 +440,13 @@ def render_table(summary: dict[str, Any], title: str | None = None, *, floors: S
             *(_fmt(cell.get(floor.name)) for floor in floors),
         )
     cost, saved = summary.get("cost_usd"), summary.get("cache_saved_usd")
+    ci = summary.get("ci") or {}
     table.caption = (
-        f"mean score {_fmt(summary['mean_score'])} over {summary['n_rows']} rows "
+        f"mean score {_with_ci(summary['mean_score'], ci.get('mean_score'))} over {summary['n_rows']} rows "
         f"(errors count 0; {_fmt(summary['mean_score_answered'])} over the {summary['n_scored']} answered); "
-        f"AUC@128k {_fmt(summary.get('auc_128k'))}, AUC@1M {_fmt(summary.get('auc_1m'))}; "
+        f"AUC@128k {_with_ci(summary.get('auc_128k'), ci.get('auc_128k'))}, "
+        f"AUC@1M {_with_ci(summary.get('auc_1m'), ci.get('auc_1m'))}"
+        f"{' (in brackets: bootstrap 95% intervals)' if ci else ''}; "
         f"skipped {summary['skipped']['count']} (not in the mean; in the bins' rows and means as 0); "
         f"errors {summary['errors']['count']}"
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
@@ -402,6 +454,7 @@ def render_table(summary: dict[str, Any], title: str | None = None, *, floors: S
         f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
         f"{_pending_note(summary.get('pending'))}"
         f"{_not_official(summary, floors)}"
+        f"{_bins_note(summary)}"
         f"{_floors_note(floors)}"
     )
     return table
@@ -412,6 +465,13 @@ def _pending_note(pending: Any) -> str:
         return ""
     bins = ", ".join(f"{label} {count}" for label, count in pending.get("by_bin", {}).items())
     return f"; {pending['rows']} rows still in {pending['batches']} running batches ({bins}): not counted yet"
+
+
+def _bins_note(summary: dict[str, Any]) -> str:
+    """Each bin's mean (errors and skipped rows as 0) with its 95% interval."""
+    intervals = (summary.get("ci") or {}).get("bins") or {}
+    parts = [f"{b['bin']} {_with_ci(b['mean_score'], intervals.get(b['bin']))}" for b in summary.get("bins", [])]
+    return f"\nbin means: {'; '.join(parts)}" if parts else ""
 
 
 def _floors_note(floors: Sequence[Floor]) -> str:
@@ -505,6 +565,8 @@ def print_report(
     """The summary's table, then each recipe's own tables (`EvalRecipe.report_tables`)."""
     console = console or Console()
     console.print(render_table(summary, floors=declared_floors(recipes)))
+    if (summary.get("failures") or {}).get("outcomes"):
+        console.print(outcome_table(summary))
     for recipe in recipes:
         for table in recipe.report_tables(summary):
             console.print(table)

@@ -15,6 +15,25 @@ RUN_NAME = "run.json"
 LOCK_NAME = "run.lock"  # held (fcntl.flock) by the run writing the folder
 SUMMARY_NAME = "summary.json"
 PLOT_NAME = "plot.png"
+JOURNAL_NAME = "replies.jsonl"  # replies not yet recorded (`_journal`)
+BATCH_DIR = "batches"  # a --batch run's files (`_batch`)
+DEPTH_PLOT, ORDINALS_PLOT, OUTCOMES_PLOT = "plot_depth.png", "plot_ordinals.png", "plot_outcomes.png"
+REPORT_NAME = "report.html"
+#: Everything mrcr-eval and its reports write in a run folder: a folder without our run.json that
+#: holds one of them is refused (mrcr-gen never overwrites a file it did not write).
+RUN_FOLDER_NAMES = (
+    RUN_NAME,
+    RESULTS_NAME,
+    LOCK_NAME,
+    SUMMARY_NAME,
+    PLOT_NAME,
+    JOURNAL_NAME,
+    BATCH_DIR,
+    DEPTH_PLOT,
+    ORDINALS_PLOT,
+    OUTCOMES_PLOT,
+    REPORT_NAME,
+)
 
 STATUS_OK = "ok"
 STATUS_ERROR = "error"

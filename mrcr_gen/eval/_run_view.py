@@ -3,7 +3,8 @@
 (`mrcr-eval report`).
 
 Results hold the reply but neither the conversation nor the expected answer: both are read
-again from the data files (rows whose content changed since, by digest, show without them).
+again from the data files. Rows whose file is gone or whose content changed since (by digest) show
+without them, and the page (and the command, on stderr) says so, naming the rows (`context_warnings`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from .._files import exclusive_lock
 from ._analysis import Transcript, analyse_split, target_depth
-from ._failures import failure_summary, write_failure_plots
+from ._failures import failure_summary, write_panel_plots
 from ._floors import Floor, declared_floors
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 from ._planner import graded_text
@@ -68,6 +69,30 @@ def _with_items(
     return paired
 
 
+def _rows_text(rows: list[int]) -> str:
+    shown = ", ".join(map(str, rows[:20]))
+    return (
+        f"row {shown}" if len(rows) == 1 else f"rows {shown}{f' and {len(rows) - 20} more' if len(rows) > 20 else ''}"
+    )
+
+
+def context_warnings(paired: Sequence[tuple[dict, EvalItem | None]]) -> list[str]:
+    """One line per data file whose rows lost their context (conversation and expected answer):
+    the file is missing, or holds other content now than when the rows were run (digest)."""
+    lost: dict[str, list[int]] = defaultdict(list)
+    for record, item in paired:
+        if item is None and record.get("status") != "skipped":
+            lost[str(record["file"])].append(int(record["row"]))
+    warnings = []
+    for path, rows in sorted(lost.items()):
+        why = "is missing" if not os.path.exists(path) else "changed since the run (or cannot be read)"
+        warnings.append(
+            f"data file {path} {why}: {_rows_text(sorted(rows))} show without their conversation and "
+            "expected answer (outcomes as stored)"
+        )
+    return warnings
+
+
 def _transcript(item: EvalItem | None, recipes: Sequence[EvalRecipe]) -> Transcript | None:
     return None if item is None else recipe_named(item.recipe, recipes).transcript(item)
 
@@ -112,11 +137,13 @@ def view_samples(
     recipes: Sequence[EvalRecipe],
     strip_think: bool = False,
     items: dict[str, dict[int, EvalItem]] | None = None,
-) -> tuple[list[ViewSample], list[dict[str, Any]]]:
-    """The page's samples of some result records, and the records with their analyses (stored or
-    computed now) for `failure_summary`; `items` (file -> row -> item) saves reading them again."""
+) -> tuple[list[ViewSample], list[dict[str, Any]], list[str]]:
+    """The page's samples of some result records, the records with their analyses (stored or
+    computed now) for `failure_summary`, and the warnings of rows that lost their context
+    (`context_warnings`); `items` (file -> row -> item) saves reading them again."""
     samples, analysed = [], []
-    for record, item in _with_items(records, recipes, items):
+    paired = _with_items(records, recipes, items)
+    for record, item in paired:
         transcript = _transcript(item, recipes)
         analysis = _analysis(record, item, transcript, recipes, strip_think)
         status = str(record.get("status"))
@@ -129,6 +156,8 @@ def view_samples(
             depth = target_depth(transcript)
         samples.append(
             ViewSample(
+                **_strip_fields(transcript, analysis, item),
+                context_lost=item is None and status != "skipped",
                 file=str(record["file"]),
                 row=int(record["row"]),
                 bin=str(record.get("bin")),
@@ -152,15 +181,36 @@ def view_samples(
             )
         )
         analysed.append(record | {"analysis": analysis})
-    return samples, analysed
+    return samples, analysed, context_warnings(paired)
+
+
+def _strip_fields(transcript: Transcript | None, analysis: dict | None, item: EvalItem | None) -> dict[str, Any]:
+    """What the needle strip and the returned writing need: every needle's depth, the
+    conversation's length, the row's prefix, the analysis' flags, and the text of the writing the
+    reply returned when it is not the target."""
+    if transcript is None:
+        return {}
+    analysis = analysis or {}
+    returned_text = None
+    if analysis.get("returned") in ("other_needle", "distractor"):
+        returned_text = next((w.text for w in transcript.writings if w.index == analysis.get("returned_index")), None)
+    length = transcript.length or 1
+    return {
+        "needle_depths": [round(transcript.writings[k].offset / length, 4) for k in transcript.needles],
+        "context_chars": transcript.length,
+        "prefix_text": item.prefix if item is not None else transcript.prefix,
+        "returned_text": returned_text,
+        "flags": [flag for flag in ("repeated", "case_changed", "before_prefix") if analysis.get(flag)],
+    }
 
 
 def _plots(
     summary: dict[str, Any] | None, failures: dict[str, Any], title: str, floors: Sequence[Floor] = ()
 ) -> dict[str, bytes]:
-    """The run's plots as PNG bytes: `plot.png` of `summary` (when given) and the failure plots."""
+    """The run's plots as PNG bytes: `plot.png` of `summary` (when given) and the failure plots,
+    one image per panel (needle count)."""
     with tempfile.TemporaryDirectory(prefix="mrcr-view-") as tmp:
-        names = write_failure_plots(failures, tmp, title)
+        names = write_panel_plots(failures, tmp, title)
         if summary is not None:
             plot_summary(summary, Path(tmp) / PLOT_NAME, floors=floors)
             names = [PLOT_NAME, *names]
@@ -184,8 +234,8 @@ def records_view(
     records = list(records)
     summary = summarize_records(records, run, recipes=recipes)
     records = run_rows(records, run)
-    samples, analysed = view_samples(records, recipes=recipes, strip_think=not summary.get("official", True))
-    failures = failure_summary([r for r in analysed if r.get("status") != "skipped"])
+    samples, analysed, warnings = view_samples(records, recipes=recipes, strip_think=not summary.get("official", True))
+    failures = failure_summary(analysed)
     title = f"MRCR - {summary.get('model') or 'model'}"
     headline = {k: summary.get(k) for k in HEADLINE} | {
         "n_rows": summary.get("n_rows"),
@@ -193,9 +243,13 @@ def records_view(
         "errors": (summary.get("errors") or {}).get("count"),
         "cost_usd": summary.get("cost_usd"),
     }
+    ci = summary.get("ci") or {}
     return ViewReport(
         title=f"{title} ({name})",
         headline=headline,
+        intervals={key: ci[key] for key in ("mean_score", "auc_128k", "auc_1m") if ci.get(key)},
+        bins=[b | {"ci": (ci.get("bins") or {}).get(b["bin"])} for b in summary.get("bins", [])],
+        warnings=warnings,
         plots=_plots(summary, failures, title, declared_floors(recipes)),
         outcomes=failures["outcomes"],
         samples=samples,
@@ -222,7 +276,7 @@ def graded_view(
         }
         for r in result["rows"]
     ]
-    samples, analysed = view_samples(records, recipes=recipes, items={source: items})
+    samples, analysed, warnings = view_samples(records, recipes=recipes, items={source: items})
     failures = failure_summary(analysed)
     plots = _plots(None, failures, "MRCR - graded replies")
     return ViewReport(
@@ -231,4 +285,5 @@ def graded_view(
         plots=plots,
         outcomes=failures["outcomes"],
         samples=samples,
+        warnings=warnings,
     )

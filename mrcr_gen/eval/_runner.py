@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._files import Busy, exclusive_lock, file_sha256
+from .._files import Busy, ForeignFile, exclusive_lock, file_sha256, is_lock_file
 from .._openai import ChatError, make_client
 from .._paths import hub_source
 from .._tokens import TokenizerError
@@ -46,7 +46,7 @@ from ._fit import TooLong, prompt_counter, rows_over_window
 from ._items import EvalRecipe, FileError
 from ._journal import ReplyJournal
 from ._planner import Planner
-from ._results import LOCK_NAME, RESULTS_NAME, RUN_NAME, ResultsWriter, read_results
+from ._results import LOCK_NAME, RESULTS_NAME, RUN_FOLDER_NAMES, RUN_NAME, ResultsWriter, read_results
 from ._session import RunStats, Session
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,7 @@ def locked_run_folder(config: EvalConfig) -> Iterator[tuple[list[str], Path]]:
         if not Path(path).is_file():
             raise EvalError(f"data file not found: {path}")
     out = Path(config.out)
+    refuse_foreign_run_files(out)
     with contextlib.ExitStack() as held:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -176,6 +177,18 @@ def locked_run_folder(config: EvalConfig) -> Iterator[tuple[list[str], Path]]:
         except OSError as exc:
             raise EvalError(f"cannot write the run directory {out}: {exc.strerror or exc}") from None
         yield files, out
+
+
+def refuse_foreign_run_files(out: Path) -> None:
+    """EvalError naming the first file mrcr-eval would write in `out` that is already there while
+    `out` holds no run.json of ours: we never overwrite a file we did not write. A lock file that
+    a run killed before its run.json left is ours."""
+    if (out / RUN_NAME).is_file():
+        return  # a run folder: `_read_run_file` refuses a run.json that is not ours
+    for name in RUN_FOLDER_NAMES:
+        path = out / name
+        if (path.exists() or path.is_symlink()) and not (name == LOCK_NAME and is_lock_file(path)):
+            raise EvalError(str(ForeignFile(path, "it is not a run folder of mrcr-eval; choose another --out")))
 
 
 async def _run_locked(

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ._items import EvalRecipe, FileError, read_items
 
 RANK_RULE = "sha256('<seed>:<digest>'), lowest K per (bin, needle count); ties by data sha256, row"
+
+Ranked = tuple[str, str, int, str]  # (subset_rank, the file's sha256, row, path)
 
 # (path, row, digest) -> the row's (bin upper edge, needle count) when a stored record knows them
 StoredCell = Callable[[str, int, str], "tuple[int, int] | None"]
@@ -59,7 +62,10 @@ def per_bin_rows(
                 cells[cell].append((subset_rank(seed, item.digest), shas[path], item.row, path))
         except FileError:
             continue
-    for members in cells.values():
-        members.sort()
-        kept.update((path, row) for _, _, row, path in members[:k])
+    kept.update((path, row) for _, _, row, path in keep_lowest(cells, k))
     return kept
+
+
+def keep_lowest(cells: Mapping[Any, Sequence[Ranked]], k: int) -> list[Ranked]:
+    """The K lowest members of each cell: `(rank, data sha256, row, path)`, the order `--per-bin` keeps."""
+    return [member for members in cells.values() for member in sorted(members)[:k]]

@@ -65,6 +65,12 @@ class ViewSample(BaseModel):
     expected: str
     reply: str | None = None
     error: str | None = None
+    needle_depths: list[float] = []  # every needle's depth, in order (the needle strip)
+    context_chars: int | None = None  # characters of the conversation
+    prefix_text: str = ""  # the random string / hash the reply must start with
+    returned_text: str | None = None  # the writing returned, when another needle or a distractor
+    flags: list[str] = []  # what was unusual about the reply: repeated, case_changed, before_prefix
+    context_lost: bool = False  # the data file is gone or changed: no conversation, no expected answer
 
 
 class ViewReport(BaseModel):
@@ -73,8 +79,11 @@ class ViewReport(BaseModel):
     title: str
     headline: dict[str, Any] = {}
     plots: dict[str, bytes] = {}  # file name -> image bytes (PNG)
-    outcomes: list[dict[str, Any]] = []  # {bin, n_needles, count, shares: {outcome: share}}
+    outcomes: list[dict[str, Any]] = []  # {bin, n_needles, count, shares, prefix, crossed} (`_failures`)
     samples: list[ViewSample] = []
+    intervals: dict[str, list[float]] = {}  # headline key -> its bootstrap 95% interval
+    bins: list[dict[str, Any]] = []  # {bin, count, mean_score, ci}: each bin's mean with its interval
+    warnings: list[str] = []  # rows that lost their context (data file missing or changed)
 
 
 def _asset(name: str) -> str:
@@ -85,16 +94,26 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def format_value(value: Any) -> str:
-    """A headline value as text: None is "n/a", a float keeps four decimals at most."""
+def format_value(value: Any, key: str = "") -> str:
+    """A value as the page writes it, one format throughout: None is "n/a", a score (any float)
+    three decimals ("0.293", "1.000"), a cost in dollars ("$0.0123")."""
     if value is None:
         return "n/a"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float):
-        text = f"{value:,.4f}".rstrip("0").rstrip(".")
-        return text if text not in ("", "-0") else "0"
+    if isinstance(value, float) or (key.endswith("_usd") and isinstance(value, int)):
+        if key.endswith("_usd"):
+            return f"${value:,.4f}"
+        text = f"{value:,.3f}"
+        return "0.000" if text == "-0.000" else text
     return str(value)
+
+
+def format_interval(interval: Any, label: str = "95% CI ") -> str:
+    """A bootstrap 95% interval as the page writes it: "95% CI 0.250–0.331"; "" without one."""
+    if not isinstance(interval, (list, tuple)) or len(interval) != 2:
+        return ""
+    return f"{label}{format_value(float(interval[0]))}–{format_value(float(interval[1]))}"
 
 
 def _headline_keys(headlines: Iterable[dict[str, Any]]) -> list[str]:
@@ -108,15 +127,53 @@ def _label(key: str) -> str:
     return HEADLINE_LABELS.get(key, key.replace("_", " "))
 
 
-def _headline_html(headline: dict[str, Any]) -> str:
+def _headline_html(headline: dict[str, Any], intervals: dict[str, list[float]] | None = None) -> str:
     if not headline:
         return ""
+    intervals = intervals or {}
     cells = "".join(
         f'<div class="stat"><div class="stat-label">{_e(_label(key))}</div>'
-        f'<div class="stat-value" data-key="{_e(key)}">{_e(format_value(headline[key]))}</div></div>'
+        f'<div class="stat-value" data-key="{_e(key)}">{_e(format_value(headline[key], key))}</div>'
+        + (f'<div class="stat-ci">{_e(format_interval(intervals[key]))}</div>' if key in intervals else "")
+        + "</div>"
         for key in _headline_keys([headline])
     )
     return f'<section id="headline" class="stats">{cells}</section>'
+
+
+def _warnings_html(warnings: list[str]) -> str:
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
+    return (
+        '<section id="warnings" class="banner" role="alert"><strong>Data changed or missing</strong>'
+        f"<ul>{items}</ul></section>"
+    )
+
+
+def _scroll(table: str) -> str:
+    """A table in a box of its own that scrolls sideways on a narrow screen (the page never does)."""
+    return f'<div class="scroll">{table}</div>' if table else ""
+
+
+def _bins_html(bins: list[dict[str, Any]]) -> str:
+    if not bins:
+        return ""
+    body = "".join(
+        f'<tr><td>{_e(b.get("bin", ""))}</td><td class="num">{_e(format_value(b.get("count")))}</td>'
+        f'<td class="num">{_e(format_value(b.get("mean_score")))}</td>'
+        f'<td class="num ci">{_e(format_interval(b.get("ci"), ""))}</td></tr>'
+        for b in bins
+    )
+    return (
+        '<section><h2>Mean score by bin</h2><p class="note">Errors and skipped rows count 0; the interval is a '
+        "bootstrap 95% interval (rows resampled within each bin x needle cell, seeded).</p>"
+        + _scroll(
+            '<table id="bins" class="grid"><thead><tr><th>Bin</th><th class="num">Rows</th>'
+            f'<th class="num">Mean</th><th class="num">95% CI</th></tr></thead><tbody>{body}</tbody></table>'
+        )
+        + "</section>"
+    )
 
 
 def _image_type(name: str) -> str:
@@ -140,15 +197,46 @@ def _outcome_names(rows: list[dict[str, Any]]) -> list[str]:
     return [name for name in OUTCOMES if name in seen] + sorted(seen.difference(OUTCOMES))
 
 
-def _share_cell(outcome: str, share: Any) -> str:
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f}%"
+
+
+def _share_cell(outcome: str, share: Any, note: str = "", tint: float | None = None) -> str:
     if share is None:
         return '<td class="num">–</td>'
     share = float(share)
+    alpha = min(max(share if tint is None else tint, 0.0), 1.0)
     # The cell's tint grows with the share, in the outcome's colour (--a is the alpha view.css uses).
     return (
-        f'<td class="num share o-{_e(outcome)}" style="--a:{min(max(share, 0.0), 1.0):.3f}">'
-        f"{_e(format_value(round(100 * share, 1)))}%</td>"
+        f'<td class="num share o-{_e(outcome)}" style="--a:{alpha:.3f}">{_e(_percent(share))}'
+        + (f'<span class="sub">{_e(note)}</span>' if note else "")
+        + "</td>"
     )
+
+
+def _crossed(row: dict[str, Any], outcome: str, state: str) -> int:
+    return int(((row.get("crossed") or {}).get(outcome) or {}).get(state, 0))
+
+
+def _outcome_cells(row: dict[str, Any], names: list[str]) -> str:
+    """A row's outcome shares; the target's split by its prefix (tinted by the part that kept it:
+    a right writing without its prefix scores 0) and the share of replies that kept the prefix."""
+    count = int(row.get("count") or 0)
+    shares = row.get("shares") or {}
+    cells = []
+    for name in names:
+        if name == "target" and count and row.get("crossed") is not None:
+            kept = _crossed(row, "target", "ok") / count
+            cells.append(_share_cell(name, shares.get(name), f"{_percent(kept)} with prefix", kept))
+        else:
+            cells.append(_share_cell(name, shares.get(name)))
+    prefix = row.get("prefix")
+    kept_cell = (
+        f'<td class="num prefix-kept">{_e(_percent(prefix.get("ok", 0) / count))}</td>'
+        if isinstance(prefix, dict) and count
+        else '<td class="num">–</td>'
+    )
+    return kept_cell + "".join(cells)
 
 
 def _outcomes_html(rows: list[dict[str, Any]], table_id: str = "outcomes") -> str:
@@ -160,14 +248,12 @@ def _outcomes_html(rows: list[dict[str, Any]], table_id: str = "outcomes") -> st
         "<tr>"
         f"<td>{_e(row.get('bin', ''))}</td>"
         f'<td class="num">{_e(format_value(row.get("n_needles")))}</td>'
-        f'<td class="num">{_e(format_value(row.get("count")))}</td>'
-        + "".join(_share_cell(n, (row.get("shares") or {}).get(n)) for n in names)
-        + "</tr>"
+        f'<td class="num">{_e(format_value(row.get("count")))}</td>' + _outcome_cells(row, names) + "</tr>"
         for row in rows
     )
-    return (
+    return _scroll(
         f'<table id="{_e(table_id)}" class="grid"><thead><tr><th>Bin</th><th class="num">Needles</th>'
-        f'<th class="num">Rows</th>{head}</tr></thead><tbody>{body}</tbody></table>'
+        f'<th class="num">Rows</th><th class="num">Prefix kept</th>{head}</tr></thead><tbody>{body}</tbody></table>'
     )
 
 
@@ -198,51 +284,20 @@ def _page(title: str, body: str, script: str | None = None) -> str:
     )
 
 
-def _browser_html() -> str:
-    return """<section class="browser"><h2>Samples</h2>
-<noscript><p class="note">The sample browser needs JavaScript; the numbers above do not.</p></noscript>
-<form id="filters" class="filters">
-<label>Bin <select id="f-bin"><option value="">all</option></select></label>
-<label>Needles <select id="f-needles"><option value="">all</option></select></label>
-<label>Outcome <select id="f-outcome"><option value="">all</option></select></label>
-<label>Score ≥ <input id="f-min" type="number" step="any" inputmode="decimal" size="5"></label>
-<label>Score ≤ <input id="f-max" type="number" step="any" inputmode="decimal" size="5"></label>
-<label>Sort <select id="f-sort">
-<option value="file">file, row</option><option value="score-asc">score ↑</option>
-<option value="score-desc">score ↓</option></select></label>
-<button type="button" id="f-reset">Reset</button>
-</form>
-<div class="pager"><span id="count"></span>
-<span class="pager-buttons"><button type="button" id="prev">‹ Previous</button>
-<span id="page"></span><button type="button" id="next">Next ›</button></span></div>
-<table id="samples" class="grid samples"><thead><tr><th>File</th><th class="num">Row</th><th>Bin</th>
-<th class="num">Needles</th><th>Outcome</th><th class="num">Score</th><th>Prefix</th><th>Status</th></tr></thead>
-<tbody></tbody></table>
-</section>
-<div id="detail" class="detail" hidden role="dialog" aria-modal="true" aria-labelledby="d-title">
-<div class="detail-box"><div class="detail-head"><h2 id="d-title"></h2>
-<span class="detail-nav"><button type="button" id="d-prev">‹</button><button type="button" id="d-next">›</button>
-<button type="button" id="d-close" aria-label="Close">✕</button></span></div>
-<dl id="d-facts" class="facts"></dl>
-<div id="d-error" class="error-text" hidden></div>
-<h3>Final query</h3><pre id="d-query" class="text"></pre>
-<div class="legend"><del>removed from the expected answer</del> <ins>added by the reply</ins>
-<span id="d-diffnote"></span></div>
-<div class="sides"><div><h3>Expected</h3><pre id="d-expected" class="text"></pre></div>
-<div><h3>Reply</h3><pre id="d-reply" class="text"></pre></div></div>
-</div></div>"""
-
-
 def render_view(report: ViewReport) -> str:
     """One run's report as one self-contained HTML document."""
     outcomes = _outcomes_html(report.outcomes)
     body = "".join(
         [
             f"<header><h1>{_e(report.title)}</h1></header><main>",
-            _headline_html(report.headline),
+            _warnings_html(report.warnings),
+            _headline_html(report.headline, report.intervals),
+            _bins_html(report.bins),
+            f"<section><h2>Outcomes by bin and needle count</h2>{OUTCOMES_NOTE}{outcomes}</section>"
+            if outcomes
+            else "",
             _plots_html(report.plots),
-            f"<section><h2>Outcomes by bin and needle count</h2>{outcomes}</section>" if outcomes else "",
-            _browser_html(),
+            _asset("view_browser.html"),
             f'<script type="application/json" id="samples-data">{samples_json(report.samples)}</script>',
             f'<script type="application/json" id="outcome-order">{json.dumps(list(OUTCOMES))}</script></main>',
         ]
@@ -250,34 +305,11 @@ def render_view(report: ViewReport) -> str:
     return _page(report.title, body, _asset("view.js"))
 
 
-def render_compare(reports: list[ViewReport]) -> str:
-    """Runs side by side: one headline table with a column per run, then each run's outcome
-    table and plots. Static (no script)."""
-    if not reports:
-        raise ValueError("render_compare needs at least one report")
-    keys = _headline_keys(r.headline for r in reports)
-    head = "".join(f"<th>{_e(r.title)}</th>" for r in reports)
-    rows = "".join(
-        f"<tr><th>{_e(_label(key))}</th>"
-        + "".join(f'<td class="num">{_e(format_value(r.headline.get(key)))}</td>' for r in reports)
-        + "</tr>"
-        for key in keys
-    )
-    sections = ""
-    for i, r in enumerate(reports):
-        outcomes = _outcomes_html(r.outcomes, f"outcomes-{i}")
-        sections += (
-            f'<section class="run"><h2>{_e(r.title)}</h2>'
-            + (f"<h3>Outcomes by bin and needle count</h3>{outcomes}" if outcomes else "")
-            + f"{_plots_html(r.plots)}</section>"
-        )
-    title = "Compare: " + ", ".join(r.title for r in reports)
-    body = (
-        f"<header><h1>{_e(title)}</h1></header><main><section><h2>Headline</h2>"
-        f'<table id="headline-compare" class="grid"><thead><tr><th></th>{head}</tr></thead>'
-        f'<tbody>{rows}</tbody></table></section><div class="runs">{sections}</div></main>'
-    )
-    return _page(title, body)
+OUTCOMES_NOTE = (
+    '<p class="note">Share of rows by what the reply returned. Prefix kept: replies that start with their '
+    "random string (a reply without it scores 0, right writing or not); the target cell is tinted by the "
+    "share that returned the target WITH its prefix.</p>"
+)
 
 
 def write_html(text: str, path: str | os.PathLike) -> None:

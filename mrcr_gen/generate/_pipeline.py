@@ -14,10 +14,11 @@ from pathlib import Path
 from .._card import claim_folder, sidecar_path
 from .._files import remove_partials, write_text_atomic
 from ..engines import Engine, LocalEngine, TaskFailed
-from ._card import card_header, in_progress_card
+from ..writers._base import SharingWriter
+from ._card import card_header, in_progress_card, planned_names
 from ._chunks import RowChunk, plan_chunks
 from ._job import GenerationJob, GenerationResult, PlannedFile, WrittenFile
-from ._share import share_writings
+from ._share import remove_stores, share_writings, writings_store
 from ._units import (
     ChunkUnit,
     Join,
@@ -81,11 +82,16 @@ def run_job(
     by an identical earlier run (as its sidecar records) is kept, as is each finished chunk of an
     interrupted large file: rerunning only writes what is missing. A folder holds one generation:
     another one's card there is refused (`FolderTaken`), unless `overwrite`, which first removes
-    the files that card lists."""
-    claim_folder(job.out, job.generation, overwrite)
+    the files that card lists. A file in the way that mrcr-gen did not write is refused
+    (`ForeignFile`), with or without `overwrite`."""
+    builds = {planned.relative_path: build_fingerprint(job.builder, planned) for planned in job.files}
+    claim_folder(job.out, job.generation, overwrite, [job.card_name, *planned_names(job)], builds)
     remove_partials(job.out / job.card_name)  # what a run killed before this one left (the folder is ours now)
+    writer = job.builder.sharing_writer()
+    store = writings_store(writer, job.out, job.tokenizer) if isinstance(writer, SharingWriter) else None
+    remove_stores(job.out, keep=None if overwrite else store)  # an interrupted run's cache, whatever its options
     write_text_atomic(job.out / job.card_name, in_progress_card(job))
-    pending, reused = _pending_files(job, on_reused)
+    pending, reused = _pending_files(job, builds, on_reused)
     own_engine = engine is None
     engine = engine if engine is not None else LocalEngine(preload=job.preload)
     try:
@@ -98,19 +104,23 @@ def run_job(
             path = job.out / planned.relative_path
             remove_partials(path)
             remove_partials(sidecar_path(path))
+    if store is not None:  # complete: this run's cache, if it made or found one, is no longer needed
+        shutil.rmtree(store, ignore_errors=True)
     result = _written(job, reused)
     write_text_atomic(job.out / job.card_name, card_header(job) + job.card_body(result, command))
     return result
 
 
-def _pending_files(job: GenerationJob, on_reused: Progress) -> tuple[list[PendingFile], dict[Path, list[dict]]]:
+def _pending_files(
+    job: GenerationJob, builds: dict[str, str], on_reused: Progress
+) -> tuple[list[PendingFile], dict[Path, list[dict]]]:
     """The files still to write, and the sidecar records of those an identical run completed."""
     pending: list[PendingFile] = []
     reused: dict[Path, list[dict]] = {}
     for planned in job.files:
         # Absolute: workers (other processes, other nodes of a cluster) may run in another folder.
         path = (job.out / planned.relative_path).absolute()
-        build = build_fingerprint(job.builder, planned)
+        build = builds[planned.relative_path]
         records = reusable_sidecar(path, build, len(planned.rows))
         if records is None:
             pending.append(PendingFile(planned, path, build))
@@ -159,8 +169,6 @@ class _Run:
                 join.abort()
         if self.failures:
             raise FileFailed(self.failures)
-        if store is not None:
-            shutil.rmtree(store, ignore_errors=True)
 
     def _plan_units(self) -> list[ChunkUnit]:
         """Every chunk still to write (a finished part of an interrupted run is kept)."""

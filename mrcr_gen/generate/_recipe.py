@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 from .._budget import AssemblyError
 from .._card import FolderTaken
 from .._errors import EXIT_FAILED, RequestError
+from .._files import ForeignFile
 from ..engines import Engine
 from ._job import GenerationJob, GenerationResult
 from ._options import GenOption, option_values
@@ -100,7 +101,7 @@ def _run(job: GenerationJob, engine: Engine, advance, request: GenerateRequest) 
         return run_job(
             job, command=request.command, engine=engine, on_rows=advance, on_reused=advance, overwrite=request.overwrite
         )
-    except (AssemblyError, FolderTaken) as exc:
+    except (AssemblyError, FolderTaken, ForeignFile) as exc:
         raise RequestError(str(exc)) from None
     except FileFailed as exc:
         raise RequestError(str(exc), EXIT_FAILED) from None

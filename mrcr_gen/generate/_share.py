@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +25,9 @@ PAIR_TOKENS = 500
 SHARE_WHEN = 1.2
 #: Shared writings composed per work unit.
 SHARED_PART_KEYS = 2048
+#: The caches' names: `.writings-` and 16 hex digits of what determines their writings.
+STORE_PREFIX = ".writings-"
+STORE_NAME = re.compile(r"\.writings-[0-9a-f]{16}")
 
 
 def share_writings(
@@ -43,9 +48,7 @@ def share_writings(
     composed_alone = workers * (1 - math.exp(-tokens / PAIR_TOKENS / workers / n_keys))
     if composed_alone < SHARE_WHEN:
         return None
-    key = json.dumps([__version__, writer.describe(), tokenizer], sort_keys=True, default=str)
-    key = hashlib.sha256(key.encode()).hexdigest()[:16]
-    store = out.absolute() / f".writings-{key}"
+    store = writings_store(writer, out, tokenizer)
     units = [
         (writer, start, min(start + SHARED_PART_KEYS, n_keys), store)
         for start in range(0, n_keys, SHARED_PART_KEYS)
@@ -54,6 +57,20 @@ def share_writings(
     for _ in engine.map(compose_shared, units):
         pass  # a part that failed is composed by the workers that need it, as without sharing
     return store
+
+
+def writings_store(writer: SharingWriter, out: Path, tokenizer: str = DEFAULT_TOKENIZER) -> Path:
+    """The folder under `out` where the shared writings of `writer` (counted by `tokenizer`) go."""
+    key = json.dumps([__version__, writer.describe(), tokenizer], sort_keys=True, default=str)
+    return out.absolute() / f"{STORE_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def remove_stores(out: Path, keep: Path | None = None) -> None:
+    """Remove the shared-writings caches under `out` but `keep`: what an interrupted run left, with
+    whatever options (a run that completes removes its own)."""
+    for store in out.glob(f"{STORE_PREFIX}*"):
+        if store.is_dir() and STORE_NAME.fullmatch(store.name) and store.absolute() != keep:
+            shutil.rmtree(store, ignore_errors=True)
 
 
 def compose_shared(writer: SharingWriter, start: int, stop: int, store: Path) -> None:

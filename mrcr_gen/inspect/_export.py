@@ -14,6 +14,7 @@ summary exactly.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -23,8 +24,8 @@ from typing import Any
 from inspect_ai.log import (
     EvalConfig,
     EvalDataset,
+    EvalError,
     EvalLog,
-    EvalMetric,
     EvalPlan,
     EvalResults,
     EvalSample,
@@ -33,32 +34,35 @@ from inspect_ai.log import (
     EvalStats,
     write_eval_log,
 )
-from inspect_ai.model import ChatMessageAssistant, ModelOutput, ModelUsage
-from inspect_ai.scorer import Score
+from inspect_ai.log._log import EvalScorer  # a field of EvalSpec that inspect_ai.log does not export
+from inspect_ai.model import ChatMessageAssistant, GenerateConfig, ModelOutput, ModelUsage
+from inspect_ai.scorer import SampleScore, Score
 
 from .._files import atomic_path
-from .._usage import from_record, to_inspect
+from .._usage import Usage, cost, from_record, to_inspect
 from ..eval._floors import floor_names
 from ..eval._items import FileError
 from ..eval._report import _is_current, read_run_dir, summarize_records
 from ..eval._results import RESULTS_NAME, latest_records
 from ..recipes import RECIPES, recipe_named
-from ._dataset import chat_messages
-from ._import import RECORD_KEY, RUN_KEY, SCORER, inspect_task_name
+from ._dataset import chat_messages, file_labels, sample_id
+from ._import import LENIENT_KEY, OVER_WINDOW, PACKAGE, RECORD_KEY, RUN_KEY, SCORE_KEY, SCORER, inspect_task_name
+from ._tasks import TASK_VERSION, metric_definitions, metric_results
 
 
 class ExportError(ValueError):
     """A run directory that cannot be exported: one line."""
 
 
-def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[dict], str]]:
-    """(messages, answer) of each record's row, read from its data file where its digest still matches."""
+def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[dict], str, str]]:
+    """(messages, answer, random string) of each record's row, read from its data file where its
+    digest still matches: what `inspect score` needs to grade the row again."""
     from ..eval._items import read_items
 
     wanted: dict[str, dict[int, str]] = defaultdict(dict)
     for record in records:
         wanted[record["file"]][int(record["row"])] = record.get("digest") or ""
-    found: dict[tuple[str, int], tuple[list[dict], str]] = {}
+    found: dict[tuple[str, int], tuple[list[dict], str, str]] = {}
     for path, rows in wanted.items():
         if not Path(path).is_file():
             continue
@@ -69,52 +73,69 @@ def _inputs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[list[d
         try:
             for item in read_items(path, recipes=RECIPES, skip=other_row):
                 if item.row in rows and item.digest == rows[item.row] and item.messages:
-                    found[(path, item.row)] = (item.messages, item.answer)
+                    found[(path, item.row)] = (item.messages, item.answer, item.prefix)
         except FileError:
             continue
     return found
 
 
-def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]) -> EvalSample:
+def inspect_usage(usage: Usage, price: dict[str, float] | None) -> ModelUsage:
+    """`usage` as Inspect's ModelUsage (by Inspect's convention: `_usage.to_inspect`), with its
+    cost at `price` (USD per 1M tokens, `_usage.cost`) where the price is known."""
+    return ModelUsage(**to_inspect(usage, None if price is None else cost(price, usage)["cost_usd"]))
+
+
+def _score(record: dict[str, Any]) -> Score:
+    """The record's Score, as the task scores the row (see `_tasks.grade_reply`, `_tasks.not_sent`)."""
     status = record.get("status")
-    messages, answer = inputs.get((record["file"], int(record["row"])), (None, ""))
-    if messages is None:
-        why = "not sent" if status != "ok" else "not exported"
-        input_value: Any = f"({why}: {record['file']} row {record['row']})"
-    else:
-        input_value = chat_messages(messages, str(record.get("digest") or ""))
-    sample_id = str(record.get("digest") or f"{record['file']}:{record['row']}")
-    if sample_id in used_ids:
-        sample_id = f"{sample_id}-{record['row']}"
-    used_ids.add(sample_id)
-    response = record.get("response") or ""
-    usage = record.get("usage") or {}
-    output = ModelOutput.from_content(model, response) if status == "ok" else ModelOutput(model=model)
-    if status == "ok":
-        output.usage = ModelUsage(**to_inspect(from_record(usage)))
-    score_metadata = {
+    metadata = {
         "status": status,
         "score_lenient": record.get("score_lenient"),
         "finish_reason": record.get("finish_reason"),
         "analysis": record.get("analysis"),
     } | {k: record[k] for k in (*floor_names(RECIPES), "error", "check") if k in record}
-    score = Score(
-        value=float(record["score"]) if status == "ok" else 0.0,
-        answer=response,
+    if status == "ok":
+        lenient = record.get("score_lenient")
+        value = {SCORE_KEY: float(record["score"]), LENIENT_KEY: math.nan if lenient is None else float(lenient)}
+    else:
+        value = {SCORE_KEY: math.nan if status == "skipped" else 0.0, LENIENT_KEY: math.nan}
+    return Score(
+        value=value,
+        answer=record.get("response") or "",
         explanation=f"status {status}" + (f": {record.get('error')}" if status == "error" else ""),
-        metadata=score_metadata,
+        reason=OVER_WINDOW if status == "skipped" else None,
+        metadata=metadata,
     )
+
+
+def _sample(record: dict[str, Any], model: str, inputs: dict, sample_id: str, price: dict | None) -> EvalSample:
+    status = record.get("status")
+    messages, answer, prefix = inputs.get((record["file"], int(record["row"])), (None, "", None))
+    if messages is None:
+        why = "not sent" if status != "ok" else "not exported"
+        input_value: Any = f"({why}: {record['file']} row {record['row']})"
+    else:
+        input_value = chat_messages(messages, sample_id)
+    response = record.get("response") or ""
+    output = ModelOutput.from_content(model, response) if status == "ok" else ModelOutput(model=model)
+    usage = inspect_usage(from_record(record.get("usage")), price) if status == "ok" else None
+    output.usage = usage
     conversation = (input_value if isinstance(input_value, list) else []) + (
         [ChatMessageAssistant(content=response)] if status == "ok" else []
     )
+    # A request that failed is Inspect's sample error (`inspect eval-retry` runs it again); a row
+    # that could not be read was never sent (0 attempts): scored 0, as the task scores it.
+    failed = status == "error" and record.get("attempts") != 0
     metadata = {
         "file": record["file"],
         "row": record["row"],
         "digest": record.get("digest"),
+        "data_sha256": record.get("data_sha256"),
         "recipe": record.get("recipe"),
         "bin": record.get("bin"),
         "bin_upper": record.get("bin_upper"),
         "n_needles": record.get("n_needles"),
+        "random_string": prefix,
         "target_depth": (record.get("analysis") or {}).get("target_depth"),
         "status": status,
         RECORD_KEY: record,
@@ -126,27 +147,95 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, used_ids: set[str]
         target=answer,
         messages=conversation,
         output=output,
-        scores={SCORER: score},
+        scores={SCORER: _score(record)},
         metadata=metadata,
+        model_usage={model: usage} if usage is not None else {},
         total_time=record.get("latency_s"),
+        error=EvalError(message=str(record.get("error") or "request failed"), traceback="", traceback_ansi="")
+        if failed
+        else None,
     )
 
 
-def _results(summary: dict[str, Any], records: list[dict[str, Any]]) -> EvalResults:
-    numbers: dict[str, float | None] = {
-        "mean": summary["mean_score"],
-        "lenient": summary["mean_score_lenient"],
-        "auc_128k": summary["auc_128k"],
-        "auc_1m": summary["auc_1m"],
-    }
-    upper = {r["bin"]: r.get("bin_upper") for r in records}  # as the task's metrics name them: bin_4095 for "<4096"
-    numbers |= {f"bin_{upper[b['bin']]}": b["mean_score"] for b in summary["bins"] if upper.get(b["bin"])}
-    numbers |= {f"needles_{n['n_needles']}": n["mean_score"] for n in summary["by_needles"]}
-    metrics = {name: EvalMetric(name=name, value=float(value)) for name, value in numbers.items() if value is not None}
+def _results(samples: list[EvalSample], window: int | None) -> EvalResults:
+    """The log's results: the task's metrics (`_tasks.metric_results`) over the samples' scores."""
+    scores = [
+        SampleScore(score=s.scores[SCORER], sample_id=s.id, sample_metadata=s.metadata) for s in samples if s.scores
+    ]
+    # Inspect's count: scores NaN at the root (a row over the window is NaN in each key instead,
+    # so that its bin counts it 0 as `mrcr-eval` does; Inspect leaves it out of a key's metrics)
+    unscored = sum(1 for s in scores if isinstance(s.score.value, float) and math.isnan(s.score.value))
     return EvalResults(
-        total_samples=len(records),
-        completed_samples=summary["n_scored"],
-        scores=[EvalScore(name=SCORER, scorer=SCORER, metrics=metrics)],
+        total_samples=len(samples),
+        completed_samples=sum(1 for s in samples if s.error is None),
+        scores=[
+            EvalScore(
+                name=SCORER,
+                scorer=SCORER,
+                metrics=metric_results(scores, window),
+                scored_samples=len(scores) - unscored,
+                unscored_samples=unscored,
+            )
+        ],
+    )
+
+
+def _model_usage(summary: dict[str, Any], model: str) -> dict[str, ModelUsage]:
+    """The run's usage and cost as its summary counts them (each paid reply once: a reply several
+    rows of a batch run share is not counted again for each sample)."""
+    usage = from_record(summary.get("usage"))
+    return {model: ModelUsage(**to_inspect(usage, summary.get("cost_usd")))}
+
+
+def inspect_model(model: str) -> str:
+    """A mrcr-eval run's model as Inspect names it: Inspect's OpenAI provider, `openai/MODEL`, which
+    `inspect eval-retry` calls at the run's base URL (mrcr-eval speaks the OpenAI chat API)."""
+    return f"openai/{model}"
+
+
+def _data_files(run: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
+    """The files the run's last command read (run.json `selection`), in its order: the task's
+    `data`, so that its filters select the same rows; the records' files for an older run.json."""
+    selected = _part(run, "selection").get("files")
+    found = {r["file"] for r in records}
+    if isinstance(selected, list) and found <= set(selected):
+        return [str(path) for path in selected]
+    return sorted(found)
+
+
+def _part(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """`record[name]` where it is a dict, else empty (a run.json of an earlier version lacks it)."""
+    found = record.get(name)
+    return found if isinstance(found, dict) else {}
+
+
+def _task_args(run: dict[str, Any], files: list[str]) -> dict[str, Any]:
+    """The task arguments that select the run's rows as `mrcr-eval` selected them."""
+    options, settings = _part(run, "options"), _part(run, "settings")
+    extra_body = _part(settings, "request").get("extra_body")
+    args = {
+        "data": files,
+        "max_context_window": run.get("max_context_window"),
+        "needles": options.get("needles"),
+        "bins": options.get("bins"),
+        "limit": options.get("limit") or None,
+        "tokenizer": options.get("tokenizer_spec"),
+        "per_bin": options.get("per_bin"),
+        "per_bin_seed": options.get("per_bin_seed") or None,
+        "control": settings.get("control"),
+        "strip_think": settings.get("strip_think") or None,
+        "extra_body": extra_body,
+    }
+    return {name: value for name, value in args.items() if value is not None}
+
+
+def _generate_config(run: dict[str, Any]) -> GenerateConfig:
+    """The run's sampling parameters as Inspect's generation config."""
+    request = _part(_part(run, "settings"), "request")
+    return GenerateConfig(
+        temperature=request.get("temperature"),
+        max_tokens=request.get("max_completion_tokens") or request.get("max_tokens"),
+        reasoning_effort=request.get("reasoning_effort"),
     )
 
 
@@ -166,31 +255,48 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
     summary = summarize_records(all_records, run, recipes=RECIPES)
     records = [r for r in latest_records(all_records).values() if _is_current(r, run)]
     records.sort(key=lambda r: (r["file"], int(r["row"])))
-    model = str(run.get("model") or "unknown")
+    model = inspect_model(str(run.get("model") or "unknown"))
+    price = run.get("price_per_1m") if isinstance(run.get("price_per_1m"), dict) else None
     inputs = _inputs(records) if include_input else {}
-    used: set[str] = set()
-    samples = [_sample(record, model, inputs, used) for record in records]
+    files = _data_files(run, records)
+    labels = file_labels(files)
+    samples = [
+        _sample(record, model, inputs, sample_id(labels[record["file"]], int(record["row"])), price)
+        for record in records
+    ]
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     recipes = sorted({str(r.get("recipe")) for r in records})
-    files = sorted({r["file"] for r in records})
+    window = run.get("max_context_window")
+    task_args = _task_args(run, files)
     spec = EvalSpec(
         created=created,
         task=_task_of(recipes),
-        task_args={"data": files, "max_context_window": run.get("max_context_window")},
+        task_registry_name=_task_of(recipes),
+        task_version=TASK_VERSION,
+        task_args=task_args,
+        task_args_passed=task_args,
         dataset=EvalDataset(
             name=", ".join(recipes), location=str(run_dir), samples=len(samples), sample_ids=[s.id for s in samples]
         ),
         model=model,
         model_base_url=run.get("base_url"),
-        config=EvalConfig(),
+        model_generate_config=_generate_config(run),
+        config=EvalConfig(epochs=1),
+        scorers=[
+            EvalScorer(
+                name=f"{PACKAGE}/{SCORER}",
+                options={"strip_think": bool(_part(run, "settings").get("strip_think"))},
+                metrics=list(metric_definitions(window)),
+            )
+        ],
         metadata={RUN_KEY: run, "exported_from": str(run_dir), "exported_by": "mrcr-eval export-inspect"},
     )
     log = EvalLog(
         status="success" if summary["complete"] else "error",
         eval=spec,
-        plan=EvalPlan(),
-        results=_results(summary, records),
-        stats=EvalStats(started_at=created, completed_at=created),
+        plan=EvalPlan(config=_generate_config(run)),
+        results=_results(samples, window),
+        stats=EvalStats(started_at=created, completed_at=created, model_usage=_model_usage(summary, model)),
         samples=samples,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -202,4 +308,4 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, include_in
 def _task_of(recipes: list[str]) -> str:
     """The Inspect task of a run's recipe; a run over several recipes' files takes the first registered one's."""
     known = [recipe_named(name) for name in recipes if name in {r.name for r in RECIPES}]
-    return f"mrcr_gen/{inspect_task_name(known[0] if len(known) == 1 else RECIPES[0])}"
+    return f"{PACKAGE}/{inspect_task_name(known[0] if len(known) == 1 else RECIPES[0])}"

@@ -5,21 +5,28 @@
 A record has the fields of `results.jsonl` the reports read (file, row, digest, recipe, bin,
 bin_upper, n_needles, status, score, score_lenient, response, finish_reason, usage, latency_s,
 analysis, floors). A sample Inspect failed (no score) is an `error` record: it counts 0, as a
-failed row does in `mrcr-eval`. Only the first epoch is read: MRCR scores one reply per row.
+failed row does in `mrcr-eval`. A log of several epochs (`--epochs N`) gives one record per row:
+its score and lenient grade are the mean over the epochs that were scored (Inspect's default
+`mean` reducer), its usage every epoch's (each reply was paid for), its reply and analysis the
+first scored epoch's; the summary says so (`epochs`). The cost is priced from the usage at the
+model's list price when `mrcr_gen._prices` knows the model (`openai/gpt-4.1` -> `gpt-4.1`).
 A log `export_run` wrote carries each original record (sample metadata `mrcr_record`) and the
 run (`eval.metadata["mrcr_run"]`): those come back unchanged.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .._api import run_view, summarize_run
+from .._prices import price_per_1m
 from .._usage import FIELDS as USAGE_FIELDS
-from .._usage import from_inspect
+from .._usage import from_inspect, ledger_usage
 from ..eval._compare import compare_entry
 from ..eval._control import pair_controls
 from ..eval._floors import floor_names
@@ -34,16 +41,20 @@ def inspect_task_name(recipe: Any) -> str:
     return getattr(recipe, "inspect_task", None) or recipe.name.replace("-", "_")
 
 
+PACKAGE = "mrcr_gen"  # Inspect's namespace of our tasks, scorer and metrics (the `inspect_ai` entry point's name)
 #: The registered tasks, one per recipe: `mrcr_gen/mrcr`, `mrcr_gen/mrcr_v2`, and a plugin's.
-TASKS = tuple(f"mrcr_gen/{inspect_task_name(recipe)}" for recipe in RECIPES)
+TASKS = tuple(f"{PACKAGE}/{inspect_task_name(recipe)}" for recipe in RECIPES)
 TASK_KEY = "mrcr_gen_recipe"  # eval metadata of a log of these tasks: the recipe the task reads
 SCORER = "mrcr_scorer"
+SCORE_KEY, LENIENT_KEY = "score", "lenient"  # the keys of the scorer's value
+OVER_WINDOW = "over_context_window"  # the `reason` of a row's unscored Score: not sent, over the window
 RECORD_KEY = "mrcr_record"  # sample metadata of an exported run: the original results record
 RUN_KEY = "mrcr_run"  # eval metadata of an exported run: the original run.json
 _ROW_FIELDS = (
     "file",
     "row",
     "digest",
+    "data_sha256",
     "recipe",
     "bin",
     "bin_upper",
@@ -87,18 +98,40 @@ def _run_of(header: Any, path: Path) -> dict[str, Any]:
     if TASK_KEY not in (header.eval.metadata or {}) and header.eval.task not in TASKS:
         raise InspectLogError(f"{path}: a log of the task {header.eval.task}, not of {' or '.join(TASKS)}")
     args = header.eval.task_args or {}
+    metadata = header.eval.metadata or {}
     window = args.get("max_context_window")
     config = header.plan.config.model_dump(exclude_none=True) if header.plan else {}
+    settings = config | {name: metadata[name] for name in ("control", "strip_think") if metadata.get(name)}
     return {
         "model": header.eval.model,
         "base_url": header.eval.model_base_url,
         "max_context_window": None if window is None else int(window),
-        "settings": config,
+        "settings": settings,
         "finished": header.status == "success",
         "inspect_log": str(path),
         "task": header.eval.task,
         "task_args": args,
-    }
+        "price_per_1m": price_per_1m(provider_model(header.eval.model)),
+    } | ({"data": metadata["data"]} if isinstance(metadata.get("data"), list) else {})
+
+
+def provider_model(model: str) -> str:
+    """The API's model name of Inspect's `PROVIDER/MODEL` (`openai/gpt-4.1`, `openai-api/SERVICE/MODEL`)."""
+    parts = model.split("/")
+    return "/".join(parts[2:] if parts[0] == "openai-api" and len(parts) > 2 else parts[1:]) or model
+
+
+def score_value(score: Any, key: str) -> float | None:
+    """One key of a score's value (`score` or `lenient`); a log of an earlier version holds the
+    official grade as the value, the lenient grade in the metadata. None where unscored."""
+    value = score.value
+    if isinstance(value, dict):
+        found = value.get(key)
+    else:
+        found = value if key == SCORE_KEY else (score.metadata or {}).get("score_lenient")
+    if isinstance(found, bool) or not isinstance(found, int | float) or math.isnan(found):
+        return None
+    return float(found)
 
 
 def record_of(sample: Any) -> dict[str, Any]:
@@ -127,8 +160,8 @@ def record_of(sample: Any) -> dict[str, Any]:
         | {
             "status": "ok",
             "response": response,
-            "score": float(score.value),
-            "score_lenient": scored.get("score_lenient"),
+            "score": score_value(score, SCORE_KEY) or 0.0,
+            "score_lenient": score_value(score, LENIENT_KEY),
             "content_null": False,
             "think": "<think>" in response,
             "reasoning_chars": 0,
@@ -152,22 +185,65 @@ def read_inspect_log(path: str | os.PathLike) -> tuple[list[dict[str, Any]], dic
     except Exception as exc:
         raise InspectLogError(f"{path}: not a readable Inspect log: {str(exc).strip().splitlines()[0]}") from None
     run = _run_of(header, path)
-    records = [
-        record_of(sample)
-        for sample in log.read_eval_log_samples(
-            str(path),
-            all_samples_required=False,
-            exclude_fields={"messages", "events", "attachments", "store"},
-        )
-        if sample.epoch == 1
-    ]
-    return records, run
+    epochs: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for sample in log.read_eval_log_samples(
+        str(path),
+        all_samples_required=False,
+        exclude_fields={"messages", "events", "attachments", "store"},
+    ):
+        epochs[sample.id].append(record_of(sample))
+    count = header.eval.config.epochs or 1
+    if count > 1:
+        run["epochs"] = {"count": count, "reducer": header.eval.config.epochs_reducer or ["mean"]}
+    return [over_epochs(records) for records in epochs.values()], run
+
+
+def over_epochs(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row's record of its epochs' records, as Inspect's `mean` reducer reduces them: the
+    score and lenient grade are the mean over the scored epochs (an error only when none was),
+    the usage is every epoch's, the rest the first scored epoch's."""
+    if len(records) == 1:
+        return records[0]
+    scored = [r for r in records if r.get("status") == "ok"]
+    if not scored:
+        return records[0] | {"epochs": len(records), "epochs_scored": 0}
+    lenient = [r["score_lenient"] for r in scored if r.get("score_lenient") is not None]
+    return scored[0] | {
+        "score": sum(r["score"] for r in scored) / len(scored),
+        "score_lenient": sum(lenient) / len(lenient) if lenient else None,
+        "usage": ledger_usage(scored).as_record(),  # every epoch's reply was paid for
+        "epochs": len(records),
+        "epochs_scored": len(scored),
+    }
+
+
+def epochs_note(run: dict[str, Any]) -> str | None:
+    """What a report of a log of several epochs shows, in a line; None for one epoch."""
+    epochs = run.get("epochs")
+    if not isinstance(epochs, dict):
+        return None
+    reducers = [str(r) for r in epochs.get("reducer") or []]
+    other = ", ".join(r for r in reducers if r != "mean")
+    differs = f"; the log's own metrics used the reducer {other}" if other else ""
+    return (
+        f"{epochs['count']} epochs: each row's score and lenient grade are the mean over its scored epochs "
+        f"(Inspect's mean reducer){differs}; tokens and cost are every epoch's; the reply, analysis and "
+        "floors shown are the first scored epoch's"
+    )
 
 
 def summarize_inspect_log(path: str | os.PathLike) -> dict[str, Any]:
-    """The `mrcr-eval report` summary of an Inspect log (nothing written)."""
+    """The `mrcr-eval report` summary of an Inspect log (nothing written); a log of several
+    epochs adds `epochs_note` (see `over_epochs`)."""
     records, run = read_inspect_log(path)
-    return summarize_records(records, run, recipes=RECIPES)
+    summary = summarize_records(records, run, recipes=RECIPES)
+    note = epochs_note(run)
+    return summary | ({"epochs_note": note} if note else {})
+
+
+def inspect_logs_in(folder: str | os.PathLike) -> list[Path]:
+    """The Inspect logs directly in `folder` (an `--log-dir`), by name."""
+    return sorted(path for path in Path(folder).iterdir() if is_inspect_log(path))
 
 
 def summarize_path(path: str | os.PathLike) -> dict[str, Any]:
@@ -184,7 +260,11 @@ def inspect_log_view(path: str | os.PathLike) -> ViewReport:
     """The HTML report (`mrcr-eval view`) of an Inspect log of these tasks; the conversations are
     read again from the data files the samples name, as for a run folder."""
     records, run = read_inspect_log(path)
-    return records_view(records, run, Path(path).name, recipes=RECIPES)
+    view = records_view(records, run, Path(path).name, recipes=RECIPES)
+    note = epochs_note(run)
+    if note:
+        view.headline["epochs"] = note
+    return view
 
 
 def view_path(path: str | os.PathLike) -> ViewReport:

@@ -102,6 +102,17 @@ class WritingCache:
             ),
         )
 
+    def put_all(self, rows: Sequence[tuple[str, str, str, Mapping[str, Any], Ask, int, Any]]) -> None:
+        """`put` every row in one transaction: all of them are stored, or (killed, failed) none."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                self.put(*row)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM writings").fetchone()[0]
 

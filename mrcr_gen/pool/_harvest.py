@@ -22,7 +22,8 @@ from .._files import write_text_atomic
 from .._models import Ask, _Frozen
 from .._paths import hub_source
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
-from ._pool import PoolError, PoolWriting, catalog_summary, dedupe, dumps_json, write_pool
+from ._pool import PoolError, PoolWriting, catalog_summary, check_pool_out, dedupe, dumps_json, write_pool
+from ._quality import quality_report_path
 
 
 class HarvestedPair(NamedTuple):
@@ -105,6 +106,7 @@ def harvest_files(
     for path in files:
         if not path.is_file():
             raise PoolError(f"{path} does not exist")
+    check_pool_out(out, [catalog_path(out), quality_report_path(out)])
     writings: list[PoolWriting] = []
     seen: set[tuple[str, str]] = set()
     pair_formats: Counter[str] = Counter()

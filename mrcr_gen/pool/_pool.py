@@ -21,9 +21,10 @@ import pyarrow.parquet as pq
 from pydantic import Field, ValidationError, model_validator
 
 from .._budget import AssemblyError
-from .._files import atomic_path, file_sha256
+from .._files import ForeignFile, atomic_path, file_sha256, is_lock_file
 from .._models import ASK_TEMPLATE, Ask, Writing, _Frozen
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch
+from ._flags import flag
 
 POOL_SCHEMA = pa.schema(
     [
@@ -44,6 +45,29 @@ ASK_PATTERN = re.compile(r"^write a (?P<format>.+?) about (?P<entity>.+)$", re.D
 
 class PoolError(ValueError):
     """A pool file is missing, unreadable or not a pool."""
+
+
+def is_pool_file(path: Path) -> bool:
+    """Whether `path` is a pool mrcr-gen wrote (its parquet metadata has POOL_METADATA_KEY)."""
+    try:
+        return POOL_METADATA_KEY in (pq.read_schema(path).metadata or {})
+    except (OSError, pa.ArrowException):
+        return False
+
+
+def check_pool_out(out: str | os.PathLike, companions: Iterable[Path] = ()) -> None:
+    """PoolError before a pool is written to `out`: `out` exists and is not a pool mrcr-gen wrote,
+    or one of its `companions` (catalog, build report, lock) exists beside no such pool. Lock
+    files (`.lock`) left by a run that was killed before it wrote the pool are ours (they hold
+    the JSON of their last holder)."""
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        if not is_pool_file(out):
+            raise PoolError(str(ForeignFile(out, "move it away or choose another --out")))
+        return
+    for path in companions:
+        if (path.exists() or path.is_symlink()) and not (path.suffix == ".lock" and is_lock_file(path)):
+            raise PoolError(str(ForeignFile(path, "move it away or choose another --out")))
 
 
 class PoolTooSmall(AssemblyError):
@@ -128,6 +152,19 @@ def write_pool(writings: Iterable[PoolWriting], path: str | os.PathLike, tokeniz
     return Path(path)
 
 
+def write_pool_of(
+    finished: Sequence[tuple[Ask, str]], source: str, out: str | os.PathLike
+) -> tuple[list[PoolWriting], int]:
+    """Write the pool of model-written (ask, text) pairs, each counted with o200k and recorded as
+    written by `source`; (its writings, identical writings merged)."""
+    counts = count_tokens_batch([text for _, text in finished])
+    writings, duplicates = dedupe(
+        PoolWriting.make(ask, text, n, source) for (ask, text), n in zip(finished, counts, strict=True)
+    )
+    write_pool(writings, out)
+    return writings, duplicates
+
+
 def read_pool(path: str | os.PathLike) -> list[PoolWriting]:
     """Every writing of a pool file (validated)."""
     path = Path(path)
@@ -182,10 +219,12 @@ class PoolWriter:
             per_ask = groups.setdefault(writing.ask_model, {})
             per_ask.setdefault(writing.text, writing)
         self._asks = sorted(groups, key=lambda a: a.text)
-        self._pool = {
-            ask: [Writing(text=w.text, n_tokens=w.n_tokens) for w in sorted(groups[ask].values(), key=lambda w: w.id)]
-            for ask in self._asks
-        }
+        # Writings first, flagged replies (empty, refusals, talk about the ask) last: variants
+        # 0..needle_variants(ask)-1 are the ones a needle slot may take.
+        flagged = {w.id for per_ask in groups.values() for w in per_ask.values() if flag(w.text) is not None}
+        ordered = {ask: sorted(groups[ask].values(), key=lambda w: (w.id in flagged, w.id)) for ask in self._asks}
+        self._pool = {ask: [Writing(text=w.text, n_tokens=w.n_tokens) for w in ordered[ask]] for ask in self._asks}
+        self._needle_counts = {ask: sum(1 for w in ordered[ask] if w.id not in flagged) for ask in self._asks}
         self._sources = Counter(w.source for per_ask in groups.values() for w in per_ask.values())
 
     @classmethod
@@ -203,6 +242,10 @@ class PoolWriter:
 
     def n_variants(self, ask: Ask) -> int:
         return len(self._pool.get(ask, ()))
+
+    def needle_variants(self, ask: Ask) -> int:
+        """How many of `ask`'s variants may fill a needle slot: the first ones, none of them flagged."""
+        return self._needle_counts.get(ask, 0)
 
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
         out = []

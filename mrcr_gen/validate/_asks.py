@@ -1,7 +1,8 @@
 """Recipe-neutral text rules the row checks of every recipe share: an ask that equals the needle ask
-only up to case, whitespace or punctuation; the needle ask standing as a line of some other text
-(a worked example, a writing), where a model may count it as one more occurrence; and text that
-UTF-8 cannot encode."""
+but for case, whitespace or trailing punctuation (an error), or up to other punctuation (a warning);
+the needle ask standing as a line of some other text (a worked example, a writing), where a model
+may count it as one more occurrence; needle writings as good as the target (AMBIGUOUS_SCORE); and
+text that UTF-8 cannot encode."""
 
 from __future__ import annotations
 
@@ -10,11 +11,25 @@ from functools import lru_cache
 
 from .._models import normalize_ask
 
+#: A wrong needle writing that scores at least this against the target makes the ground truth ambiguous.
+AMBIGUOUS_SCORE = 0.9
 #: Speaker labels a line of a transcript may start with ("User: write a poem about tapirs").
 SPEAKERS = ("user", "human", "assistant", "model")
 _SEPARATORS = r"(?:[^\w\n]|_)*"  # punctuation and spaces, never a line break
 #: Python strings hold every code point; only the surrogates (U+D800..U+DFFF) have no UTF-8 encoding.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loose_ask(text: str) -> str:
+    """An ask with its case and whitespace normalised and its trailing punctuation removed."""
+    return re.sub(r"(?:[^\w\s]|_|\s)+$", "", " ".join(text.casefold().split()))
+
+
+def is_loose_needle_ask(text: str, ask: str) -> bool:
+    """`text` differs from the needle `ask` only in case, whitespace or trailing punctuation
+    (`Write a song about sessions.` for `write a song about sessions`): as its own user turn a model
+    is likely to count it as one more needle, so it is an error (`needle_ask_elsewhere`)."""
+    return text != ask and len(text) < 4 * len(ask) + 40 and loose_ask(text) == loose_ask(ask)
 
 
 def is_near_duplicate_ask(text: str, ask: str) -> bool:

@@ -17,6 +17,7 @@ from .._parquet import decoded_bytes, use_lean_memory_pool
 from .._paths import find_parquet_files, hub_source
 from .._tokens import DEFAULT_TOKENIZER, TokenizerError, load_tokenizer
 from ..engines import Engine, LocalEngine, TaskFailed, available_cores
+from ._duplicates import Duplicates
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, one_line
 from ._parquet_rows import file_error
 from ._provenance import SidecarBins, dataset_tokenizer
@@ -109,7 +110,9 @@ class FileJob:
         return self.scan.metadata is not None and self.scan.readable and not self.keep_here
 
 
-def _open_file(spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None, threads: int) -> FileJob:
+def _open_file(
+    spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None, threads: int, shortcuts: bool = False
+) -> FileJob:
     """Open a file through the recipe's reader and choose what recounts its tokens: `tokenizer`,
     else the one its dataset card (or sidecar) names, else o200k_base."""
     scan = spec.reader.open(path, str(path))
@@ -125,6 +128,7 @@ def _open_file(spec: CheckSpec, path: Path, tokens: bool, tokenizer: str | None,
         recorded_tokenizer=recorded,
         skip_columns=frozenset(scan.unusable_columns),
         threads=threads,
+        probes=shortcuts and spec.probes is not None,
     )
     return FileJob(path, scan, context, problem)
 
@@ -156,7 +160,7 @@ def check_rows(
     try:
         for batch in spec.reader.read(Path(path), first, count, columns):
             row = first + len(results)
-            results += [checker.check(record, row + i) for i, record in enumerate(batch.to_pylist())]
+            results += [spec.check(checker, context, record, row + i) for i, record in enumerate(batch.to_pylist())]
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
         return results, one_line(exc), list(checker.finish())
     return results, None, list(checker.finish())
@@ -173,7 +177,7 @@ def _check_here(
     row = 0
     try:
         for batch in spec.reader.read(job.path):
-            results = [checker.check(record, row + i) for i, record in enumerate(batch.to_pylist())]
+            results = [spec.check(checker, job.context, record, row + i) for i, record in enumerate(batch.to_pylist())]
             row += batch.num_rows
             if progress:
                 progress(scan.file, batch.num_rows, scan.num_rows)
@@ -273,6 +277,7 @@ def iter_validate(
     with_batches: bool = True,
     tokenizer: str | None = None,
     csv_filter: Callable[[Path], bool] | None = None,
+    shortcuts: bool = False,
 ) -> Iterator[tuple[FileScan, Batch | None, list[RowResult]]]:
     """Validate many inputs, yielding (file, batch, results) in row order; findings and summary
     accumulate in `builder`. An unreadable file never stops the others. Tokens are counted with
@@ -283,25 +288,30 @@ def iter_validate(
     (Ray, say), else by a local pool of `workers` processes (default: chosen from the data's size
     and the cores), else in this process; a whole file is checked here (with `workers` threads).
     With `with_batches` the rows come along as batches (all columns; `--clean/--fix` write them).
+    `shortcuts` runs the recipe's shortcut probes on every row the checks accept (`spec.probes`).
     """
     builder = builder if builder is not None else ReportBuilder(order=spec.check_names)
+    if shortcuts:
+        builder.want_shortcuts()
     files, problems = expand_paths(paths, csv_filter)
     for problem in problems:
         builder.add_finding(problem)
     threads = workers or default_workers()
-    jobs = [_open_file(spec, path, tokens, tokenizer, threads) for path in files]
+    jobs = [_open_file(spec, path, tokens, tokenizer, threads, shortcuts) for path in files]
     with ExitStack() as stack:
-        local_workers = _local_workers(jobs, tokens, workers) if engine is None else 1
+        # The probes, like the recount, are work enough to share (the checks alone are not).
+        local_workers = _local_workers(jobs, tokens or shortcuts, workers) if engine is None else 1
         if engine is None and local_workers > 1:
             # No preload: summed over the processes, a fork server holding the tokenizer (to share
             # it copy-on-write) counts it once more, as RSS counts shared pages in every process.
             engine = stack.enter_context(LocalEngine(local_workers))
         units = _plan(spec, jobs, engine)
         outcomes = iter(engine.map(check_rows, units)) if engine is not None and units else iter(())
+        duplicates = Duplicates()  # across the files checked together
         for job in jobs:
             if on_file_start:
                 on_file_start(job.scan)
-            yield from _validate_one(spec, job, outcomes, builder, tokens, progress, with_batches)
+            yield from _validate_one(spec, job, outcomes, builder, tokens, progress, with_batches, duplicates)
 
 
 def _validate_one(
@@ -312,6 +322,7 @@ def _validate_one(
     tokens: bool,
     progress: ProgressCallback | None,
     with_batches: bool,
+    duplicates: Duplicates,
 ) -> Iterator[tuple[FileScan, Batch | None, list[RowResult]]]:
     """One file's findings into `builder` in report order (before its rows, its rows, after them),
     its rows yielded with their results."""
@@ -327,12 +338,17 @@ def _validate_one(
             builder.add_finding(finding)
     sidecar = SidecarBins(job.path, scan.num_rows, spec.counted) if context.count_tokens else None
     stream = _check_here(spec, job, progress) if job.here else _collect(spec, job, outcomes, progress, with_batches)
+    rows = 0
     for batch, results in stream:
+        rows += len(results)
+        results = [duplicates.check(result, scan.file) for result in results]
         if sidecar is not None:
             results = [sidecar.check(result, scan.file, scan.tokenizer) for result in results]
         for result in results:
             builder.add_row(result)
         yield scan, batch, results
+    if scan.readable and rows == 0 and not scan.file_findings:  # a header or a schema alone: bad input
+        scan.file_findings.append(file_error(scan.file, "holds no rows"))
     for finding in [*scan.closing_findings, *scan.file_findings]:
         builder.add_finding(finding)
 
@@ -348,15 +364,17 @@ def validate_paths(
     strict: bool = False,
     tokenizer: str | None = None,
     csv_filter: Callable[[Path], bool] | None = None,
+    shortcuts: bool = False,
 ) -> ValidationReport:
     """Validate files, directories, globs and hf:// paths; return every finding and the summary
     (`strict`: warnings count as errors). `tokenizer` (a spec) recounts the tokens; by default the
-    one each file's dataset card names, else o200k_base."""
+    one each file's dataset card names, else o200k_base. `shortcuts`: run the shortcut probes too."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     builder = ReportBuilder(strict=strict, order=spec.check_names)
     options: dict[str, Any] = {"tokens": tokens, "workers": workers, "engine": engine, "progress": progress}
     options["tokenizer"] = tokenizer
+    options["shortcuts"] = shortcuts
     for _ in iter_validate(paths, spec=spec, builder=builder, with_batches=False, csv_filter=csv_filter, **options):
         pass
     return builder.build()

@@ -7,12 +7,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._bins import label_sort_key
+from ._shortcuts import ProbeOutcome, ShortcutReport, ShortcutTally, shortcut_message
+
 Severity = Literal["error", "warning"]
 
 #: `by_bin` key of rows whose tokens were not counted (`--no-tokens`, or the prompt is unreadable).
 NOT_COUNTED = "not counted"
 #: `by_bin` key of rows whose token count lies outside every bin.
 OUT_OF_RANGE = "out of range"
+#: The `file` of a `shortcut` finding: it is about the rows of every file checked together.
+SHORTCUT_FILE = "(all files)"
 
 
 class Finding(BaseModel):
@@ -41,6 +46,10 @@ class RowResult(BaseModel):
     n_tokens: int | None = None
     bin: str | None = Field(default=None, description="bin label, OUT_OF_RANGE, or None when not counted")
     n_needles: int | None = None
+    probe: ProbeOutcome | None = Field(default=None, description="the shortcut probes (`--shortcuts`), else None")
+    #: Digests of the whole row and of its prompt, from the worker to the duplicate checks (`_duplicates`).
+    digest: str | None = Field(default=None, exclude=True)
+    prompt_digest: str | None = Field(default=None, exclude=True)
 
     @property
     def has_error(self) -> bool:
@@ -70,6 +79,7 @@ class Summary(BaseModel):
     hub_sources: dict[str, str] = Field(
         default_factory=dict, description="file -> the pinned hf://datasets/ORG/NAME@COMMIT/PATH it was downloaded from"
     )
+    shortcuts: ShortcutReport | None = Field(default=None, description="`--shortcuts`: the probes; absent otherwise")
 
 
 class ValidationReport(BaseModel):
@@ -94,7 +104,8 @@ class ValidationReport(BaseModel):
         return 1 if self.errors else 0
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
+        exclude = {"summary": {"shortcuts"}} if self.summary.shortcuts is None else None
+        return self.model_dump_json(indent=2, exclude=exclude)
 
 
 class ReportBuilder:
@@ -111,6 +122,7 @@ class ReportBuilder:
         self._tokenizers: dict[str, str] = {}
         self._hub_sources: dict[str, str] = {}
         self.findings: list[Finding] = []
+        self.shortcuts: ShortcutTally | None = None  # `--shortcuts`: the probes of the rows seen
 
     def add_file(self, file: str) -> None:
         self._files.add(file)
@@ -138,6 +150,13 @@ class ReportBuilder:
         bin_key = result.bin if result.bin is not None else NOT_COUNTED
         needles = str(result.n_needles) if result.n_needles is not None else "?"
         self._by_bin.setdefault(bin_key, Counter())[needles] += 1
+        if result.probe is not None:
+            self.shortcuts = self.shortcuts or ShortcutTally()
+            self.shortcuts.add(result.probe, bin_key, needles, rejected=result.has_error)
+
+    def want_shortcuts(self) -> None:
+        """Report the probes (an empty table when no row was probed)."""
+        self.shortcuts = self.shortcuts or ShortcutTally()
 
     def build(self) -> ValidationReport:
         order = {name: i for i, name in enumerate(self.order)}
@@ -146,7 +165,7 @@ class ReportBuilder:
             key: dict(
                 sorted(counts.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
             )
-            for key, counts in sorted(self._by_bin.items(), key=lambda kv: _bin_sort_key(kv[0]))
+            for key, counts in sorted(self._by_bin.items(), key=lambda kv: label_sort_key(kv[0]))
         }
         summary = Summary(
             files=len(self._files),
@@ -156,23 +175,28 @@ class ReportBuilder:
             by_bin=by_bin,
             tokenizers=self._tokenizers,
             hub_sources=self._hub_sources,
+            shortcuts=self.shortcuts.build() if self.shortcuts is not None else None,
         )
-        return ValidationReport(summary=summary, findings=list(self.findings))
+        findings = list(self.findings)
+        for group in summary.shortcuts.groups if summary.shortcuts is not None else ():
+            if group.shortcut:
+                findings.append(
+                    Finding(
+                        file=SHORTCUT_FILE,
+                        row=None,
+                        check="shortcut",
+                        severity="error",
+                        message=shortcut_message(group),
+                    )
+                )
+                summary.by_check["shortcut"] = summary.by_check.get("shortcut", 0) + 1
+        return ValidationReport(summary=summary, findings=findings)
 
 
 def one_line(exc: BaseException) -> str:
     """An exception as one line: its type and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def _bin_sort_key(label: str) -> tuple[int, int]:
-    if label.startswith(("(", "[")):
-        try:
-            return (0, int(label[1:].split(",")[0]))
-        except ValueError:
-            pass
-    return (1, 0)
 
 
 def merge_reports(first: ValidationReport, second: ValidationReport) -> ValidationReport:
@@ -186,6 +210,8 @@ def merge_reports(first: ValidationReport, second: ValidationReport) -> Validati
         s.by_check[name] = s.by_check.get(name, 0) + count
     s.tokenizers.update(t.tokenizers)
     s.hub_sources.update(t.hub_sources)
+    if t.shortcuts is not None:
+        s.shortcuts = t.shortcuts if s.shortcuts is None else s.shortcuts.merged(t.shortcuts)
     for label, counts in t.by_bin.items():
         into = s.by_bin.setdefault(label, {})
         for needles, count in counts.items():

@@ -40,6 +40,8 @@ class ValidateOptions(Protocol):
     def progress(self) -> Callable[[str, int, int | None], None] | None: ...
     @property
     def on_change(self) -> Callable[[str], None] | None: ...
+    @property
+    def shortcuts(self) -> bool: ...
 
 
 class CheckingRecipe(Protocol):
@@ -87,7 +89,8 @@ def validate_inputs(spec: CheckSpec, inputs: Sequence[str | os.PathLike], reques
         "tokenizer": request.tokenizer,
     }
     if request.mode == "check" or request.out is None:
-        return RepairResult(report=validate_paths(inputs, spec=spec, **options), output="")
+        report = validate_paths(inputs, spec=spec, shortcuts=request.shortcuts, **options)
+        return RepairResult(report=report, output="")
     try:
         return repair(inputs, request.out, spec=spec, mode=request.mode, on_change=request.on_change, **options)
     except (ValueError, OSError) as exc:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._files import ForeignFile
 from ..engines import Engine
 from ._files import ProgressCallback, expand_paths, iter_validate
 from ._findings import Finding, ReportBuilder, RowResult, ValidationReport, as_errors
@@ -95,6 +96,11 @@ def repair(
     for target in targets.values():
         if any(_same_file(target, f) for f in files):
             raise ValueError(f"output {target} is one of the inputs; the input is never modified")
+    for target in targets.values():  # checked before anything is written
+        if target.exists() or target.is_symlink():
+            raise ForeignFile(
+                target, "remove it or choose another output", why="--clean and --fix write new files only"
+            )
     builder = ReportBuilder(strict=strict, order=spec.check_names)
     result = RepairResult(report=ValidationReport(), output=str(output))
 
@@ -223,11 +229,13 @@ class _FileOutput:
         where = f"{self.scan.file}:{row_result.row}"
         fix = self.spec.fix_record if mode == "fix" else None
         fixed = fix(record, file=self.scan.file, row=row_result.row) if fix is not None else None
-        if fixed is not None:
+        context = CheckContext(file=self.scan.file, count_tokens=tokens, tokenizer=self.scan.tokenizer)
+        if fixed is not None and fixed[0] != record:  # a "fix" that changes nothing leaves the error
             new_record, notes = fixed
-            context = CheckContext(file=self.scan.file, count_tokens=tokens, tokenizer=self.scan.tokenizer)
             again = self.spec.checker(context).check(new_record, row_result.row)
-            if not (as_errors(again) if self.strict else again).has_error:
+            if not (as_errors(again) if self.strict else again).has_error and not self._beyond_the_row(
+                record, row_result, context
+            ):
                 self.summary.fixed += 1
                 note(f"{where}: fixed: " + "; ".join(notes))
                 return new_record
@@ -235,6 +243,12 @@ class _FileOutput:
         checks = sorted({f.check for f in row_result.findings if f.is_error})
         note(f"{where}: dropped ({', '.join(checks)})")
         return None
+
+    def _beyond_the_row(self, record: dict, row_result: RowResult, context: CheckContext) -> bool:
+        """Whether the row has errors its checker alone does not find (a duplicate of another row, a
+        bin its sidecar records): no fix of the row itself can remove them."""
+        alone = self.spec.checker(context).check(record, row_result.row)
+        return bool({f.check for f in row_result.findings if f.is_error} - {f.check for f in alone.findings})
 
     def finish(self, every_output: ExitStack, note: Callable[[str], None]) -> None:
         """Commit the output (empty when every row was dropped) and account for the rows never

@@ -14,7 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._tokens import DEFAULT_TOKENIZER
+from ._duplicates import row_digests
 from ._findings import Finding, RowResult
+from ._shortcuts import ProbeOutcome, ProbeSpec, probe_record
 
 #: `fix(record, file=, row=)` -> (the rewritten record, the checks it fixed), or None when the row
 #: cannot be recovered from its own prompt.
@@ -90,6 +92,7 @@ class CheckContext:
     recorded_tokenizer: str | None = None  # the one the file's card or sidecar names (None: unrecorded)
     skip_columns: frozenset[str] = frozenset()  # columns the checks must not read (missing or wrongly typed)
     threads: int = 1  # threads the checker may use (a file checked in this process)
+    probes: bool = False  # run the recipe's shortcut probes on each row (`--shortcuts`)
 
 
 class RowChecker(Protocol):
@@ -123,3 +126,22 @@ class CheckSpec:
     fix_record: RecordFix | None = None
     #: File-level findings reported before a file's rows, once the tokenizer is chosen (e.g. counts not comparable).
     opening: Callable[[CheckContext], list[Finding]] | None = None
+    #: How the shortcut probes read a row (`--shortcuts`); None: the recipe has none.
+    probes: ProbeSpec | None = None
+    #: The column holding the text sent: a row equal to an earlier row of its file, and a prompt equal
+    #: to an earlier row's in any file checked with it, are findings. None: neither is checked.
+    prompt_column: str | None = None
+
+    def check(self, checker: RowChecker, context: CheckContext, record: dict[str, Any], row: int) -> RowResult:
+        """`checker`'s result for one row, with the digests the duplicate checks compare and its
+        shortcut probes when `context` asks for them (a row the checks reject is not probed: the
+        report counts it)."""
+        result = checker.check(record, row)
+        if self.prompt_column is not None:
+            digest, prompt_digest = row_digests(record, self.prompt_column)
+            result = result.model_copy(update={"digest": digest, "prompt_digest": prompt_digest})
+        if not context.probes or self.probes is None:
+            return result
+        if result.has_error:
+            return result.model_copy(update={"probe": ProbeOutcome(skipped="a check rejected the row")})
+        return result.model_copy(update={"probe": probe_record(self.probes, record)})

@@ -42,6 +42,23 @@ def _plural(noun: str, irregular: dict[str, str]) -> str:
 
 
 @functools.cache
+def _number_exceptions() -> tuple[frozenset[str], frozenset[str]]:
+    data = json.loads((_data_dir("formats") / "lexicon.json").read_text(encoding="utf-8"))
+    return frozenset(data["singular_ending_in_s"]), frozenset(data["plural_without_s"])
+
+
+@functools.cache
+def is_plural(phrase: str) -> bool:
+    """Whether a noun phrase (an entity, a topic) takes a plural verb: its last word ends in s (not
+    ss), unless `formats/lexicon.json` lists the phrase as singular, or the phrase is listed plural."""
+    singular, plural = _number_exceptions()
+    key = phrase.strip().lower()
+    if key in plural:
+        return True
+    return key.endswith("s") and not key.endswith("ss") and key not in singular
+
+
+@functools.cache
 def lexicon() -> dict[str, tuple[str, ...]]:
     """Word lists by slot name: `n` nouns, `ns` their plurals, `an` nouns with their article, `a`
     adjectives, `aa` adjectives with their article, `vt`/`vt3`/`vtd` transitive verbs (base, third

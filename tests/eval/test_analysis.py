@@ -4,6 +4,7 @@ MRCR v2, against the tests' own re-solver."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from functools import cache
 
@@ -48,8 +49,10 @@ def test_each_needle_returned_is_named_by_its_ordinal(n_needles, seed):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 5), cut=st.floats(0.0, 0.4), at=st.floats(0.0, 1.0))
-def test_an_edited_target_is_the_target_and_its_ratio_is_the_official_score(seed, cut, at):
-    """With the prefix in place, the match ratio against the target is the official grade."""
+def test_an_edited_target_is_still_the_target(seed, cut, at):
+    """A target with a piece cut out is found as the target while the official grade still calls
+    it close; the diagnosis measure is at least the grade (it forgives what difflib's junk rule
+    does not)."""
     s, messages, transcript = row_of(4, seed)
     rs = s.row.random_string_to_prepend
     text = messages[s.row.desired_msg_index + 1]["content"]
@@ -58,8 +61,70 @@ def test_an_edited_target_is_the_target_and_its_ratio_is_the_official_score(seed
     analysis = analyse_reply(reply, transcript)
     score = grade(reply, s.row.answer, rs)
     if score >= MATCH_THRESHOLD:
-        assert analysis.returned == "target" and analysis.match_ratio == round(score, 4)
-    assert analysis.match_ratio >= round(score, 4)  # the best match is at least as good as the target
+        assert (analysis.returned, analysis.returned_ordinal) == ("target", s.target_ordinal)
+        assert analysis.match_ratio >= round(score, 4) - 0.05
+
+
+def official_rule(response: str, answer: str, prefix: str) -> float:
+    """The openai/mrcr grader as published: 0 without the prefix at the start, else difflib's
+    ratio (defaults, autojunk on) of the reply and the answer, both without the prefix."""
+    if not response.startswith(prefix):
+        return 0.0
+    return difflib.SequenceMatcher(None, response.removeprefix(prefix), answer.removeprefix(prefix)).ratio()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 5),
+    edit=st.sampled_from(["exact", "upper", "repeat", "insert", "late", "missing", "free"]),
+    free=st.text(max_size=300),
+    at=st.floats(0.0, 1.0),
+)
+def test_the_official_score_is_exactly_the_official_graders(seed, edit, free, at):
+    """Whatever the diagnosis does, the score stays difflib's ratio with the official prefix rule."""
+    s = sample(4, seed)
+    rs, answer = s.row.random_string_to_prepend, s.row.answer
+    text = answer[len(rs) :]
+    cut = int(at * len(text))
+    reply = {
+        "exact": answer,
+        "upper": rs + text.upper(),
+        "repeat": rs + "\n".join([text] * 5),
+        "insert": rs + text[:cut] + "\n" + free + "\n" + text[cut:],
+        "late": free + rs + text,
+        "missing": text,
+        "free": rs + free,
+    }[edit]
+    assert grade(reply, answer, rs) == official_rule(reply, answer, rs)
+
+
+def test_messy_replies_find_their_writing_with_flags():
+    """One inserted line, the target repeated 60 times, in upper case, the prefix written last: each
+    is the target, flagged for what was unusual; the official grade is untouched."""
+    s, _, transcript = row_of(8, 3)
+    rs, answer = s.row.random_string_to_prepend, s.row.answer
+    text = answer[len(rs) :]
+    lines = text.split("\n")
+    inserted = rs + "\n".join([lines[0], "Here it is, as you asked, word for word:", *lines[1:]])
+    expected = {
+        inserted: ("ok", False, False, False),
+        rs + "\n".join([text] * 60): ("ok", True, False, False),
+        rs + text.upper(): ("ok", False, True, False),
+        text + "\n" + rs: ("late", False, False, True),
+    }
+    for reply, (prefix, repeated, upper, before) in expected.items():
+        analysis = analyse_reply(reply, transcript)
+        assert (analysis.prefix, analysis.returned, analysis.returned_ordinal) == (prefix, "target", s.target_ordinal)
+        assert (analysis.repeated, analysis.case_changed, analysis.before_prefix) == (repeated, upper, before)
+        assert analysis.match_ratio >= 0.95
+    assert grade(rs + text.upper(), answer, rs) < 0.5  # the score itself stays the official one
+    distractor = next(w for k, w in enumerate(transcript.writings) if k not in transcript.needles)
+    shouted = analyse_reply(rs + distractor.text.upper(), transcript)  # found by its casefolded fragments
+    assert (shouted.returned, shouted.returned_index, shouted.case_changed) == ("distractor", distractor.index, True)
+    looping = analyse_reply(rs + "the cat and the dog " * 4000, transcript)  # no writing reachable: none compared
+    assert (looping.returned, looping.match_ratio, looping.returned_index) == ("not_in_context", 0.0, None)
+    dumped = analyse_reply(rs + "\n".join(w.text for w in transcript.writings), transcript)  # holds every writing
+    assert (dumped.returned, dumped.returned_ordinal) == ("target", s.target_ordinal)
 
 
 def test_a_distractor_is_located_and_compared_with_the_needle_ask():
@@ -82,7 +147,7 @@ def test_a_distractor_is_located_and_compared_with_the_needle_ask():
 
 
 def test_prefix_states_empty_not_in_context_and_truncation():
-    s, messages, transcript = row_of(2, 6)
+    s, _, transcript = row_of(2, 6)
     rs, answer = s.row.random_string_to_prepend, s.row.answer
     target = answer[len(rs) :]
     assert analyse_reply(target, transcript).prefix == "missing"

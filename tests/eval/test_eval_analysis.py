@@ -5,13 +5,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+
+import pyarrow.parquet as pq
 
 from mrcr_gen import iter_rows, run_eval
 from mrcr_gen.cli._eval import eval_main
 from mrcr_gen.cli._grade import grade_main
 from mrcr_gen.eval import EvalConfig
 from mrcr_gen.recipes.openai_mrcr._models import QUERY_PATTERN
-from tests.support.chat_server import ChatServer
+from tests.support.chat_server import ChatServer, oracle, parse_query
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -125,14 +128,18 @@ def test_bad_run_folders_are_one_line_and_exit_2(tmp_path, capsys):
     assert code == 2 and "no results.jsonl" in err and "Traceback" not in err
 
 
-def test_a_run_whose_data_is_gone_is_still_shown(small_data, tmp_path, api_key, capsys):
-    import shutil
-
+def run_on_a_copy(small_data, tmp_path):
+    """(the copy of the data, the run folder) of an oracle run on a copy of `small_data`."""
     data = tmp_path / "data.parquet"
     shutil.copy(small_data, data)
     run = tmp_path / "run"
     with ChatServer("oracle") as server:
         run_eval(config([data], run, server))
+    return data, run
+
+
+def test_a_run_whose_data_is_gone_is_still_shown(small_data, tmp_path, api_key, capsys):
+    data, run = run_on_a_copy(small_data, tmp_path)
     older = [{k: v for k, v in r.items() if k != "analysis"} for r in results(run)]
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in older))
     data.unlink()
@@ -141,3 +148,60 @@ def test_a_run_whose_data_is_gone_is_still_shown(small_data, tmp_path, api_key, 
     assert len(samples) == 12 and {s["outcome"] for s in samples} == {"unanalysed"}
     assert all(s["expected"] == "" and s["reply"] for s in samples)
     assert call(eval_main, ["report", str(run)], capsys)[0] == 0  # nothing can be added: still a report
+
+
+def upper_late_or_repeated(messages: list, body: dict) -> str:
+    """Messy but right replies: the target in upper case, with its prefix written last, or twice."""
+    right = oracle(messages, body)
+    prefix = parse_query(messages)[0]
+    text = right[len(prefix) :]
+    return [prefix + text.upper(), text + "\n" + prefix, prefix + text + "\n" + text][len(messages) % 3]
+
+
+def test_messy_right_replies_are_the_target_and_the_score_stays_official(small_data, tmp_path, api_key):
+    with ChatServer(upper_late_or_repeated) as server:
+        _, summary = run_eval(config([small_data], tmp_path / "run", server))
+    records = by_row(tmp_path / "run")
+    assert {r["analysis"]["returned"] for r in records} == {"target"}
+    flags = {(r["analysis"]["prefix"], r["analysis"]["case_changed"], r["analysis"]["repeated"]) for r in records}
+    assert flags <= {("ok", True, False), ("late", False, False), ("ok", False, True)}
+    late = [r for r in records if r["analysis"]["prefix"] == "late"]
+    assert all(r["score"] == 0.0 and r["analysis"]["before_prefix"] for r in late)  # the official rule: 0
+    cells = summary["failures"]["outcomes"]
+    assert sum(c["crossed"]["target"]["late"] for c in cells) == len(late)
+
+
+def test_a_run_without_prefixes_is_told_from_a_right_one(small_data, tmp_path, api_key, capsys):
+    """The commonest real failure: the right writing without its random string (score 0)."""
+    for policy in ("oracle", "no_prefix"):
+        with ChatServer(policy) as server:
+            run_eval(config([small_data], tmp_path / policy, server))
+    code, out, _ = call(eval_main, ["compare", str(tmp_path / "oracle"), str(tmp_path / "no_prefix"), "--json"], capsys)
+    right, dropped = json.loads(out)
+    assert (right["prefix_kept"], right["target_with_prefix"], right["target"]) == (1.0, 1.0, 1.0)
+    assert (dropped["prefix_kept"], dropped["target_with_prefix"], dropped["target"]) == (0.0, 0.0, 1.0)
+    code, out, _ = call(eval_main, ["report", str(tmp_path / "no_prefix")], capsys)
+    assert code == 0 and "What the replies returned" in out and "tgt-pfx" in out
+    page_path = tmp_path / "c.html"
+    args = ["compare", str(tmp_path / "oracle"), str(tmp_path / "no_prefix"), "--html", str(page_path)]
+    assert call(eval_main, args, capsys)[0] == 0
+    page = page_path.read_text()
+    assert 'id="leaderboard"' in page and "beyond noise" in page and "100.0%" in page and "0.0%" in page
+    assert "12 rows changed" in page  # every row: target with its prefix -> target without it
+    assert 'alt="overlay"' in page
+
+
+def test_view_and_compare_warn_when_data_is_moved_or_changed(small_data, tmp_path, api_key, capsys):
+    data, run = run_on_a_copy(small_data, tmp_path)
+    data.rename(tmp_path / "moved.parquet")
+    code, _, err = call(eval_main, ["view", str(run)], capsys)
+    assert code == 0 and err.count("warning: ") == 1 and f"data file {data} is missing: rows 0, 1, 2" in err
+    page = (run / "report.html").read_text()
+    assert 'id="warnings"' in page and "is missing: rows 0, 1, 2" in page
+    assert all(s["context_lost"] for s in embedded_samples(page))
+    table = pq.read_table(small_data)
+    pq.write_table(table.take(list(reversed(range(table.num_rows)))), data)  # the same path, rows changed
+    code, _, err = call(eval_main, ["compare", str(run), str(run), "--html", str(tmp_path / "c.html")], capsys)
+    assert code == 0 and err.count("warning: ") == 2 and f"data file {data} changed since the run" in err
+    compare_page = (tmp_path / "c.html").read_text()
+    assert compare_page.count('class="banner"') >= 2 and "changed since the run" in compare_page

@@ -124,7 +124,7 @@ def test_eval_cli_and_report_subcommand(small_data, tmp_path, capsys, api_key):
     assert summary["mean_score"] == 1.0 and {c["n_needles"] for c in summary["cells"]} == {2, 8}
     (out / "plot.png").unlink()
     code, stdout, _ = call(eval_main, ["report", str(out)], capsys)
-    assert code == 0 and (out / "plot.png").is_file() and "mean score 1.000 over 8 rows" in stdout.replace("\n", " ")
+    assert code == 0 and (out / "plot.png").is_file() and "mean score 1.000 [1.000, 1.000] over 8 rows" in stdout.replace("\n", " ")
 
 
 @pytest.mark.parametrize(
@@ -311,3 +311,33 @@ def test_eval_cli_out_that_is_a_file_is_one_line_exit_2(small_data, tmp_path, ca
         code, _, err = call(eval_main, [str(small_data), "--model", "m", "--base-url", server.base_url, "--out", str(blocker)], capsys)
         assert server.total_requests == 0
     assert code == 2 and "cannot write the run directory" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "summary.json", "plot.png", "run.lock", "batches"])
+def test_eval_into_a_folder_holding_a_file_we_did_not_write_is_refused(small_data, tmp_path, capsys, api_key, name):
+    """Issue 33 item 4: a folder without our run.json that holds a file a run writes (someone's
+    results.jsonl, summary.json, ...): one line naming it, exit 2, nothing sent or written."""
+    out = tmp_path / "run"
+    out.mkdir()
+    foreign = out / name
+    foreign.mkdir() if name == "batches" else foreign.write_text("not ours\n")
+    with ChatServer("oracle") as server:
+        args = [str(small_data), "--model", "m", "--base-url", server.base_url, "--out", str(out)]
+        code, stdout, err = call(eval_main, args, capsys)
+        assert server.total_requests == 0
+    assert (code, stdout) == (2, "")
+    assert err == (
+        f"mrcr-eval: error: refusing to overwrite {foreign}: mrcr-gen did not write it; "
+        "it is not a run folder of mrcr-eval; choose another --out\n"
+    )
+    assert sorted(p.name for p in out.iterdir()) == [name]
+
+
+def test_a_run_killed_before_its_run_json_leaves_a_lock_the_next_run_takes(small_data, tmp_path, capsys, api_key):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.lock").write_text('{"pid": 1, "host": "h", "started": "2026-12-04T00:00:00+0000"}\n')
+    with ChatServer("oracle") as server:
+        args = [str(small_data), "--model", "m", "--base-url", server.base_url, "--out", str(out), "--needles", "2"]
+        code, _, err = call(eval_main, args, capsys)
+    assert code == 0, err

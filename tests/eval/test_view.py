@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from mrcr_gen.eval._compare_view import render_compare
 from mrcr_gen.eval._view import (
     OUTCOMES,
     ViewReport,
     ViewSample,
-    render_compare,
     render_view,
     samples_json,
     write_html,
@@ -154,8 +154,9 @@ def test_headline_shows_present_keys_in_order_and_none_as_na():
     page = render_view(report([], headline={"cost_usd": 1.5, "zeta": 3, "model": "m", "auc_1m": None,
                                             "complete": True, "mean_score": 0.123456}))
     shown = re.findall(r'data-key="([^"]+)">([^<]*)<', page)
-    assert shown == [("model", "m"), ("mean_score", "0.1235"), ("auc_1m", "n/a"), ("complete", "yes"),
-                     ("cost_usd", "1.5"), ("zeta", "3")]
+    # One number format: scores with three decimals, costs in dollars.
+    assert shown == [("model", "m"), ("mean_score", "0.123"), ("auc_1m", "n/a"), ("complete", "yes"),
+                     ("cost_usd", "$1.5000"), ("zeta", "3")]
     assert "AUC ≤1M" in page and "auc_128k" not in page
 
 
@@ -166,7 +167,7 @@ def test_outcome_table_lists_shares_in_the_outcome_order():
     table = re.search(r'<table id="outcomes".*?</table>', page, re.S).group(0)
     assert re.findall(r'<span class="badge o-([^"]+)">', table) == ["target", "empty", "weird"]
     cells = re.findall(r">([^<>]*)</td>", table)
-    assert cells == ["(0, 8192]", "4", "8", "37.5%", "12.5%", "50%"]
+    assert cells == ["(0, 8192]", "4", "8", "–", "37.5%", "12.5%", "50.0%"]  # no prefix counts: "–"
 
 
 def test_compare_puts_runs_side_by_side():
@@ -175,7 +176,7 @@ def test_compare_puts_runs_side_by_side():
     page = render_compare([first, second])
     table = re.search(r'<table id="headline-compare".*?</table>', page, re.S).group(0)
     assert re.findall(r"<th>([^<]*)</th>", table) == ["", "run A", "run B", "Model", "Mean score", "AUC ≤1M"]
-    assert re.findall(r'<td class="num">([^<]*)</td>', table) == ["a", "b", "0.5", "n/a", "n/a", "0.25"]
+    assert re.findall(r'<td class="num">([^<]*)</td>', table) == ["a", "b", "0.500", "n/a", "n/a", "0.250"]
     assert 'id="outcomes-0"' in page and 'id="outcomes-1"' in page
     assert page.count("data:image/png;base64,") == 1
     assert "<script" not in page and "script-src 'none'" in html.unescape(page)
@@ -197,7 +198,8 @@ def test_page_assets_ship_inside_the_built_wheel(tmp_path):
                    check=True, capture_output=True)
     with zipfile.ZipFile(next(tmp_path.glob("mrcr_gen-*.whl"))) as archive:
         names = set(archive.namelist())
-    assert {"mrcr_gen/eval/_view.py", "mrcr_gen/eval/view.js", "mrcr_gen/eval/view.css"} <= names
+    assert {"mrcr_gen/eval/_view.py", "mrcr_gen/eval/view.js", "mrcr_gen/eval/view.css",
+            "mrcr_gen/eval/view_browser.html"} <= names
 
 
 # -- the page in a real browser ---------------------------------------------------------------------
@@ -305,9 +307,9 @@ def test_browser_detail_highlights_the_changed_words(open_page):
     assert page.text_content("#d-reply") == target.reply
     assert page.text_content("#d-query") == target.query
     facts = dict(zip(page.eval_on_selector_all("#d-facts dt", "e => e.map(x => x.textContent)"),
-                     page.eval_on_selector_all("#d-facts dd", "e => e.map(x => x.textContent)")))
+                     page.eval_on_selector_all("#d-facts dd", "e => e.map(x => x.textContent)"), strict=True))
     assert facts["Outcome"] == "other_needle" and facts["Returned index"] == "7"
-    assert facts["Target depth"] == "25.0%" and facts["Match ratio"] == "0.875" and facts["Truncated"] == "yes"
+    assert facts["Target depth"] == "25.0%" and facts["Match"] == "0.875" and facts["Truncated"] == "yes"
     assert facts["File"] == target.file and facts["Row"] == "0" and facts["Prefix"] == "ok"
     page.keyboard.press("Escape")
     assert page.is_hidden("#detail")
@@ -326,10 +328,13 @@ def test_browser_hostile_text_shows_as_text_and_never_runs(open_page):
     assert page.text_content("#d-query") == "<b>bold?</b>"
     assert page.locator("#detail img, #detail svg, #detail script, #detail b").count() == 0
     page.keyboard.press("Escape")
-    page.locator("#samples tbody tr", has_text="no-reply").click()  # an error: no reply, nothing to diff
-    assert page.text_content("#d-expected") == HOSTILE[3].expected
-    assert page.text_content("#d-reply") == "(no reply)"
+    # The file column shows the file's name (after its last "/"), the whole path in its tooltip.
+    page.locator('#samples td.file[title="<u>no-reply</u>.parquet"]').click()  # an error: nothing to diff
+    assert page.is_hidden("#d-diffbox") and page.is_hidden("#d-returned-box")
     assert page.text_content("#d-error") == HOSTILE[3].error
+    assert page.text_content("#d-summary").startswith("Error: the request failed")
+    facts = page.eval_on_selector_all("#d-facts dt", "e => e.map(x => x.textContent)")
+    assert "Truncated" not in facts and "Score" not in facts  # what applies to an error only
     assert page.locator("#detail img, #detail b, #detail u").count() == 0
     assert page.text_content("h1") == "<img src=y onerror=window.__pwned=5>"
     assert page.locator("img").count() == 1  # the plot alone
@@ -352,7 +357,7 @@ def test_browser_fetches_nothing_but_the_file(browser, tmp_path):
 
 
 def test_browser_loads_2400_long_samples(open_page):
-    words = "tea kettle leaf steep pour cup warm green black oolong".split()
+    words = ["tea", "kettle", "leaf", "steep", "pour", "cup", "warm", "green", "black", "oolong"]
 
     def text(seed: int, n: int = 700) -> str:  # ~4-5 KB of words
         return " ".join(words[(seed * 7 + k * k) % len(words)] for k in range(n))
@@ -390,8 +395,145 @@ def test_browser_compare_page_shows_every_run_and_fetches_nothing(browser, tmp_p
     page.goto(path.as_uri())
     header = page.eval_on_selector_all("#headline-compare thead th", "e => e.map(x => x.textContent)")
     cells = page.eval_on_selector_all("#headline-compare tbody td", "e => e.map(x => x.textContent)")
-    assert header == ["", "run a", "run <b>b</b>"] and cells == ["a", "<b>b</b>", "0.5", "n/a"]
+    assert header == ["", "run a", "run <b>b</b>"] and cells == ["a", "<b>b</b>", "0.500", "n/a"]
     assert page.locator("section.run").count() == 2 and page.locator("section.run img").count() == 2
     assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
     page.close()
     assert [url for url in requested if not url.startswith(("file:", "data:"))] == []
+
+
+# -- issue 35: phone width, needle strip, search, filters, deep links, warnings ------------------------
+
+
+def test_warnings_show_as_a_banner_and_intervals_beside_their_numbers():
+    page = render_view(report([sample(0)], warnings=["data file /x/a.parquet is missing: rows 1, 2 show without"],
+                              intervals={"mean_score": [0.25, 0.75]},
+                              bins=[{"bin": BINS[0][0], "count": 3, "mean_score": 0.5, "ci": [0.25, 0.75]}]))
+    banner = re.search(r'<section id="warnings".*?</section>', page, re.S).group(0)
+    assert "/x/a.parquet is missing: rows 1, 2" in banner
+    assert "95% CI 0.250–0.750" in page and re.search(r'<table id="bins".*?0\.500.*?0\.250–0\.750', page, re.S)
+    assert 'id="warnings"' not in render_view(report([sample(0)]))
+
+
+def test_outcome_table_splits_the_target_by_its_prefix():
+    rows = [{"bin": BINS[0][0], "n_needles": 2, "count": 4, "shares": {"target": 1.0},
+             "prefix": {"ok": 1, "late": 1, "missing": 2, "none": 0},
+             "crossed": {"target": {"ok": 1, "late": 1, "missing": 2, "none": 0}}}]
+    table = re.search(r'<table id="outcomes".*?</table>', render_view(report([], outcomes=rows)), re.S).group(0)
+    assert ">25.0%</td>" in table  # prefix kept
+    assert "100.0%<span class=\"sub\">25.0% with prefix</span>" in table and "--a:0.250" in table
+
+
+def phone_page(browser, path: Path):
+    page = browser.new_page()
+    page.set_viewport_size({"width": 420, "height": 860})
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(path.as_uri())
+    return page
+
+
+def test_browser_fits_a_phone_and_keeps_file_names(browser, tmp_path):
+    long_dir = "/data/" + "a-very-long-directory-name/" * 4
+    samples = [sample(i, file=long_dir + f"mrcr_v2_8needle_in_(65536,131072)-{i % 4}.parquet") for i in range(40)]
+    wide = report(samples, outcomes=[
+        {"bin": label, "n_needles": n, "count": 10, "shares": {o: 1 / len(OUTCOMES) for o in OUTCOMES},
+         "prefix": {"ok": 5, "late": 2, "missing": 3, "none": 0}}
+        for label, _ in BINS for n in (2, 4, 8)
+    ], warnings=["data file " + long_dir + "x.parquet is missing: rows 1, 2"])
+    view_path, compare_path = tmp_path / "view.html", tmp_path / "compare.html"
+    write_html(render_view(wide), view_path)
+    write_html(render_compare([wide, wide]), compare_path)
+    for path in (view_path, compare_path):
+        page = phone_page(browser, path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420, path.name  # no page-level scroll
+        if path == view_path:
+            names = page.eval_on_selector_all("#samples td.file", "e => e.map(x => [x.textContent, x.title])")
+            assert all(text == title.rsplit("/", 1)[-1] and text.endswith(".parquet") for text, title in names)
+            page.click("#samples tbody tr >> nth=0")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 420
+            box = page.eval_on_selector("#d-facts", "e => e.getBoundingClientRect().top")
+            assert box > page.eval_on_selector("#d-reply", "e => e.getBoundingClientRect().top")  # reply first
+        assert page.errors == []
+        page.close()
+
+
+def test_browser_needle_strip_marks_the_asked_and_returned_needles(open_page):
+    s = sample(1, outcome="other_needle", needle_depths=[0.1, 0.5, 0.9], target_ordinal=2, returned_ordinal=3,
+               returned_text="the third needle's writing", prefix_text="abc1", prefix="ok",
+               expected="abc1 the second needle", reply="abc1 the third needle's writing")
+    page = open_page(report([s]))
+    page.click("#samples tbody tr >> nth=0")
+    marks = page.eval_on_selector_all("#d-strip .needle", "e => e.map(x => [x.textContent, x.className, x.style.left])")
+    assert marks == [["1", "needle", "10%"], ["2", "needle asked", "50%"], ["3", "needle returned", "90%"]]
+    assert page.is_visible("#d-returned-box") and page.text_content("#d-returned") == s.returned_text
+    assert page.text_content("#d-expected-plain") == " the second needle"
+    # The diff starts after the prefix: the kept random string is neither struck out nor added.
+    assert "abc1" not in page.text_content("#d-expected") and "abc1" not in page.text_content("#d-reply")
+    assert page.eval_on_selector_all("#d-expected del", "e => e.map(x => x.textContent)") == ["second needle"]
+    assert page.errors == []
+
+
+LENGTHS = "e => e.map(x => Number(x.textContent.replace(/,/g, '')))"
+
+
+def test_browser_search_filters_sorts_and_deep_links(open_page):
+    samples = [sample(i, context_chars=1000 + 37 * (i * 7 % 50), truncated=i % 6 == 0) for i in range(50)]
+    samples[17] = sample(17, reply="abc17 a reply about Zanzibar", context_chars=5)
+    page = open_page(report(samples))
+    page.fill("#f-search", "zanzibar")
+    assert [r["row"] for r in table_rows(page)] == [17]
+    page.fill("#f-search", "")
+    page.select_option("#f-prefix", "late")
+    assert {s.row for s in samples if s.prefix == "late"} == {r["row"] for r in all_pages(page)}
+    page.select_option("#f-prefix", "")
+    page.select_option("#f-truncated", "yes")
+    assert {s.row for s in samples if s.truncated} == {r["row"] for r in all_pages(page)}
+    page.select_option("#f-truncated", "")
+    page.select_option("#f-ordinal", "3")
+    assert {s.row for s in samples if s.target_ordinal == 3} == {r["row"] for r in all_pages(page)}
+    page.select_option("#f-ordinal", "")
+    page.select_option("#f-depth", "4")
+    assert {s.row for s in samples if s.target_depth is not None and int(s.target_depth * 10) == 4} == {
+        r["row"] for r in all_pages(page)}
+    page.select_option("#f-depth", "")
+    page.click("#samples th[data-sort=length]")
+    lengths = page.eval_on_selector_all("#samples td.length", LENGTHS)
+    assert lengths == sorted(lengths) and lengths[0] == 5
+    page.click("#samples th[data-sort=length]")  # again: the other way
+    lengths = page.eval_on_selector_all("#samples td.length", LENGTHS)
+    assert lengths == sorted(lengths, reverse=True)
+    page.click("#samples th[data-sort=depth]")
+    depths = [s.target_depth for s in samples]
+    shown = page.eval_on_selector_all("#samples td.depth", "e => e.map(x => parseFloat(x.textContent))")
+    assert shown == sorted(100 * d for d in depths)
+    # Opening a sample writes its deep link; the link opens it in a fresh page, whatever the filters.
+    page.select_option("#f-outcome", "target")
+    page.click("#samples tbody tr >> nth=1")
+    link = page.evaluate("location.href")
+    title = page.text_content("#d-title")
+    fresh = page.context.new_page()
+    fresh.goto(link)
+    fresh.wait_for_selector("#detail:not([hidden])")
+    assert fresh.text_content("#d-title") == title
+    fresh.goto(link.split("#")[0] + "#run-2.parquet:2")  # a file's name alone, unencoded, works too
+    fresh.wait_for_selector("#detail:not([hidden])")
+    assert fresh.text_content("#d-title") == "run-2.parquet · row 2"
+    fresh.close()
+    assert page.errors == []
+
+
+def test_compare_pairs_the_rows_that_changed_largest_score_change_first():
+    from mrcr_gen.eval._compare_view import flipped_rows
+
+    first = report([sample(0, score=1.0, outcome="target"), sample(1, score=0.5, outcome="target"),
+                    sample(2, score=0.9, outcome="target")])
+    second = report([sample(0, score=1.0, outcome="target"), sample(1, score=0.4, outcome="target"),
+                     sample(2, score=0.0, outcome="other_needle"), sample(3)])
+    pairs = flipped_rows(first, second)
+    assert [(a.row, a.score, b.score, b.outcome) for a, b in pairs] == [
+        (2, 0.9, 0.0, "other_needle"), (1, 0.5, 0.4, "target")
+    ]
+    page = render_compare([first, second])
+    table = re.search(r'<table id="flips-1".*?</table>', page, re.S).group(0)
+    assert "2 rows changed" in page and table.count("<tr>") == 3 and "-0.900" in table

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import random
 import statistics
 from collections import Counter
 from functools import lru_cache
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 from scipy.stats import chisquare
 
 from mrcr_gen import Assembler, AssemblyError, OfflineWriter, bin_by_upper, row_token_count
+from mrcr_gen._budget import interleave, needle_slots
 from mrcr_gen.recipes.openai_mrcr._generate import DEFAULT_DATE_ADDED
 
 from .structure import assert_mrcr_structure, needle_indices
@@ -51,13 +55,59 @@ def test_token_total_is_exact_and_inside_the_bin(n, upper, seed):
 
 
 @properties
+@given(n_slots=st.integers(1, 400), data=st.data(), seed=st.integers(0, 2**64))
+def test_needle_slots_are_n_distinct_increasing_slots(n_slots, data, seed):
+    n = data.draw(st.integers(1, n_slots))
+    slots = needle_slots(random.Random(seed), n_slots, n)
+    assert len(slots) == n and slots == sorted(set(slots)) and 0 <= slots[0] and slots[-1] < n_slots
+    needles, others = [f"n{i}" for i in range(n)], [f"o{i}" for i in range(n_slots - n)]
+    merged = interleave(needles, others, slots)
+    assert [merged[i] for i in slots] == needles and [x for x in merged if x.startswith("o")] == others
+
+
+@pytest.mark.parametrize(("n_slots", "n"), [(6, 2), (7, 3), (8, 4)])
+def test_every_placement_is_reachable_and_equally_likely(n_slots, n):
+    """Issue 33 item 1: the needles take any n of the slots, each set as likely (no stratum per needle)."""
+    rng = random.Random(33)
+    seen = Counter(tuple(needle_slots(rng, n_slots, n)) for _ in range(200 * math.comb(n_slots, n)))
+    assert set(seen) == set(itertools.combinations(range(n_slots), n))
+    assert chisquare(list(seen.values())).pvalue > 0.001, seen
+
+
+@properties
 @given(n=st.integers(1, 8), upper=st.sampled_from(SMALL_BINS), seed=st.integers(0, 2**32))
-def test_needles_lie_one_in_each_stratum_of_the_depth(n, upper, seed):
+def test_needles_keep_their_order_and_the_target_is_one_of_them(n, upper, seed):
     s = sample(n, upper, seed)
-    n_pairs = (s.row.total_messages - 2) // 2
-    for j, index in enumerate(s.needle_indices):
-        pair = (index - 1) // 2
-        assert j * n_pairs // n <= pair < (j + 1) * n_pairs // n
+    assert list(s.needle_indices) == sorted(set(s.needle_indices)) and len(s.needle_indices) == n
+    assert 1 <= s.target_ordinal <= n and s.row.desired_msg_index == s.needle_indices[s.target_ordinal - 1]
+
+
+def test_the_kth_needle_is_not_tied_to_the_kth_stratum():
+    """Issue 33 item 1: with stratified placement the k-th of 4 needles was always in the k-th quarter
+    of the conversation; placed uniformly, all four are in their own quarters in about a fifth of the
+    rows (simulated from each row's own pair count), and the target is nearest its stratum's middle
+    about as often as uniform placement predicts."""
+    rng = random.Random(0)
+    own, expected_own, nearest, expected_nearest, rows = 0, 0.0, 0, 0.0, 150
+    for seed in range(rows):
+        s = sample(4, 8192, seed)
+        n_pairs = (s.row.total_messages - 2) // 2
+        pairs = [(i - 1) // 2 for i in s.needle_indices]
+        own += all(j * n_pairs // 4 <= p < (j + 1) * n_pairs // 4 for j, p in enumerate(pairs))
+        nearest += depth_guess(pairs, n_pairs, s.target_ordinal) == s.target_ordinal - 1
+        for _ in range(20):
+            k, sim = rng.randint(1, 4), needle_slots(rng, n_pairs, 4)
+            expected_own += all(j * n_pairs // 4 <= p < (j + 1) * n_pairs // 4 for j, p in enumerate(sim)) / 20
+            expected_nearest += (depth_guess(sim, n_pairs, k) == k - 1) / 20
+    assert abs(own - expected_own) <= 0.1 * rows, (own, expected_own)
+    assert abs(nearest - expected_nearest) <= 0.1 * rows, (nearest, expected_nearest)
+    assert own < 0.5 * rows
+
+
+def depth_guess(pairs: list[int], n_pairs: int, k: int) -> int:
+    """Index of the needle nearest depth (k - 0.5)/n of the conversation."""
+    depth = (k - 0.5) / len(pairs)
+    return min(range(len(pairs)), key=lambda j: abs((pairs[j] + 0.5) / n_pairs - depth))
 
 
 @properties

@@ -170,11 +170,11 @@ def test_inspect_eval_cli_with_mockllm_offline(mrcr_data, tmp_path, inspect_env)
     recipe = recipe_named("openai-mrcr")
     for sample in log.samples:
         meta = sample.metadata
-        assert sample.id == meta["digest"] and len(meta["digest"]) == 64
+        assert sample.id == f"b_gen.parquet:{meta['row']}" and len(meta["digest"]) == 64
         assert meta["n_needles"] in (2, 8) and meta["bin"] == "[4096, 8192]"
         assert 0 <= meta["target_depth"] < 1 and meta["random_string"] and meta["file"].endswith("b_gen.parquet")
         reply = sample.output.completion
-        assert sample.scores["mrcr_scorer"].value == recipe.grade(
+        assert sample.scores["mrcr_scorer"].value["score"] == recipe.grade(
             reply, _item(meta, sample.target)
         )
     assert summarize_inspect_log(path)["n_rows"] == 3
@@ -203,10 +203,15 @@ def test_the_dataset_keeps_no_messages_in_memory_and_builds_each_sample_on_deman
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"data": None}, "no data: pass -T data=PATH"),
         ({"data": "/nonexistent/x.parquet"}, "/nonexistent/x.parquet: no such file or directory"),
         ({"bins": 100}, "bins: no openai-mrcr bin has upper edge 100"),
         ({"needles": 3}, "no row of"),
+        ({"bins": "foo"}, "bins: expected a whole number, got 'foo'"),
+        ({"needles": "2,x"}, "needles: expected a whole number, got 'x'"),
+        ({"limit": 0}, "limit: expected a whole number of at least 1, got 0"),
+        ({"per_bin": "many"}, "per_bin: expected a whole number, got 'many'"),
+        ({"max_context_window": [1]}, "max_context_window: expected a whole number, got [1]"),
+        ({"control": "none"}, "control: 'none' is not a control; choose among query-only"),
     ],
 )
 def test_bad_task_arguments_are_one_line_errors(mrcr_data, kwargs, message):
@@ -214,6 +219,12 @@ def test_bad_task_arguments_are_one_line_errors(mrcr_data, kwargs, message):
     with pytest.raises(DataError) as info:
         mrcr_dataset(args.pop("data"), recipe="openai-mrcr", **args)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_no_data_for_a_recipe_without_a_default_dataset_is_one_line(v2_data):
+    with pytest.raises(DataError) as info:
+        mrcr_dataset(None, recipe="mrcr-v2")
+    assert str(info.value).startswith("no data: pass -T data=PATH")
 
 
 def test_a_file_of_the_other_recipe_names_the_right_task(v2_data):
@@ -240,10 +251,8 @@ def test_export_then_import_gives_the_runs_summary_and_inspect_reads_it(mrcr_dat
     assert all(isinstance(s.input, list) and s.input[-1].role == "user" for s in sent)
     # the per-row analysis goes along where the run recorded one
     assert all(s.scores["mrcr_scorer"].metadata["analysis"] == s.metadata["mrcr_record"].get("analysis") for s in sent)
-    assert all(s.scores["mrcr_scorer"].value == s.metadata["mrcr_record"]["score"] for s in sent)
-    assert {m.name: m.value for m in log.results.scores[0].metrics.values()}["mean"] == pytest.approx(
-        expected["mean_score"]
-    )
+    assert all(s.scores["mrcr_scorer"].value["score"] == s.metadata["mrcr_record"]["score"] for s in sent)
+    assert log.results.scores[0].metrics["mean"].value == pytest.approx(expected["mean_score"])
     assert summarize_inspect_log(out) == expected  # the round trip is exact
     capsys.readouterr()
     with pytest.raises(SystemExit) as info:
@@ -311,7 +320,7 @@ def test_report_refuses_a_log_of_another_task(tmp_path, capsys):
 
 def test_inspect_view_shows_an_exported_run(mrcr_data, tmp_path, inspect_env):
     """`inspect view` (Inspect's own viewer, a local web server) lists the exported log and shows
-    its metrics and every sample, by row digest, in headless Chromium."""
+    its metrics and every sample, by its id (FILE:ROW), in headless Chromium."""
     import socket
     import time
     import urllib.request
@@ -320,7 +329,7 @@ def test_inspect_view_shows_an_exported_run(mrcr_data, tmp_path, inspect_env):
     _mrcr_eval(files, tmp_path / "run", "first_needle", limit=4)
     logs = tmp_path / "logs"
     export_run(tmp_path / "run", logs / "run.eval")
-    digests = [json.loads(line)["digest"] for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    ids = [s.id for s in read_eval_log(str(logs / "run.eval")).samples]  # FILE:ROW
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -345,10 +354,10 @@ def test_inspect_view_shows_an_exported_run(mrcr_data, tmp_path, inspect_env):
         with open_browser(tmp_path / "chromium-profile") as browser:
             page = browser.new_page()
             page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
-            page.wait_for_selector(f"text={digests[0]}", timeout=60_000)
+            page.wait_for_selector(f"text={ids[0]}", timeout=60_000)
             text = page.inner_text("body")
-        assert "mrcr_gen/mrcr" in text and "mrcr_scorer" in text
-        assert all(digest in text for digest in digests)
+        assert "mrcr_gen/mrcr" in text and "openai/test-model" in text
+        assert len(ids) == 4 and all(sample_id in text for sample_id in ids)
     finally:
         viewer.kill()
         viewer.wait()

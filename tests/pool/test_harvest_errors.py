@@ -97,12 +97,32 @@ def test_inputs_that_all_have_no_rows_are_refused_by_name(empty_file, tmp_path, 
     assert_refused(capsys, tmp_path / "pool.parquet", message, empty_file, other)
 
 
-def test_a_refusal_leaves_an_existing_pool_alone(empty_file, tmp_path, capsys):
+def test_a_refusal_leaves_an_existing_pool_alone(openai_file, empty_file, tmp_path, capsys):
     out = tmp_path / "pool.parquet"
-    out.write_bytes(b"the previous pool")
+    mrcr_gen.harvest([openai_file], out)
+    before = out.read_bytes(), catalog_path(out).read_bytes()
     code, _, err = run_harvest(capsys, empty_file, "--out", out)
     assert code == 2 and err == f"mrcr-gen: error: {empty_file} has no rows: the pool would be empty\n"
-    assert out.read_bytes() == b"the previous pool" and not catalog_path(out).exists()
+    assert (out.read_bytes(), catalog_path(out).read_bytes()) == before
+
+
+@pytest.mark.parametrize("which", ["pool", "catalog"])
+def test_a_file_we_did_not_write_at_the_pool_or_its_catalog_is_refused(openai_file, tmp_path, capsys, which):
+    """Issue 33 item 4: a foreign file named like the pool (or its catalog, beside no pool of ours):
+    one line naming it, exit 2, nothing written; a pool of ours is replaced by the next harvest."""
+    out = tmp_path / "pool.parquet"
+    foreign = out if which == "pool" else catalog_path(out)
+    foreign.write_bytes(b"not ours")
+    code, stdout, err = run_harvest(capsys, openai_file, "--out", out)
+    assert (code, stdout) == (2, "")
+    assert err == (
+        f"mrcr-gen: error: refusing to overwrite {foreign}: mrcr-gen did not write it; "
+        "move it away or choose another --out\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [foreign.name] and foreign.read_bytes() == b"not ours"
+    foreign.unlink()
+    mrcr_gen.harvest([openai_file], out)
+    assert mrcr_gen.harvest([openai_file], out).writings == len(read_pool(out))  # ours: replaced
 
 
 def test_an_empty_file_beside_others_is_harvested_as_nothing_with_a_warning(openai_file, empty_file, tmp_path, capsys):

@@ -62,3 +62,21 @@ def test_a_second_build_of_one_pool_exits_2_naming_the_first_and_sends_nothing(t
     plan = plan_asks(formats=["poem"], entities=6, needle_asks=1, needle_variants=2)
     assert asked == {ask.text: n for ask, n in plan.items()}  # each writing was asked for once
     assert (tmp_path / "pool.parquet").is_file()
+
+
+@pytest.mark.parametrize("name", ["pool.parquet", "pool.build.json", "pool.lock"])
+def test_a_build_over_a_file_we_did_not_write_exits_2_and_sends_nothing(tmp_path, capsys, name):
+    """Issue 33 item 4: someone's pool.parquet (or its build report or lock, beside no pool of ours)."""
+    foreign = tmp_path / name
+    foreign.write_text("not ours\n")
+    with ChatServer(writer_policy) as server:
+        with pytest.raises(SystemExit) as info:
+            gen_main(build_args(server, tmp_path))
+        assert server.total_requests == 0
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err == (
+        f"mrcr-gen: error: refusing to overwrite {foreign}: mrcr-gen did not write it; "
+        "move it away or choose another --out\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]

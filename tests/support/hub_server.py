@@ -33,10 +33,13 @@ class FakeHub:
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
-    def add_commit(self, kind: str, repo_id: str, files: dict[str, bytes], ref: str | None = "main") -> str:
-        """Add a commit holding exactly `files`; `ref` (a branch) then points at it. Returns its sha."""
+    def add_commit(
+        self, kind: str, repo_id: str, files: dict[str, bytes], ref: str | None = "main", sha: str | None = None
+    ) -> str:
+        """Add a commit holding exactly `files`; `ref` (a branch) then points at it. Returns its sha
+        (`sha`: this one, e.g. a real repository's pinned commit)."""
         repo = self.repos.setdefault((kind, repo_id), {"commits": {}, "refs": {}})
-        sha = hashlib.sha1(json.dumps([repo_id, len(repo["commits"]), sorted(files)]).encode()).hexdigest()
+        sha = sha or hashlib.sha1(json.dumps([repo_id, len(repo["commits"]), sorted(files)]).encode()).hexdigest()
         repo["commits"][sha] = dict(files)
         if ref is not None:
             repo["refs"][ref] = sha

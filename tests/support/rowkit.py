@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,15 +17,23 @@ ENTITIES = ("lanterns", "glaciers", "the orchestra", "tomorrow", "ferns", "harbo
 ALPHANUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
-def make_row(seed: int = 0, n_needles: int = 3, k: int | None = None, pairs: int = 12, filler: int = 0) -> dict:
-    """A valid row: preamble, `pairs` ask/writing pairs of which `n_needles` are the needle, the
-    query for the k-th needle. `filler` extra words per writing make rows long enough for a bin."""
+def make_row(
+    seed: int = 0,
+    n_needles: int = 3,
+    k: int | None = None,
+    pairs: int = 12,
+    filler: int = 0,
+    slots: Sequence[int] | None = None,
+) -> dict:
+    """A valid row: preamble, `pairs` ask/writing pairs of which `n_needles` are the needle (at the
+    pairs `slots`, else drawn uniformly), the query for the k-th needle. `filler` extra words per
+    writing make rows long enough for a bin."""
     rng = random.Random(seed)
     fmt, entity = "poem", "lanterns"
     needle_ask = f"write a {fmt} about {entity}"
     k = k if k is not None else rng.randint(1, n_needles)
     rs = "".join(rng.choice(ALPHANUM) for _ in range(10))
-    slots = sorted(rng.sample(range(pairs), n_needles))
+    slots = sorted(slots) if slots is not None else sorted(rng.sample(range(pairs), n_needles))
     messages = [
         {
             "role": "user",
@@ -36,7 +44,7 @@ def make_row(seed: int = 0, n_needles: int = 3, k: int | None = None, pairs: int
             "======END EXAMPLE======",
         }
     ]
-    words = "amber quiet river stone window lantern morning harbor ember meadow".split()
+    words = ["amber", "quiet", "river", "stone", "window", "lantern", "morning", "harbor", "ember", "meadow"]
     for j in range(pairs):
         if j in slots:
             ask = needle_ask
@@ -179,9 +187,10 @@ def deleted_writing(row: dict) -> dict:
 
 
 def whitespace_needle_response(row: dict) -> dict:
-    """The second needle's writing becomes the first's with its spaces doubled and a newline added."""
+    """A needle's writing becomes another's with its spaces doubled and a newline added (two needles
+    besides the target: as good as the target, it would be `ambiguous_needle_response`)."""
     messages, needles = messages_of(row), needles_of(row)
-    a, b = needles[0], needles[1]
+    a, b = [i for i in needles if i != row["desired_msg_index"]][:2]
     messages[b + 1] = {"role": "assistant", "content": messages[a + 1]["content"].replace(" ", "  ") + "\n"}
     target = row["desired_msg_index"]
     return {**with_messages(row, messages), "answer": row["random_string_to_prepend"] + messages[target + 1]["content"]}
@@ -224,6 +233,14 @@ def too_few_needles(row: dict) -> dict:
 
 
 def near_duplicate(row: dict) -> dict:
+    messages, needles = messages_of(row), needles_of(row)
+    i = next(i for i in range(1, len(messages) - 1, 2) if i not in needles)
+    messages[i] = {"role": "user", "content": "write a poem: about lanterns"}
+    return with_messages(row, messages)
+
+
+def loose_needle_ask(row: dict) -> dict:
+    """A distractor ask that is the needle ask but for case, whitespace and trailing punctuation."""
     messages, needles = messages_of(row), needles_of(row)
     i = next(i for i in range(1, len(messages) - 1, 2) if i not in needles)
     messages[i] = {"role": "user", "content": "Write a  poem about Lanterns."}
@@ -326,6 +343,7 @@ MUTATIONS: dict[str, tuple[Callable[[dict], dict], set[str]]] = {
     "random_string_bad_pattern": (random_string_bad_pattern, {"random_string"}),
     "too_few_needles": (too_few_needles, {"needle_count"}),
     "near_duplicate": (near_duplicate, {"near_duplicate_ask"}),
+    "loose_needle_ask": (loose_needle_ask, {"needle_ask_elsewhere"}),
     "duplicate_response": (duplicate_response, {"duplicate_needle_response"}),
     "needle_ask_in_preamble": (needle_ask_in_preamble, {"needle_ask_elsewhere"}),
     "needle_ask_in_writing": (needle_ask_in_writing, {"needle_ask_elsewhere"}),

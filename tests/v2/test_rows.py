@@ -157,3 +157,22 @@ def test_shards_write_disjoint_files_that_together_are_the_whole(tmp_path):
     parts = {p.relative_to(tmp_path / "parts"): p.read_bytes() for p in (tmp_path / "parts").rglob("*.csv")}
     assert len(whole) == 2 and whole == parts
     assert (tmp_path / "parts" / "README.shard-2-of-2.md").is_file()
+
+
+def test_the_fewshot_block_takes_750_to_800_tokens_as_upstream():
+    """Issue 33 item 9: upstream draws the few-shot block again until it takes 750-800 tokens
+    (`generate_fewshot_prompt`); so do we, else the closest draw (a writer whose examples never fit)."""
+    import random
+
+    from mrcr_gen.recipes.mrcr_v2._assembler import FEWSHOT_TOKENS
+
+    assembler = V2Assembler(V2OfflineWriter(0), load_v2_catalog())
+    rng = random.Random(33)
+    counts = []
+    for _ in range(60):
+        text, tokens = assembler.fewshot(rng)
+        assert tokens == count_tokens(text)
+        counts.append(tokens)
+    assert all(FEWSHOT_TOKENS[0] <= n <= FEWSHOT_TOKENS[1] for n in counts), counts
+    transcript = assembler.build(n_needles=2, target=16384, lowest=8193, seed=5)
+    assert FEWSHOT_TOKENS[0] <= transcript.fewshot_tokens <= FEWSHOT_TOKENS[1]

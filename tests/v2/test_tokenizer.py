@@ -137,8 +137,13 @@ def test_a_measured_transcript_is_re_aimed_into_a_narrow_range(merging):
 
     assembler.build = recording_build
     where = Bin(lower=14000, upper=14024)
-    # seed 3: a transcript whose first aim misses (which seed does depends on the offline writer's text)
-    transcript, pairs = _transcript_rows(assembler, 2, where, where.upper, 3, 4)
+    # The first seed whose transcript's first aim misses (which seeds do depends on the offline
+    # writer's text and the few-shot block, so the test looks for one instead of naming it).
+    for seed in range(3, 40):
+        targets.clear()
+        transcript, pairs = _transcript_rows(assembler, 2, where, where.upper, seed, 4)
+        if len(targets) > 1:
+            break
     # added counts aimed at the upper edge fall below the range once merged: aimed again, higher
     assert len(targets) > 1 and targets[0] == where.upper and max(targets) > where.upper
     assert transcript.measured and len(pairs) == 4

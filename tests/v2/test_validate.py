@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from mrcr_gen.recipes.mrcr_v2 import V2_COLUMNS, iter_records, validate_v2_paths
 from mrcr_gen.recipes.mrcr_v2._rows import V2FileWriter, coerce_record
+from mrcr_gen.recipes.mrcr_v2._text import HASH_LENGTH
 
 
 def rewrite(source: Path, target: Path, mutate) -> None:
@@ -201,24 +203,38 @@ def _needle_ask(record: dict) -> str:
     return solve(record["queries"]).ask
 
 
+def _lone(records: list[dict]) -> int:
+    """A row whose key no other row asks about (the first): an edit makes its transcript another one,
+    and a key asked about in two transcripts under one hash is a finding of its own (`hash_key`)."""
+    hashes = Counter(r["answer"][:HASH_LENGTH] for r in records)
+    return next(i for i, r in enumerate(records) if hashes[r["answer"][:HASH_LENGTH]] == 1)
+
+
 def _near_duplicate_upper(records):
-    _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).upper())
+    record = records[_lone(records)]
+    _edit_turn(record, _distractor_turn(record), ask=_needle_ask(record).upper())
 
 
 def _near_duplicate_no_period(records):
-    _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).removesuffix("."))
+    record = records[_lone(records)]
+    _edit_turn(record, _distractor_turn(record), ask=_needle_ask(record).removesuffix("."))
+
+
+def _near_duplicate_inner_comma(records):
+    _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).replace(" about ", ", about ", 1))
 
 
 def _needle_ask_in_fewshot(records):
     marker = "======== EXAMPLE 1 ========\n\n"
-    extra = f"User: {_needle_ask(records[2])}\n\nAssistant: Glow.\n\n"
-    records[2]["queries"] = records[2]["queries"].replace(marker, marker + extra, 1)
+    record = records[_lone(records)]
+    extra = f"User: {_needle_ask(record)}\n\nAssistant: Glow.\n\n"
+    record["queries"] = record["queries"].replace(marker, marker + extra, 1)
 
 
 def _needle_ask_in_writing(records):
     from tests.support.v2_resolve import solve
 
-    record = records[2]
+    record = records[_lone(records)]
     turn = _distractor_turn(record)
     writing = solve(record["queries"]).turns[turn][1]
     _edit_turn(record, turn, writing=f"{writing}\n\nUser: {_needle_ask(record)}")
@@ -227,15 +243,16 @@ def _needle_ask_in_writing(records):
 def _empty_target_writing(records):
     from tests.support.v2_resolve import solve
 
-    record = records[2]
+    record = records[_lone(records)]
     solved = solve(record["queries"])
     _edit_turn(record, solved.needle_turns[solved.ordinal - 1], writing="")
     record["answer"] = solved.hash
 
 
 TEXT_MUTATIONS = {
-    "near_duplicate_upper": (_near_duplicate_upper, {"near_duplicate_ask"}),
-    "near_duplicate_no_period": (_near_duplicate_no_period, {"near_duplicate_ask"}),
+    "loose_key_upper": (_near_duplicate_upper, {"needle_ask_elsewhere"}),
+    "loose_key_no_period": (_near_duplicate_no_period, {"needle_ask_elsewhere"}),
+    "near_duplicate_inner_comma": (_near_duplicate_inner_comma, {"near_duplicate_ask"}),
     "needle_ask_in_fewshot": (_needle_ask_in_fewshot, {"needle_ask_elsewhere"}),
     "needle_ask_in_writing": (_needle_ask_in_writing, {"needle_ask_elsewhere"}),
     "empty_target_writing": (_empty_target_writing, {"empty_writing"}),
@@ -248,7 +265,7 @@ def test_each_ask_defect_is_caught_by_name(v2_csv, tmp_path, name):
     bad = tmp_path / "bad.csv"
     rewrite(v2_csv, bad, mutate)
     findings = validate_v2_paths([bad], tokens=False).report.findings
-    assert {f.row for f in findings} == {2}, findings
+    assert {f.row for f in findings} == {_lone(list(iter_records(v2_csv)))}, findings
     assert {f.check for f in findings} == expected, [f.message for f in findings]
     severity = "warning" if expected == {"near_duplicate_ask"} else "error"
     assert {f.severity for f in findings} == {severity}
@@ -257,7 +274,8 @@ def test_each_ask_defect_is_caught_by_name(v2_csv, tmp_path, name):
 def test_ask_findings_say_where(v2_csv, tmp_path):
     bad = tmp_path / "bad.csv"
     rewrite(v2_csv, bad, _needle_ask_in_writing)
-    record = next(r for i, r in enumerate(iter_records(v2_csv)) if i == 2)
+    records = list(iter_records(v2_csv))
+    record = records[_lone(records)]
     turn = _distractor_turn(record)
     (finding,) = validate_v2_paths([bad], tokens=False).report.findings
     assert f"the writing of turn {turn}" in finding.message

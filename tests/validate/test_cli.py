@@ -24,7 +24,7 @@ def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
     good = write_rows(tmp_path / "data" / "good.parquet", [make_row(s, filler=400) for s in range(3)]) if (tmp_path / "data").mkdir() is None else None
-    rows = [make_row(s, filler=400) for s in range(3)]
+    rows = [make_row(s, filler=400) for s in range(3, 6)]  # other rows than good's: no duplicate prompt
     rows[1] = MUTATIONS["answer_distractor"][0](rows[1])
     bad = write_rows(tmp_path / "data" / "bad.parquet", rows)
     junk = tmp_path / "junk.parquet"
@@ -122,3 +122,16 @@ def test_clean_several_inputs_into_a_folder_lists_every_drop(capsys, files, tmp_
     assert "cleaned: rows per file" in flat and f"cleaned: wrote 5 rows to {out} (5 kept, 0 fixed, 1 dropped)" in flat
     code, _, err = run(capsys, files["dir"], "--no-tokens", "--clean", files["good"])
     assert code == 2 and "output is a folder" in err and err.count("\n") == 1
+
+
+def test_fix_into_an_existing_file_is_one_line_exit_2_and_writes_nothing(capsys, files, tmp_path) -> None:
+    """Issue 33 item 4: the output is never overwritten, whoever wrote it."""
+    out = tmp_path / "fixed.parquet"
+    out.write_bytes(b"somebody's")
+    code, stdout, err = run(capsys, files["bad"], "--no-tokens", "--fix", out)
+    assert code == 2 and stdout == ""
+    assert err == (
+        f"mrcr-validate: error: refusing to overwrite {out}: --clean and --fix write new files only; "
+        "remove it or choose another output\n"
+    )
+    assert out.read_bytes() == b"somebody's"

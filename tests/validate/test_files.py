@@ -42,6 +42,7 @@ def test_clean_file_summary(tmp_path: Path) -> None:
         "by_bin": {"[4096, 8192]": {"1": 2, "2": 1, "3": 1}},
         "tokenizers": {str(path): "o200k_base"},  # no dataset card: the default counted
         "hub_sources": {},
+        "shortcuts": None,  # no --shortcuts
     }
 
 
@@ -101,9 +102,10 @@ def test_unreadable_file_is_a_file_finding_and_does_not_stop_others(tmp_path: Pa
     assert report.exit_code == 2
 
 
-def test_zero_row_parquet_is_valid(tmp_path: Path) -> None:
+def test_zero_row_parquet_is_bad_input(tmp_path: Path) -> None:
     report = validate_file(write_rows(tmp_path / "none.parquet", []), tokens=False)
-    assert report.findings == [] and report.summary.rows == 0 and report.exit_code == 0
+    assert [(f.check, f.message) for f in report.findings] == [("file", "holds no rows")]
+    assert report.summary.rows == 0 and report.exit_code == 2
 
 
 def test_directories_and_globs(tmp_path: Path) -> None:

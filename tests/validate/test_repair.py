@@ -186,3 +186,24 @@ def test_the_same_file_twice_is_refused(tmp_path: Path) -> None:
     (tmp_path / "link.parquet").symlink_to(inputs["plain"])
     with pytest.raises(ValueError, match="named twice"):
         repair([inputs["plain"], tmp_path / "link.parquet"], tmp_path / "out", tokens=False)
+
+
+def test_an_existing_output_is_never_overwritten(tmp_path: Path) -> None:
+    """Issue 33 item 4: --clean/--fix write new files only: an output file that exists (ours from a
+    previous run, or anybody's) is refused before anything is written, in a folder output too."""
+    path, _ = _dataset(tmp_path)
+    (tmp_path / "out.parquet").write_bytes(b"not ours")
+    refusal = r"refusing to overwrite .*out.parquet: --clean and --fix write new files only"
+    with pytest.raises(ValueError, match=refusal):
+        repair([path], tmp_path / "out.parquet", mode="fix", tokens=False)
+    assert (tmp_path / "out.parquet").read_bytes() == b"not ours"
+    (tmp_path / "more").mkdir()
+    second = write_rows(tmp_path / "more" / "in.parquet", [make_row(9, n_needles=2)])
+    (tmp_path / "folder" / "more").mkdir(parents=True)
+    (tmp_path / "folder" / "more" / "in.parquet").write_bytes(b"not ours")
+    with pytest.raises(ValueError, match="refusing to overwrite"):
+        repair([path, second], tmp_path / "folder", mode="clean", tokens=False)
+    assert sorted(p.relative_to(tmp_path / "folder").as_posix() for p in (tmp_path / "folder").rglob("*")) == [
+        "more",
+        "more/in.parquet",
+    ]

@@ -259,3 +259,97 @@ def test_compose_is_fast():
     per_writing = (time.perf_counter() - t0) / len(args)
     # target is <= 150 us on a normal machine; leave headroom for slow/loaded CI
     assert per_writing < 1e-3, per_writing
+
+
+# --- issue 33 item 7: verb forms, agreement, titles ---------------------------------------------
+
+#: English verbs whose past tense is not the regular -ed form (the test's own list, not the data's).
+IRREGULAR = {
+    "arise", "awake", "bear", "beat", "become", "begin", "bend", "bet", "bind", "bite", "bleed", "blow",
+    "break", "breed", "bring", "build", "burn", "burst", "buy", "catch", "choose", "cling", "come", "cost",
+    "creep", "cut", "deal", "dig", "do", "draw", "dream", "drink", "drive", "dwell", "eat", "fall", "feed",
+    "feel", "fight", "find", "flee", "fling", "fly", "forbid", "forget", "forgive", "freeze", "get", "give",
+    "go", "grind", "grow", "hang", "have", "hear", "hide", "hit", "hold", "hurt", "keep", "kneel", "know",
+    "lay", "lead", "leap", "leave", "lend", "let", "lie", "light", "lose", "make", "mean", "meet", "pay",
+    "put", "quit", "read", "retell", "ride", "ring", "rise", "run", "say", "see", "seek", "sell", "send",
+    "set", "shake", "shed", "shine", "shoot", "shrink", "shut", "sing", "sink", "sit", "slay", "sleep",
+    "slide", "sling", "slit", "speak", "speed", "spend", "spin", "spit", "split", "spread", "spring",
+    "stand", "steal", "stick", "sting", "stink", "stride", "strike", "string", "strive", "swear", "sweep",
+    "swim", "swing", "take", "teach", "tear", "tell", "think", "throw", "thrust", "tread", "understand",
+    "wake", "wear", "weave", "weep", "win", "wind", "wring", "write",
+}  # fmt: skip
+
+
+def test_no_invented_past_forms():
+    """Every lexicon verb that is irregular in English takes its form from the data's table (issue 33:
+    'growed', 'slided', 'sweeped'), and no derived form doubles or drops letters oddly."""
+    from mrcr_gen.writers._lexicon import lexicon
+
+    def regular(verb: str) -> str:
+        if verb.endswith("e"):
+            return verb + "d"
+        return verb[:-1] + "ied" if verb.endswith("y") and verb[-2] not in "aeiou" else verb + "ed"
+
+    words = lexicon()
+    pairs = [*zip(words["vt"], words["vtd"], strict=True), *zip(words["v"], words["vd"], strict=True)]
+    invented = [(base, past) for base, past in pairs if base in IRREGULAR and past == regular(base)]
+    assert invented == []
+    pasts = dict(zip(words["v"] + words["vt"], words["vd"] + words["vtd"], strict=True))
+    assert (pasts["grow"], pasts["slide"], pasts["sweep"]) == ("grew", "slid", "swept")
+
+
+@pytest.mark.parametrize(
+    ("phrase", "plural"),
+    [("relations", True), ("apples", True), ("the beatles", True), ("police", True), ("physics", False),
+     ("glass", False), ("business", False), ("the octopus", False), ("leadership", False), ("star wars", False)],
+)  # fmt: skip
+def test_which_entities_take_a_plural_verb(phrase, plural):
+    from mrcr_gen.writers._lexicon import is_plural
+
+    assert is_plural(phrase) is plural
+
+
+#: A template where the entity or topic is the subject of a verb that does not agree with a plural.
+SUBJECT_THEN_SINGULAR_VERB = re.compile(
+    r"(?<!of )(?<!for )(?<!on )(?<!in )(?<!to )(?<!about )(?<!around )(?<!near )(?<!with )"
+    r"\{(e|E|ET|topic|Topic)\},? (\{(v3|vt3|VT3|verb)\}|is|was|has|does|hath|[a-z]+(?<!s)s|[A-Z][a-z]+s)\b"
+)
+
+
+def test_templates_make_verbs_agree_with_the_entity():
+    """Issue 33 item 7 ('Relations accompanies'): in the data of both offline writers, a verb after the
+    entity (openai/mrcr) or topic (MRCR v2) as its subject agrees with it through a slot of its own."""
+    root = Path(__file__).resolve().parents[2] / "formats"
+    found = []
+    for name in ("offline_templates.json", "v2_grammar.json", "v2_styles.json", "v2_formats.json"):
+        data = json.loads((root / name).read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k != "_about"}
+        text = json.dumps(data)
+        found += [f"{name}: {m.group()}" for m in SUBJECT_THEN_SINGULAR_VERB.finditer(text)]
+    assert found == []
+
+
+def test_plural_and_singular_entities_get_their_own_verb_forms():
+    def sentences(entity):
+        text = " ".join(compose_writing(fmt, entity, v, 0) for fmt in FORMAT_NAMES for v in range(12))
+        return text
+
+    plural, singular = sentences("relations"), sentences("physics")
+    assert re.search(r"\b[Rr]elations (are|do|matter|ask|begin)\b", plural)
+    subject = r"(?:^|[.!?]\s+|\*\*|In the end, |which is why |Why )"
+    assert not re.search(subject + r"[Rr]elations (is|does|matters|asks|begins|Matters)\b", plural)
+    assert re.search(subject + r"[Pp]hysics (is|does|matters|asks|begins|Matters)\b", singular)
+
+
+def test_letter_titles_fit_the_first_name():
+    from faker.providers.person.en_US import Provider
+
+    male, female = set(Provider.first_names_male), set(Provider.first_names_female)
+    seen = 0
+    for v in range(60):
+        letter = compose_writing("formal letter", "apples", v, 3)
+        for title, first in re.findall(r"\b(Mr\.|Ms\.|Dr\.) ([A-Z][a-z]+) [A-Z]", letter):
+            seen += 1
+            assert not (title == "Mr." and first not in male) and not (title == "Ms." and first not in female), letter
+    assert seen >= 30

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from ..._budget import AssemblyError, fill_budget
+from ..._budget import AssemblyError, fill_budget, interleave, needle_slots
 from ..._models import Writing
 from ..._seeding import derived_rng
 from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
@@ -37,6 +37,14 @@ HASH_ALPHABET = string.ascii_letters + string.digits
 # Keys tried for the first one that fits before giving up (short buckets, long formats).
 MAX_KEY_MISSES = 16
 MAX_ATTEMPTS = 20
+#: Bumped whenever the same writer and seed start giving different transcripts, so that a rerun of
+#: an older run's command rewrites its files instead of keeping them (see `_generate`): 2, the
+#: few-shot block drawn to upstream's 750-800 tokens.
+LAYOUT_REVISION = 2
+#: The few-shot block's tokens, as upstream's `generate_fewshot_prompt` draws it (TARGET_FEWSHOT_TOKENS
+#: 800, at most 50 below), and the draws tried before taking the closest.
+FEWSHOT_TOKENS = (750, 800)
+FEWSHOT_ATTEMPTS = 128
 
 
 def random_hash(rng: random.Random) -> str:
@@ -206,7 +214,24 @@ class V2Assembler:
                 self._turns[(key, variant)] = Turn(key, variant, text, n, writing, hash_windows(text))
         return [self._turns[k] for k in keys]
 
-    def fewshot(self, rng: random.Random) -> str:
+    def fewshot(self, rng: random.Random) -> tuple[str, int]:
+        """The few-shot block and its tokens: drawn again until it takes FEWSHOT_TOKENS (as upstream,
+        which aims at 750-800 tokens), else the draw closest to them after FEWSHOT_ATTEMPTS (writings
+        too long or short for any draw to fit, as another writer or tokenizer may give)."""
+        lowest, highest = FEWSHOT_TOKENS
+        best: tuple[int, str, int] | None = None
+        for _ in range(FEWSHOT_ATTEMPTS):
+            text = self._fewshot_draw(rng)
+            tokens = count_tokens(text, self.tokenizer)
+            miss = max(lowest - tokens, tokens - highest, 0)
+            if best is None or miss < best[0]:
+                best = (miss, text, tokens)
+            if not miss:
+                break
+        assert best is not None
+        return best[1], best[2]
+
+    def _fewshot_draw(self, rng: random.Random) -> str:
         """Two worked examples: the first of one key among two, the second of one key asked twice."""
         first, second, third = rng.sample(self.catalog.fewshot_keys, 3)
         a, b = self.writer.writings([(first, rng.randrange(self.variants)), (second, rng.randrange(self.variants))])
@@ -252,8 +277,7 @@ class V2Assembler:
 
     def _attempt(self, n_needles: int, target: int, lowest: int, seed: tuple) -> Transcript | int | None:
         rng = derived_rng("mrcr-v2 transcript", *seed)
-        fewshot = self.fewshot(rng)
-        fewshot_tokens = count_tokens(fewshot, self.tokenizer)
+        fewshot, fewshot_tokens = self.fewshot(rng)
         budget = target - fewshot_tokens
 
         keys = list(self.catalog.needle_keys)
@@ -296,10 +320,7 @@ class V2Assembler:
         labels = [key for key, turns in chosen.items() for _ in turns]
         rng.shuffle(labels)
         needles = [next(queues[key]) for key in labels]
-        total = len(needles) + len(filler)
-        slots = set(rng.sample(range(total), len(needles)))
-        needle_iter, filler_iter = iter(needles), iter(filler)
-        turns = [next(needle_iter) if i in slots else next(filler_iter) for i in range(total)]
+        turns = interleave(needles, filler, needle_slots(rng, len(needles) + len(filler), len(needles)))
 
         transcript = Transcript(
             fewshot=fewshot,

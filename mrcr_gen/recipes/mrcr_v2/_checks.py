@@ -23,6 +23,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._matcher import ratio
 from ..._models import normalize_ask, ordinal
 from ..._tokens import (
     DEFAULT_TOKENIZER,
@@ -31,7 +32,14 @@ from ..._tokens import (
     count_tokens_batch,
     tokenizer_threads,
 )
-from ...validate._asks import encodable, has_ask_line, is_near_duplicate_ask, unencodable_at
+from ...validate._asks import (
+    AMBIGUOUS_SCORE,
+    encodable,
+    has_ask_line,
+    is_loose_needle_ask,
+    is_near_duplicate_ask,
+    unencodable_at,
+)
 from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity
 from ._generate import v2_bucket_for
 from ._rows import coerce_record
@@ -164,14 +172,17 @@ def _finding(file: str, row: int, check: str, message: str, severity: Severity =
 def _ask_findings(
     text: str, transcript: _Transcript, query: ParsedQuery, needles: list[int]
 ) -> list[tuple[str, str, Severity]]:
-    """The needle ask where it is no needle: a turn asking it only up to case, whitespace or
-    punctuation (a warning, as for openai/mrcr), or a whole line (perhaps after `User:`) of the
+    """The needle ask where it is no needle: a turn asking it only up to inner punctuation (a
+    warning, as for openai/mrcr), a turn asking it but for case, whitespace or trailing punctuation
+    (an error, as a model is likely to count it), or a whole line (perhaps after `User:`) of the
     few-shot block, of a writing or of another turn's ask, which a model may count (an error); and
     needle writings that are empty or blank (an error: the answer is the hash alone)."""
     ask = query.ask
     turns: list[ParsedTurn] = transcript.turns or []
     found: list[tuple[str, str, Severity]] = []
-    near = [i for i in transcript.near_ask_candidates(ask) if is_near_duplicate_ask(turns[i].ask, ask)]
+    candidates = [i for i in transcript.near_ask_candidates(ask) if is_near_duplicate_ask(turns[i].ask, ask)]
+    loose = [i for i in candidates if is_loose_needle_ask(turns[i].ask, ask)]  # an error below
+    near = [i for i in candidates if i not in loose]
     if near:
         shown = ", ".join(f"{i}: {turns[i].ask[:60]!r}" for i in near[:5])
         found.append(
@@ -187,7 +198,9 @@ def _ask_findings(
     for i, (turn, lowered) in enumerate(zip(turns, transcript.lowered, strict=True)):
         if has_ask_line(turn.text, ask, lowered):
             places.append(f"the writing of turn {i}")
-        if i not in skip and has_ask_line(turn.ask, ask):
+        if i in loose:
+            places.append(f"the ask of turn {i} ({turn.ask[:60]!r}: the key but for case or punctuation)")
+        elif i not in skip and has_ask_line(turn.ask, ask):
             places.append(f"the ask of turn {i}")
     if places:
         more = f" (and {len(places) - 5} more)" if len(places) > 5 else ""
@@ -338,6 +351,8 @@ def _needle_findings(
     if len(set(writings)) < len(writings):
         checked.add("duplicate_needle_response", f"'{query.ask}' has identical writings, so the ordinal is ambiguous")
     target = None
+    if query.ordinal <= len(indices):
+        _ambiguous(checked, writings, query)
     if query.ordinal > len(indices):
         asked = f"the query asks for the {ordinal(query.ordinal)} of {len(indices)} turns of '{query.ask}'"
         checked.add("ground_truth", asked)
@@ -351,6 +366,24 @@ def _needle_findings(
     if seeds != indices:
         checked.add("positions", f"index_positions_of_seeds is {seeds[:12]}, the key's turns are {indices[:12]}")
     return indices, target
+
+
+def _ambiguous(checked: _Row, writings: list[str], query: ParsedQuery) -> None:
+    """Another needle's writing that grade_v2 scores at least AMBIGUOUS_SCORE against the target."""
+    target = writings[query.ordinal - 1]
+    close = [
+        f"the writing of ordinal {number} scores {score:.3f}"
+        for number, writing in enumerate(writings, start=1)
+        if number != query.ordinal
+        and writing != target  # identical ones are duplicate_needle_response's
+        and (score := ratio(target.strip(), writing.strip())) >= AMBIGUOUS_SCORE
+    ]
+    if close:
+        checked.add(
+            "ambiguous_needle_response",
+            f"against the target (ordinal {query.ordinal} of '{query.ask}'), {', '.join(close[:5])}: a wrong needle "
+            f"scores at least {AMBIGUOUS_SCORE}, so the ground truth is ambiguous",
+        )
 
 
 def _recount(state: V2FileState, transcript: _Transcript, queries: str, view_ops: str) -> int:

@@ -46,6 +46,21 @@ OPTIONS: tuple[GenOption, ...] = (
         min=1,
     ),
     *MODEL_WRITER_OPTIONS,
+    GenOption(
+        "batch",
+        ("--batch",),
+        bool,
+        False,
+        "mrcr-v2 --writer openai: the writings the cache lacks through the OpenAI Batch API (half the price); "
+        "rerun the same command to collect them.",
+    ),
+    GenOption(
+        "no_wait",
+        ("--no-wait",),
+        bool,
+        False,
+        "mrcr-v2 --writer openai --batch: submit the batches, collect what ended, exit 1 while they run.",
+    ),
 )
 
 
@@ -83,16 +98,22 @@ def generation_summary(job: GenerationJob, result: GenerationResult) -> Generate
 
 
 def _writer(request: GenerateRequest, tokenizer: str) -> Any:
+    options = request.options
+    if options["no_wait"] and not options["batch"]:
+        raise RequestError("--no-wait goes with --batch")
+    if options["batch"] and request.writer != "openai":
+        raise RequestError("--batch goes with --writer openai (the offline writer sends nothing)")
+    if options["batch"] and options["concurrency"] not in (None, 16):  # 16: the default, not a choice
+        raise RequestError("--concurrency has no meaning with --batch (the Batch API runs the requests)")
     if request.writer == "offline":
         return V2OfflineWriter(request.seed, tokenizer=tokenizer)
     if request.writer != "openai":
         raise RequestError(f"--recipe mrcr-v2 takes --writer offline or openai, got {request.writer!r}")
-    options = request.options
     if not options["model"]:
         raise RequestError("--writer openai needs --model (e.g. gpt-4o, or the model your --base-url server serves)")
     from ..._openai import ChatError
     from ...pool import PoolError
-    from ._llm import V2OpenAIWriter, WritingsFailed
+    from ._llm import V2OpenAIWriter, WritingsFailed, WritingsPending
 
     try:
         writer = V2OpenAIWriter(
@@ -103,6 +124,8 @@ def _writer(request: GenerateRequest, tokenizer: str) -> Any:
             temperature=options["temperature"],
             max_tokens=options["max_tokens"],
             tokenizer=tokenizer,
+            batch=options["batch"],
+            wait=not options["no_wait"],
         )
     except PoolError as exc:  # e.g. a cache of an older mrcr-gen
         raise RequestError(str(exc)) from None
@@ -112,8 +135,8 @@ def _writer(request: GenerateRequest, tokenizer: str) -> Any:
     )
     try:
         writer.prefetch(keys)
-    except ChatError as exc:
+    except (ChatError, PoolError) as exc:  # PoolError: a batches folder another command holds
         raise RequestError(str(exc)) from None
-    except WritingsFailed as exc:
+    except (WritingsFailed, WritingsPending) as exc:
         raise RequestError(str(exc), EXIT_FAILED) from None
     return writer

@@ -41,7 +41,7 @@ from ...generate import (
     run_job,
     shard_card_name,
 )
-from ._assembler import Transcript, V2Assembler, counts_add_up
+from ._assembler import LAYOUT_REVISION, Transcript, V2Assembler, counts_add_up
 from ._catalog import V2Key, load_v2_catalog
 from ._rows import V2FileWriter, V2Row
 
@@ -325,6 +325,7 @@ class V2Builder:
         counted_by = load_tokenizer(c.tokenizer_spec).describe()
         catalog = getattr(self.writer, "catalog", None) or load_v2_catalog()
         return [
+            LAYOUT_REVISION,
             self.writer.describe(),
             catalog.sha256,
             info.n_needles,

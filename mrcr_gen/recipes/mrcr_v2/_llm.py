@@ -5,19 +5,28 @@ about {topic} in {style} style."), followed for variant k by one line asking for
 angle (from the catalog's `angles`), so that the n writings of a needle key differ. Writings
 are cached in the same SQLite cache as pool builds (keyed by model, parameters, request and
 variant): a rerun sends only what is missing.
+
+With `batch`, the missing writings go through the OpenAI Batch API instead (half the price), on
+the core's batch machinery (`mrcr_gen.pool._batchbuild`, as `pool build --batch`), in a batches
+folder of the cache for this endpoint, model and parameters (`v2_batches_path`), which one command
+holds at a time (a lock beside it). A rerun collects what ended and resends what failed or expired;
+while batches run the writer raises `WritingsPending` (`wait=False`: submitted, not waited for).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ..._models import Writing
+from ..._models import Ask, Writing
 from ..._tokens import DEFAULT_TOKENIZER, count_tokens_batch
+from ...pool._batchfiles import WritingRequests
 from ._catalog import V2Catalog, V2Key, load_v2_catalog
 from ._offline import VARIANTS_PER_KEY
 
@@ -27,6 +36,10 @@ _TURN_LIKE = re.compile(r"(?m)^(User|Assistant):")
 
 class WritingsFailed(RuntimeError):
     """Some writings could not be obtained after the retries."""
+
+
+class WritingsPending(RuntimeError):
+    """Some writings are in Batch API batches still running: the same command collects them later."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,9 @@ class V2OpenAIWriter:
         max_tokens: int | None = None,
         catalog: V2Catalog | None = None,
         tokenizer: str = DEFAULT_TOKENIZER,
+        batch: bool = False,
+        wait: bool = True,
+        limits: Any = None,
     ) -> None:
         from ..._openai import endpoint
         from ...pool._cache import WritingCache, default_cache_dir
@@ -76,6 +92,7 @@ class V2OpenAIWriter:
         self.cache = WritingCache(Path(cache_dir) if cache_dir else default_cache_dir())
         self._memory: dict[tuple[V2Key, int], Writing] = {}
         self.requests_sent = 0
+        self.batch, self.wait, self.limits = batch, wait, limits  # limits: a BatchLimits (None: the API's)
 
     def prefetch(self, keys: Sequence[tuple[V2Key, int]]) -> None:
         """Obtain every writing for `keys` now, concurrently (the assembler then never waits)."""
@@ -89,7 +106,9 @@ class V2OpenAIWriter:
         cached = self.cache.get_many(list(cache_keys.values()))
         texts = {k: cached[cache_keys[k]][0] for k in missing if cache_keys[k] in cached}
         to_send = [k for k in missing if k not in texts]
-        if to_send:
+        if to_send and self.batch:
+            texts.update(self._batch_all(to_send, requests, cache_keys))
+        elif to_send:
             texts.update(asyncio.run(self._request_all(to_send, requests, cache_keys)))
         cleaned = [clean_writing(texts[k]) for k in missing]
         for key, text, n in zip(missing, cleaned, count_tokens_batch(cleaned, tokenizer=self.tokenizer), strict=True):
@@ -131,6 +150,42 @@ class V2OpenAIWriter:
             raise WritingsFailed(f"{len(failures)} writings failed (first: {failures[0]})")
         return texts
 
+    def _batch_all(self, keys, requests, cache_keys) -> dict:
+        """The writings of `keys` through the Batch API (see the module docstring); WritingsPending
+        while batches run, WritingsFailed for writings that failed (a rerun sends them again),
+        PoolError when the batches folder is another command's."""
+        from ..._files import Busy, exclusive_lock
+        from ..._openai import make_client
+        from ...batch import BatchLimits
+        from ...pool._batchbuild import PoolBatches, run_batches
+        from ...pool._pool import PoolError
+
+        folder = v2_batches_path(self.cache.directory, self.endpoint, self.model, self.params)
+        jobs = [(requests[k], k[1], cache_keys[k]) for k in keys]
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with exclusive_lock(folder.with_name(folder.name + ".lock"), f"the MRCR v2 batches {folder}"):
+                batches = PoolBatches(
+                    folder, self.model, self.endpoint, self.params, self.limits or BatchLimits(), V2Requests
+                )
+                client = make_client(self.base_url, api_key=self.api_key)
+                run = run_batches(batches, jobs, self.cache.directory, client, wait=self.wait, max_retries=8)
+                progress = asyncio.run(_closing(client, run))
+        except Busy as exc:
+            raise PoolError(str(exc)) from None
+        self.requests_sent += progress.sent
+        if progress.waiting:
+            raise WritingsPending(
+                f"{progress.waiting} writings are in batches still running ({folder}; {progress.sent} sent now): "
+                "run the same command later to collect them"
+            )
+        found = self.cache.get_many([cache_keys[k] for k in keys])
+        failed = [f"{text.split(chr(10))[0]} (variant {v}): {error}" for text, v, error in progress.failures]
+        if len(found) < len(keys):
+            first = failed[0] if failed else "not collected"
+            raise WritingsFailed(f"{len(keys) - len(found)} writings failed (first: {first}); rerun to send them again")
+        return {k: found[cache_keys[k]][0] for k in keys}
+
     def __getstate__(self) -> dict[str, Any]:
         """Sent to the workers without its cache (an open database): they read what was prefetched."""
         return {**self.__dict__, "cache": None}
@@ -152,3 +207,24 @@ class V2OpenAIWriter:
         """Every writing a dataset may use: each needle, filler and few-shot key, every variant."""
         c = self.catalog
         return [(k, v) for k in (*c.needle_keys, *c.filler_keys, *c.fewshot_keys) for v in range(self.variants_per_key)]
+
+
+class V2Requests(WritingRequests):
+    """The record of MRCR v2's batched writings: each request is the writer's request text."""
+
+    def ask_of(self, custom_id: str) -> tuple[Ask, int]:
+        text, variant = self.requests[custom_id]
+        return cast(Ask, _Request(text)), variant  # the cache stores its `text`
+
+
+def v2_batches_path(cache_dir: Path, endpoint: str, model: str, params: dict[str, Any]) -> Path:
+    """The batches folder of MRCR v2 writings by `model` at `endpoint` with `params`, in the cache."""
+    digest = hashlib.sha256(json.dumps([endpoint, model, params], sort_keys=True).encode()).hexdigest()
+    return Path(cache_dir) / "batches" / f"mrcr-v2-{digest[:16]}"
+
+
+async def _closing(client: Any, run: Any) -> Any:
+    try:
+        return await run
+    finally:
+        await client.close()

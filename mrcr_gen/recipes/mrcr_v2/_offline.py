@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from ..._paths import _data_dir
 from ..._seeding import derived_rng
 from ..._tokens import DEFAULT_TOKENIZER
-from ...writers._lexicon import lexicon
+from ...writers._lexicon import is_plural, lexicon
 from ...writers._memo import MemoizedWriter
 from ._catalog import Register, V2Catalog, V2Key, load_v2_catalog
 
@@ -63,6 +63,11 @@ def _grammar() -> tuple[float, tuple[_Template, ...], dict[str, tuple[_Template,
     return float(data["style_share"]), _compile(data["frames"]), rules
 
 
+#: Words of the styles' templates that agree with the topic as a subject (`{is}`, `wait{s}`, ...).
+_SINGULAR_AGREEMENT = {"s": "s", "is": "is", "was": "was", "does": "does", "hath": "hath", "eth": "eth", "its": "its"}
+_PLURAL_AGREEMENT = {"s": "", "is": "are", "was": "were", "does": "do", "hath": "have", "eth": "", "its": "their"}
+
+
 class _Composer:
     def __init__(self, catalog: V2Catalog, key: V2Key, variant: int, rng: random.Random) -> None:
         self.words = catalog.words
@@ -71,16 +76,20 @@ class _Composer:
         self.angle = catalog.angles[variant % len(catalog.angles)]
         self.rng = rng
         words = lexicon()
+        # What agrees with the topic as a subject (`formats/lexicon.json` says which topics are plural).
+        self.plural = is_plural(key.topic)
+        agreeing = {"tv3": words["v" if self.plural else "v3"], "tvt3": words["vt" if self.plural else "vt3"]}
         # The writing's own theme words: sentences keep returning to them, and two writings differ in them.
         self.slots: dict[str, Sequence[str]] = {
             **words,
+            **agreeing,
             "topic": (key.topic,),
             "t1": (rng.choice(words["n"]),),
             "t2": (rng.choice(words["n"]),),
             "ta": (rng.choice(words["a"]),),
             "Topic": (key.topic[0].upper() + key.topic[1:],),
             "NS": tuple(w.capitalize() for w in (rng.choice(words["ns"]), rng.choice(words["ns"]))),
-            "VT3": (rng.choice(words["vt3"]).capitalize(),),
+            "VT3": (rng.choice(agreeing["tvt3"]).capitalize(),),  # as long as vt3: the same draw
             "angle": (self.angle,),
         }
 
@@ -105,11 +114,14 @@ class _Composer:
         """One of the style's own templates, its words drawn from the lexicon."""
         rng = self.rng
         slots = self.slots
+        plural = self.plural
         return rng.choice(self.register.templates).format(
             topic=self.key.topic,
             noun=rng.choice(slots["n"]),
             adj=rng.choice(slots["a"]),
-            verb=rng.choice(slots["v3"]),
+            verb=slots["v3"][verb := rng.randrange(len(slots["v3"]))],  # as rng.choice draws
+            tverb=slots["tv3"][verb],
+            **(_PLURAL_AGREEMENT if plural else _SINGULAR_AGREEMENT),
             unit=self.pick("unit"),
             num=rng.randint(10, 999),
             small=rng.randint(2, 12),

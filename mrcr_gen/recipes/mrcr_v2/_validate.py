@@ -5,6 +5,7 @@ what its rows share (the transcript being read, the hashes seen so far: `V2FileS
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,8 +13,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from ..._bins import Bin
+from ..._card import sidecar_path
 from ...validate import CheckContext, CheckSpec, FileScan, Finding, RepairResult, RowResult, repair, validate_paths
 from ._checks import V2FileState, check_v2_record
+from ._generate import tokens_range
+from ._probes import PROBES
 from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, iter_records
 
 ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, total rows if known)
@@ -23,6 +28,8 @@ ProgressCallback = Callable[[str, int, int | None], None]  # (file, rows done, t
 CHECKS: tuple[str, ...] = (
     "file",
     "schema",
+    "duplicate_row",
+    "duplicate_prompt",
     "text_encoding",
     "final_query",
     "needle_count",
@@ -31,6 +38,7 @@ CHECKS: tuple[str, ...] = (
     "ground_truth",
     "empty_writing",
     "duplicate_needle_response",
+    "ambiguous_needle_response",
     "token_bin",
     "answer_token_count",
     "context_len",
@@ -143,12 +151,37 @@ class V2Checker:
             tokenizer=context.tokenizer,
             compare_counts=_comparable(context),
         )
+        # The bucket the file's name promises, unless a sidecar records each row's (checked by the core).
+        self.named = None if sidecar_path(Path(context.file)).is_file() else named_range(context.file)
 
     def check(self, record: dict[str, Any], row: int) -> RowResult:
-        return check_v2_record(record, self.state, row)
+        result = check_v2_record(record, self.state, row)
+        if self.named is None or result.n_tokens is None or result.n_tokens in self.named[1]:
+            return result
+        message = f"the file name says {self.named[0]}, but the row has {result.n_tokens} tokens ({result.bin})"
+        finding = Finding(file=self.state.file, row=row, check="token_bin", severity="error", message=message)
+        return result.model_copy(update={"findings": (*result.findings, finding)})
 
     def finish(self) -> list[Finding]:
         return []
+
+
+_NAMED = re.compile(
+    r"mrcr_v2_\d+needle_(?:in_\((?P<lower>\d+),(?P<upper>\d+)\)|tokens_(?P<tokens>\d+))\.(?:csv|parquet)$"
+)
+
+
+def named_range(file: str) -> tuple[str, Bin] | None:
+    """The bucket (or `--tokens` range) a v2 file's name promises its rows, as `mrcr-gen` names
+    files (`mrcr_v2_4needle_in_(8192,16384).csv`, `mrcr_v2_2needle_tokens_20000.csv`); None for
+    other names. Checked even when no sidecar records the rows' bins."""
+    match = _NAMED.search(Path(file).name)
+    if match is None:
+        return None
+    if match["tokens"] is not None:
+        return f"--tokens {match['tokens']}", tokens_range(int(match["tokens"]))
+    lower, upper = int(match["lower"]), int(match["upper"])
+    return f"bucket ({lower}, {upper}]", Bin(lower=lower, upper=upper)
 
 
 def _comparable(context: CheckContext) -> bool:
@@ -174,6 +207,8 @@ SPEC = CheckSpec(
     counted="queries recounts",
     whole_files=True,
     opening=_opening,
+    probes=PROBES,
+    prompt_column="queries",
 )
 
 

@@ -10,6 +10,8 @@ import importlib
 #: Public names, loaded on first use (the pool builder imports the openai client, ~0.5 s).
 _NAMES = {
     "_pool_llm": ["BuildError", "build_pool_openai", "plan_asks", "price_for", "print_build_report", "writing_params"],
+    "_pool_batch": ["import_results", "results_price"],
+    "_pool_batches": ["build_pool_batch"],
 }
 _LAZY = {name: module for module, names in _NAMES.items() for name in names}
 

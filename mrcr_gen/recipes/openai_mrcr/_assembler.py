@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._bins import Bin
-from ..._budget import AssemblyError, fill_budget
+from ..._budget import AssemblyError, fill_budget, interleave, needle_slots
 from ..._models import Ask, Writing, normalize_ask, normalize_writing, ordinal
 from ..._seeding import derived_rng
 from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
@@ -30,7 +30,7 @@ PROBE_WRITINGS = 16
 PROBE_PREAMBLES = 8
 #: Bumped whenever the same writer and seed start giving different rows, so that a rerun of an
 #: older run's command rewrites its files instead of keeping them (see `_generate`).
-LAYOUT_REVISION = 2
+LAYOUT_REVISION = 3
 
 
 def tokens_window(tokens: int) -> tuple[int, int]:
@@ -89,6 +89,9 @@ class Assembler:
         self._ask_token_counts = count_tokens_batch([a.text for a in self._asks], tokenizer=tokenizer)
         self._spaces = [self._variant_space(a) for a in self._asks]
         self._index = {a: i for i, a in enumerate(self._asks)}
+        # A pool keeps flagged replies (refusals, talk about the ask) out of needle slots: it offers
+        # fewer needle variants than variants, the flagged ones last (`PoolWriter.needle_variants`).
+        self._needle_variants = getattr(writer, "needle_variants", writer.n_variants)
         self._candidates: dict[int, list[Ask]] = {}
         # Rows of a large bin draw thousands of pairs from the same few thousand keys.
         self._pair_cache: dict[tuple[int, int], _Pair] = {}
@@ -96,6 +99,9 @@ class Assembler:
     # -- drawing -----------------------------------------------------------------------------
     def _variant_space(self, ask: Ask, at_least: int = 1) -> int:
         return min(self.writer.n_variants(ask), max(at_least, OFFLINE_VARIANTS_PER_ASK))
+
+    def _needle_space(self, ask: Ask, n_needles: int) -> int:
+        return min(self._needle_variants(ask), max(n_needles, OFFLINE_VARIANTS_PER_ASK))
 
     def _needle_candidates(self, n_needles: int) -> list[Ask]:
         if n_needles not in self._candidates:
@@ -111,11 +117,13 @@ class Assembler:
         """
         who = "pool" if self.writer.name == "pool" else f"writer {self.writer.name!r}"
         counts = {a: self.writer.n_variants(a) for a in self._asks}
-        candidates = [a for a in self._asks if counts[a] >= n_needles]
+        needle_counts = {a: self._needle_variants(a) for a in self._asks}
+        candidates = [a for a in self._asks if needle_counts[a] >= n_needles]
         if not candidates:
-            best = max(self._asks, key=lambda a: counts[a])
+            best = max(self._asks, key=lambda a: needle_counts[a])
             raise AssemblyError(
-                f"{who} has no ask with {n_needles} distinct writings (most: {counts[best]} for '{best.text}')"
+                f"{who} has no ask with {n_needles} distinct writings (most: {needle_counts[best]} for '{best.text}'"
+                + (", refusals and replies about the ask left out)" if needle_counts != counts else ")")
             )
         keys = {a: normalize_ask(a.text) for a in self._asks}
         if len(set(keys.values())) < 2:
@@ -210,7 +218,7 @@ class Assembler:
         for ask in candidates:
             if ask.format in typical:
                 continue
-            space = min(self._variant_space(ask, n_needles), PROBE_WRITINGS)
+            space = min(self._needle_space(ask, n_needles), PROBE_WRITINGS)
             writing = int(statistics.median(w.n_tokens for w in self.writer.writings([(ask, v) for v in range(space)])))
             query = QUERY_TEMPLATE.format(
                 random_string=random_string(rng), ordinal=ordinal(n_needles), format=ask.format, entity=ask.entity
@@ -273,7 +281,7 @@ class Assembler:
         """A sample, why the token budget was missed, or None to simply retry."""
         needle_ask = rng.choice(candidates)
         needle_key = normalize_ask(needle_ask.text)
-        variants = rng.sample(range(self._variant_space(needle_ask, n_needles)), n_needles)
+        variants = rng.sample(range(self._needle_space(needle_ask, n_needles)), n_needles)
         needles = self._pairs([(self._index[needle_ask], v) for v in variants])
         if len({normalize_writing(p.writing.text) for p in needles}) < n_needles:
             return None  # the writer repeated itself (up to case and spacing); draw another needle ask
@@ -300,13 +308,8 @@ class Assembler:
         if total < lowest:
             return _Shortfall(fixed=fixed, total=total)
 
-        n_pairs = len(distractors) + n_needles
-        # One needle in each of n equal strata of the depth: spread, yet any gap is possible.
-        slots = [rng.randrange(j * n_pairs // n_needles, (j + 1) * n_pairs // n_needles) for j in range(n_needles)]
-        remaining = iter(distractors)
-        needle_iter = iter(needles)
-        slot_set = set(slots)
-        pairs = [next(needle_iter) if i in slot_set else next(remaining) for i in range(n_pairs)]
+        slots = needle_slots(rng, len(distractors) + n_needles, n_needles)
+        pairs = interleave(needles, distractors, slots)
 
         body = ", ".join(pair.messages_json for pair in pairs)
         # The secret is ASCII letters and digits, which JSON keeps as they are: absent from the
@@ -322,7 +325,7 @@ class Assembler:
             random_string_to_prepend=secret,
             n_needles=n_needles,
             desired_msg_index=needle_indices[target_ordinal - 1],
-            total_messages=2 + 2 * n_pairs,
+            total_messages=2 + 2 * len(pairs),
             n_chars=len(preamble) + sum(p.chars for p in pairs) + len(query),
             date_added=self.date_added,
         )

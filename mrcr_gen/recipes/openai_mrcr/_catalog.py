@@ -36,3 +36,8 @@ def load_catalog() -> Catalog:
     entities = tuple(line.strip() for line in entities_file.read_text(encoding="utf-8").splitlines() if line.strip())
     formats = tuple(FormatSpec(**spec) for spec in json.loads(formats_file.read_text(encoding="utf-8")))
     return Catalog(entities=entities, formats=formats)
+
+
+def writing_reference() -> dict[str, tuple[int, int, int]]:
+    """Per format, the official GPT-4o writings' (median, p10, p90) tokens, as formats/formats.json records them."""
+    return {f.name: (f.tokens.median, f.tokens.p10, f.tokens.p90) for f in load_catalog().formats}

@@ -11,9 +11,10 @@ from functools import lru_cache
 from typing import Any
 
 from ..._bins import bin_for_tokens
+from ..._matcher import ratio
 from ..._models import ASK_TEMPLATE, normalize_writing, ordinal
 from ..._tokens import DEFAULT_TOKENIZER, RepeatedTextCounter
-from ...validate._asks import encodable, unencodable_at
+from ...validate._asks import AMBIGUOUS_SCORE, encodable, unencodable_at
 from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity, as_errors
 from . import _checks_asks
 from ._checks_asks import _indices, _short, is_preamble
@@ -53,6 +54,7 @@ class _Checker:
         self.usable: dict[str, Any] = {}
         self.skip_columns = frozenset(skip_columns)
         self.unencodable = False  # some text UTF-8 cannot encode (`text_encoding`)
+        self.ambiguous: set[int] = set()  # needle writings as good as the target (`ambiguous_needle_response`)
 
     def add(self, check: str, message: str, severity: Severity = "error") -> None:
         self.ctx.findings.append(Finding(file=self.file, row=self.row, check=check, severity=severity, message=message))
@@ -418,13 +420,35 @@ class _Checker:
             )
             self.add("empty_writing", f"needle writings must not be empty or blank: {shown}")
 
+    def ambiguous_needle_response(self) -> None:
+        """Another needle's writing that would score at least AMBIGUOUS_SCORE against the target under
+        the official grader: answering the wrong needle is then as good as the right one."""
+        messages, needles, k = self.ctx.messages, self.ctx.needles, self.ctx.k
+        if messages is None or k is None or not 1 <= k <= len(needles) or needles[k - 1] + 1 >= len(messages) - 1:
+            return
+        target = messages[needles[k - 1] + 1]["content"]
+        close = []
+        for number, i in enumerate(needles, start=1):
+            writing = messages[i + 1]["content"] if i + 1 < len(messages) - 1 else target
+            if number != k and writing != target and (score := ratio(writing, target)) >= AMBIGUOUS_SCORE:
+                close.append(f"messages[{i + 1}] (needle {number}) scores {score:.3f}")
+                self.ambiguous.add(i + 1)
+        if close:
+            self.add(
+                "ambiguous_needle_response",
+                f"against the target messages[{needles[k - 1] + 1}] (the {ordinal(k)} needle), {', '.join(close[:5])}: "
+                f"a wrong needle scores at least {AMBIGUOUS_SCORE}, so the ground truth is ambiguous",
+            )
+
     def near_duplicate_needle_response(self) -> None:
         """Needle writings that differ only in case or whitespace: the ordinal hardly matters to the score."""
         messages = self.ctx.messages
         pairs = [
             (a, b)
             for a, b in self._needle_writing_pairs(normalize_writing)
-            if messages is not None and messages[a]["content"] != messages[b]["content"]  # equal ones are an error
+            if messages is not None
+            and messages[a]["content"] != messages[b]["content"]  # equal ones are an error
+            and not {a, b} & self.ambiguous  # so are those as good as the target
         ]
         if pairs:
             shown = ", ".join(f"messages[{a}] ~ messages[{b}]" for a, b in pairs[:5])
@@ -509,6 +533,7 @@ def analyze_row(
         checker.answer()
         checker.empty_writing()
         checker.duplicate_needle_response()
+        checker.ambiguous_needle_response()
         checker.near_duplicate_needle_response()
         checker.counts()
         checker.date_added()

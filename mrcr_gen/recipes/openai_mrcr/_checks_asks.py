@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection
 from itertools import pairwise
 
 from ..._models import ASK_PATTERN
-from ...validate._asks import has_ask_line, is_near_duplicate_ask
+from ...validate._asks import has_ask_line, is_loose_needle_ask, is_near_duplicate_ask
 from ...validate._findings import Severity
 from ._models import PREAMBLE_HEADER
 
@@ -34,7 +34,9 @@ def is_preamble(message: dict) -> bool:
 
 
 def _near_needle_ask(text: str, ask: str | None) -> bool:
-    return ask is not None and is_near_duplicate_ask(text, ask)
+    """A near-duplicate that is only a warning: it differs from the needle ask by more than case,
+    whitespace and trailing punctuation (those are `needle_ask_elsewhere`'s errors)."""
+    return ask is not None and is_near_duplicate_ask(text, ask) and not is_loose_needle_ask(text, ask)
 
 
 def near_duplicate_ask(messages: list[dict], ask: str | None, add: AddFinding) -> None:
@@ -56,7 +58,8 @@ def near_duplicate_ask(messages: list[dict], ask: str | None, add: AddFinding) -
 def needle_ask_elsewhere(messages: list[dict], ask: str | None, needles: Collection[int], add: AddFinding) -> None:
     """The needle ask as a whole line (up to case, spaces and punctuation, perhaps after `User:`)
     of the preamble, of any writing, or of a user message other than the needles and their
-    near-duplicates (`near_duplicate_ask`'s): one more occurrence a model may count."""
+    near-duplicates (`near_duplicate_ask`'s); a user message that is the needle ask but for case,
+    whitespace or trailing punctuation is one too: one more occurrence a model may count."""
     if ask is None:
         return
     needle_set = set(needles)
@@ -65,13 +68,16 @@ def needle_ask_elsewhere(messages: list[dict], ask: str | None, needles: Collect
         for i, m in enumerate(messages[:-1])
         if i not in needle_set
         and not (m["role"] == "user" and _near_needle_ask(m["content"], ask))
-        and has_ask_line(m["content"], ask)
+        and (has_ask_line(m["content"], ask) or (m["role"] == "user" and is_loose_needle_ask(m["content"], ask)))
     ]
     if found:
 
         def where(i: int) -> str:
             if i == 0 and is_preamble(messages[0]):
                 return "messages[0] (the preamble's worked examples)"
+            if messages[i]["role"] == "user" and is_loose_needle_ask(messages[i]["content"], ask):
+                text = _short(messages[i]["content"], 60)
+                return f"messages[{i}] (a user ask {text}: the needle ask but for case or punctuation)"
             kind = "a writing" if messages[i]["role"] == "assistant" else f"a {messages[i]['role']} message"
             return f"messages[{i}] ({kind})"
 
@@ -96,6 +102,7 @@ def ask_form(messages: list[dict], ask: str | None, add: AddFinding) -> None:
         and m["content"] != ask
         and not ASK_PATTERN.fullmatch(m["content"])
         and not _near_needle_ask(m["content"], ask)
+        and not (ask is not None and is_loose_needle_ask(m["content"], ask))
         and not is_preamble(m)
     ]
     if malformed:

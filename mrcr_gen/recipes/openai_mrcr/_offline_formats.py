@@ -29,7 +29,6 @@ from ._offline_words import (
     _ESSAY_OPEN,
     _ESSAY_TITLES,
     _LETTER_BODY,
-    _LETTER_TITLES,
     _NEWS_BODY,
     _NEWS_CLOSE,
     _NEWS_LEAD,
@@ -52,6 +51,7 @@ from ._offline_words import (
     _length_plan,
     _SentencePool,
     sample_target_tokens,
+    titles_for,
 )
 
 
@@ -232,8 +232,10 @@ def _letter(ctx: _Ctx, target: float) -> str:
     sender_block = f"{sender}\n{w('addr')}\n{w('c')}, {w('st')} {w('zip')}\n{w('mail')}\n{w('phone')}"
     date = f"{w('m')} {w('day')}, {w('y')}"
     rec_last = w("l")
-    title = ctx.pick(_LETTER_TITLES)
-    recipient = f"{title} {w('f')} {rec_last}\n{w('j')}\n{w('C')}\n{w('addr')}\n{w('c')}, {w('st')} {w('zip')}"
+    drawn, first = ctx.r(), w("f")  # the title's draw first, as before names had titles of their own
+    titles = titles_for(first)
+    title = titles[int(drawn * len(titles))]
+    recipient = f"{title} {first} {rec_last}\n{w('j')}\n{w('C')}\n{w('addr')}\n{w('c')}, {w('st')} {w('zip')}"
     dear = f"Dear {title} {rec_last},"
     subject = f"Subject: {ctx.fill(_EMAIL_SUBJECT)[9:]}" if ctx.r() < 0.3 else ""
     sign = f"Sincerely,\n\n{sender}"

@@ -26,6 +26,7 @@ Design notes
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..._paths import _data_dir
-from ...writers._lexicon import lexicon
+from ...writers._lexicon import is_plural, lexicon
 
 FORMAT_NAMES: tuple[str, ...] = (
     "poem",
@@ -196,7 +197,19 @@ _CLARIFY_GENERIC = _words("clarify_generic")
 _CLARIFY_FIRST_GENERIC = _words("clarify_first_generic")
 _CLARIFY_MORE = _words("clarify_more")
 _CLARIFY_END = _words("clarify_end")
-_LETTER_TITLES = _words("letter_titles")
+_LETTER_TITLES: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["letter_titles"].items()}
+
+
+@functools.cache
+def titles_for(first_name: str) -> tuple[str, ...]:
+    """The letter titles that fit a first name of the names pool: Mr. for a man's name, Ms. for a
+    woman's (as Faker's lists of first names say), Dr. for either and for a name on both lists."""
+    from faker.providers.person.en_US import Provider  # the lists the names pool draws from
+
+    male, female = first_name in Provider.first_names_male, first_name in Provider.first_names_female
+    return _LETTER_TITLES["male" if male and not female else "female" if female and not male else "either"]
+
+
 _CLARIFY: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["clarify"].items()}
 _CLARIFY_FIRST: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["clarify_first"].items()}
 
@@ -208,7 +221,11 @@ _CLARIFY_FIRST: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _DATA["cla
 # Per-writing slots occupy the first indices of the pool list.
 # t1..t3 and ta: the writing's own theme nouns and adjective, drawn per writing, so that sentences
 # from the shared pools read differently in each writing (and keep to a few words, as a piece does).
-_LOCAL_SLOTS = ("e", "E", "ET", "p1", "p2", "p3", "P1", "P2", "P3", "me", "you", "t1", "t2", "t3", "ta")
+# es, eis, edoes, ev3, evt3: what agrees with the entity as a subject ("s" or "", "is" or "are", ...).
+_LOCAL_SLOTS = (
+    *("e", "E", "ET", "p1", "p2", "p3", "P1", "P2", "P3", "me", "you", "t1", "t2", "t3", "ta"),
+    *("es", "eis", "edoes", "ev3", "evt3"),
+)
 _LEXICON_SLOTS = ("a", "aa", "n", "ns", "an", "v", "v3", "vd", "vt", "vt3", "vtd", "d", "D", "pr", "op", "pe")
 _GLOBAL_SLOTS = (
     *_LEXICON_SLOTS,
@@ -451,6 +468,12 @@ class _Ctx:
         pools[12] = [nouns[int(r() * len(nouns))]]
         pools[13] = [nouns[int(r() * len(nouns))]]
         pools[14] = [adjectives[int(r() * len(adjectives))]]
+        plural = is_plural(ent)
+        pools[15] = ["" if plural else "s"]
+        pools[16] = ["are" if plural else "is"]
+        pools[17] = ["do" if plural else "does"]
+        pools[18] = pools[_SLOT_INDEX["v" if plural else "v3"]]  # as long as each other: the same draws
+        pools[19] = pools[_SLOT_INDEX["vt" if plural else "vt3"]]
         self.pools = pools
         self.entity = ent
         self.Entity = cap

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -34,15 +34,18 @@ from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
 from ..._prices import PRICES, price_for, price_per_1m  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
-from ..._tokens import count_tokens_batch
 from ..._usage import Usage, cost
+from ...pool._batchbuild import BatchFigures, batches_path, running_requests
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
-from ...pool._pool import PoolError, PoolWriting, dedupe, write_pool
-from ._catalog import Catalog, load_catalog
+from ...pool._pool import PoolError, check_pool_out, write_pool_of
+from ...pool._quality import quality_report_path, write_quality_report
+from ._catalog import Catalog, load_catalog, writing_reference
 
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
 FATAL_STATUSES = {400, 401, 403, 404, 422}
 DEFAULT_CONCURRENCY = 16
+Built = TypeVar("Built")  # what a build returns
+GPT4O_REFERENCE = "official GPT-4o writings (catalog)"  # what a built pool's quality report compares with
 
 
 class BuildError(RuntimeError):
@@ -81,6 +84,7 @@ class BuildReport(_Frozen):
     tokens: int  # o200k tokens of the pool's writings
     elapsed_s: float
     max_in_flight: int
+    batch: BatchFigures | None = None  # a build through the Batch API (`pool build --batch`)
 
     def summary_lines(self) -> list[str]:
         cost = "unknown (pass --price-in/--price-out)" if self.cost_usd is None else f"${self.cost_usd:,.4f}"
@@ -96,6 +100,8 @@ class BuildReport(_Frozen):
             + (f", {self.cached_tokens:,} prompt tokens cached" if self.cached_tokens else "")
             + f", retried responses included; estimated cost {cost}",
         ]
+        if self.batch is not None:
+            lines[1:3] = self.batch.summary_lines(self, cost)
         if self.truncated:
             lines.append(f"{self.truncated} writings hit the max_tokens limit (kept; finish_reason 'length')")
         for failure in self.failed[:5]:
@@ -152,16 +158,20 @@ def writing_params(
     return {k: v for k, v in sorted(params.items()) if v is not None}
 
 
-def _one_build_per_pool(build: Callable[..., BuildReport]) -> Callable[..., BuildReport]:
+def _one_build_per_pool(build: Callable[..., Built]) -> Callable[..., Built]:
     """Hold the pool file's lock (`pool_lock_path`) for the whole build: a second build of the same
     pool would ask for (and pay for) the same writings; it is refused with BuildError naming the first."""
     signature = inspect.signature(build)
 
     @functools.wraps(build)
-    def locked(*args: Any, **kwargs: Any) -> BuildReport:
+    def locked(*args: Any, **kwargs: Any) -> Built:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        lock = pool_lock_path(bound.arguments["out"])
+        out = bound.arguments["out"]
+        lock = pool_lock_path(out)
+        check_pool_out(
+            out, [lock, build_report_path(out), quality_report_path(out)]
+        )  # before the lock file is made: nothing written
         lock.parent.mkdir(parents=True, exist_ok=True)
         try:
             with exclusive_lock(lock, f"the pool {bound.arguments['out']}"):
@@ -196,8 +206,10 @@ def build_pool_openai(
     backoff_base: float = 1.0,
     console: Console | None = None,
     progress: bool = True,
+    compare: str | os.PathLike | None = None,
 ) -> BuildReport:
-    """Write `per_pair` writings per ask (or the count a mapping gives) into the pool at `out`.
+    """Write `per_pair` writings per ask (or the count a mapping gives) into the pool at `out`, its
+    build report and its quality report (against the pool `compare` when given) beside it.
 
     Writings already in the cache are reused without a request. Failed writings (retries
     exhausted) are reported and left out of the pool; the pool is still written. A fatal server
@@ -211,6 +223,12 @@ def build_pool_openai(
     if not variants or min(variants.values()) < 1:
         raise PoolError("nothing to write: no asks, or fewer than 1 writing per ask")
     params = dict(sorted((params or {}).items()))
+    running = running_requests(out)
+    if running:  # sent online too, they would be paid twice
+        raise PoolError(
+            f"{running:,} writings of {out} are in batches still running ({batches_path(out)}): "
+            "collect them first with `pool build --batch`"
+        )
     if not isinstance(price, Mapping):  # (input, output): cached input at the model's cached price, else input
         price = price_per_1m(model, *price) if price is not None else price_per_1m(model)
     started = time.perf_counter()
@@ -222,6 +240,7 @@ def build_pool_openai(
     build = _PoolBuild(
         model, params, where, cache, price, concurrency, max_retries=max_retries, backoff_base=backoff_base
     )
+    build.compare = compare
     build.write_missing(
         jobs, console or Console(stderr=True), progress, base_url=base_url, api_key=api_key, timeout=timeout
     )
@@ -262,6 +281,7 @@ class _PoolBuild:
         self.failures: list[Failure] = []
         self.fatal: list[str] = []
         self.runner = BoundedRunner(concurrency)
+        self.compare: str | os.PathLike | None = None  # the quality report's reference pool
 
     def cost(self) -> float | None:
         """What this run's responses cost, through the usage ledger (cached tokens at the cached price)."""
@@ -366,12 +386,9 @@ class _PoolBuild:
         """Write the pool (its writings deduplicated) and its build report beside it; the report."""
         billed = self.billed
         finished = [(ask, self.done[key]) for ask, _, key in jobs if key in self.done]
-        counts = count_tokens_batch([text for _, (text, _) in finished])
-        writings, duplicates = dedupe(
-            PoolWriting.make(ask, text, n, f"{self.model} @ {self.where}")
-            for (ask, (text, _)), n in zip(finished, counts, strict=True)
+        writings, duplicates = write_pool_of(
+            [(ask, text) for ask, (text, _) in finished], f"{self.model} @ {self.where}", out
         )
-        write_pool(writings, out)
         report = BuildReport(
             model=self.model,
             endpoint=self.where,
@@ -391,14 +408,12 @@ class _PoolBuild:
             cached_tokens=billed.cached_tokens,
             cost_usd=self.cost(),
             truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
-            writings=len(writings),
-            duplicates=duplicates,
-            asks=len({w.ask for w in writings}),
-            tokens=sum(w.n_tokens for w in writings),
+            **pool_figures(writings, duplicates),
             elapsed_s=time.perf_counter() - started,
             max_in_flight=self.runner.max_in_flight,
         )
         write_text_atomic(build_report_path(out), report.model_dump_json(indent=2) + "\n")
+        write_quality_report(out, writing_reference(), GPT4O_REFERENCE, compare=self.compare)
         return report
 
 
@@ -414,6 +429,16 @@ def _progress_bar(console: Console, progress: bool) -> Progress:
         console=console,
         disable=not progress,
     )
+
+
+def pool_figures(writings: Sequence[Any], duplicates: int) -> dict[str, Any]:
+    """A build report's figures of the pool written: distinct writings, merged duplicates, asks, tokens."""
+    return {
+        "writings": len(writings),
+        "duplicates": duplicates,
+        "asks": len({w.ask for w in writings}),
+        "tokens": sum(w.n_tokens for w in writings),
+    }
 
 
 def build_report_path(out: str | os.PathLike) -> Path:

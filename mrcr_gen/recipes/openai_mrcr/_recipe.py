@@ -44,6 +44,9 @@ class OpenaiMrcr(BaseRecipe):
     #: The official openai/mrcr parquet: its prompt column and its random string identify it.
     signatures: tuple[FileSignature, ...] = (FileSignature(frozenset({"prompt", "random_string_to_prepend"})),)
     inspect_task = "mrcr"  # Inspect's `mrcr_gen/mrcr`, the first task there was
+    #: What the Inspect task reads without `-T data`: every file of openai/mrcr on the Hub, at the
+    #: commit of its public release (pinned: the same rows whenever it runs).
+    default_data = "hf://datasets/openai/mrcr@f4c69fae7cf81f7ca26b9fee34b392a50f6b8a1d"
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         from ..._models import Ask, FormatSpec, Message, Writing
@@ -97,6 +100,11 @@ class OpenaiMrcr(BaseRecipe):
         from ._harvest import harvest_rows
 
         return harvest_rows(path)
+
+    def writing_reference(self) -> dict[str, tuple[int, int, int]]:
+        from ._catalog import writing_reference
+
+        return writing_reference()
 
     # --- mrcr-grade --------------------------------------------------------------------------
 

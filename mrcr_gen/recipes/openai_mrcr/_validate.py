@@ -21,6 +21,7 @@ from ...validate import (
     _repair,
 )
 from ._checks import INT_COLUMNS, check_row
+from ._probes import PROBES
 from ._repair import fix_record
 from ._rows import MRCR_SCHEMA
 
@@ -28,6 +29,8 @@ from ._rows import MRCR_SCHEMA
 CHECKS: tuple[str, ...] = (
     "file",
     "schema",
+    "duplicate_row",
+    "duplicate_prompt",
     "prompt_json",
     "text_encoding",
     "structure",
@@ -42,6 +45,7 @@ CHECKS: tuple[str, ...] = (
     "answer_prefix",
     "empty_writing",
     "duplicate_needle_response",
+    "ambiguous_needle_response",
     "near_duplicate_needle_response",
     "total_messages",
     "n_chars",
@@ -79,6 +83,8 @@ SPEC = CheckSpec(
     check_names=CHECKS,
     counted="prompt + answer recount",
     fix_record=fix_record,
+    probes=PROBES,
+    prompt_column="prompt",
 )
 
 
