@@ -741,11 +741,14 @@ def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type
 
 
 def delete_file(chat: ChatServer, file_id: str) -> tuple[int, dict]:
-    """``DELETE /v1/files/{id}``: the file is gone (404 from then on); `api_calls["delete"]` counts the calls."""
+    """``DELETE /v1/files/{id}``: the file is marked `_gone` (kept, so that tests can still read what was
+    uploaded); `api_calls["delete"]` counts the calls. A second deletion is a 404."""
     with chat._lock:
         chat.api_calls["delete"] += 1
-        if chat.files.pop(file_id, None) is None:
+        found = chat.files.get(file_id)
+        if found is None or found.get("_gone"):
             return _not_found("file")
+        found["_gone"] = True
     return 200, {"id": file_id, "object": "file", "deleted": True}
 
 
