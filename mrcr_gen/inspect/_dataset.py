@@ -39,6 +39,7 @@ from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSyste
 
 from .._files import file_sha256
 from .._paths import find_parquet_files
+from .._tokens import TokenizerError, load_tokenizer
 from ..eval._control import CONTROLS, sent_messages
 from ..eval._failures import analyse_item
 from ..eval._items import EvalItem, FileError, row_extras
@@ -376,6 +377,10 @@ def mrcr_dataset(
     or files of another recipe."""
     own = recipe_named(recipe)
     chosen = selection(own, **arguments)
+    try:  # before any file is read: a bad tokenizer is the argument's fault, not the first file's
+        load_tokenizer(tokenizer)
+    except TokenizerError as exc:
+        raise DataError(f"tokenizer: {exc}") from None
     files = data_files(data, getattr(own, "default_data", None))
     shas = {path: file_sha256(path) for path in files}
     labels = file_labels(files)

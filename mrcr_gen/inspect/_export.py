@@ -137,7 +137,10 @@ def _sample(record: dict[str, Any], model: str, inputs: dict, sample_id: str, pr
         "n_needles": record.get("n_needles"),
         "random_string": prefix,
         "target_depth": (record.get("analysis") or {}).get("target_depth"),
+        "o200k_prompt_tokens": record.get("o200k_prompt_tokens"),
+        "o200k_tokens": record.get("o200k_tokens"),
         "status": status,
+        **({"max_context_window": record.get("max_context_window")} if status == "skipped" else {}),
         RECORD_KEY: record,
     }
     return EvalSample(

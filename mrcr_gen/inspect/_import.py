@@ -137,10 +137,14 @@ def score_value(score: Any, key: str) -> float | None:
 def record_of(sample: Any) -> dict[str, Any]:
     """The results record of one sample of these tasks."""
     metadata = sample.metadata or {}
-    if isinstance(metadata.get(RECORD_KEY), dict):
-        return dict(metadata[RECORD_KEY])
-    record: dict[str, Any] = {name: metadata.get(name) for name in _ROW_FIELDS}
     score = (sample.scores or {}).get(SCORER)
+    if isinstance(metadata.get(RECORD_KEY), dict):
+        exported = dict(metadata[RECORD_KEY])
+        graded = None if score is None else score_value(score, SCORE_KEY)
+        if exported.get("status") == "ok" and graded is not None:  # graded again since (`inspect score`, an edit)
+            exported |= {"score": graded, "score_lenient": score_value(score, LENIENT_KEY)}
+        return exported
+    record: dict[str, Any] = {name: metadata.get(name) for name in _ROW_FIELDS}
     scored = (score.metadata or {}) if score is not None else {}
     status = metadata.get("status", "ok") if score is None else scored.get("status", "ok")
     if status == "skipped":
@@ -185,13 +189,19 @@ def read_inspect_log(path: str | os.PathLike) -> tuple[list[dict[str, Any]], dic
     except Exception as exc:
         raise InspectLogError(f"{path}: not a readable Inspect log: {str(exc).strip().splitlines()[0]}") from None
     run = _run_of(header, path)
+    # A sample the task itself ran in a log `export_run` wrote (`inspect eval-retry` of it) has no
+    # original record: it is read as the task's, with the exported run's settings, so that the
+    # run's summary counts it (its reply was paid for) rather than passing it over as another run's.
+    fingerprint = run.get("fingerprint") if RUN_KEY in (header.eval.metadata or {}) else None
+    exported = {} if fingerprint is None else {"settings": fingerprint}
     epochs: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for sample in log.read_eval_log_samples(
         str(path),
         all_samples_required=False,
         exclude_fields={"messages", "events", "attachments", "store"},
     ):
-        epochs[sample.id].append(record_of(sample))
+        own = isinstance((sample.metadata or {}).get(RECORD_KEY), dict)
+        epochs[sample.id].append(record_of(sample) | ({} if own else exported))
     count = header.eval.config.epochs or 1
     if count > 1:
         run["epochs"] = {"count": count, "reducer": header.eval.config.epochs_reducer or ["mean"]}

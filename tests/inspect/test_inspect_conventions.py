@@ -113,7 +113,18 @@ def test_epochs_every_metric_and_the_report_are_over_all_epochs(mrcr_data, tmp_p
     assert metrics["mean"] == pytest.approx(_mean(official))
     assert metrics["lenient"] == pytest.approx(_mean(lenient))
     assert _mean(first_epoch) != pytest.approx(_mean(lenient))  # the epochs differ: the test can tell
+    for field, prefix in (("bin_upper", "bin_"), ("n_needles", "needles_")):  # every metric, by hand
+        groups: dict[int, list[float]] = defaultdict(list)
+        for epochs, row_mean in zip(by_row.values(), official, strict=True):
+            groups[epochs[0].metadata[field]].append(row_mean)
+        assert {f"{prefix}{key}": metrics[f"{prefix}{key}"] for key in groups} == pytest.approx(
+            {f"{prefix}{key}": _mean(values) for key, values in groups.items()}
+        )
     summary = summarize_inspect_log(log.location)
+    assert sorted(b["mean_score"] for b in summary["bins"] if b["count"]) == pytest.approx(
+        sorted(value for name, value in metrics.items() if name.startswith("bin_"))
+    )
+    assert (summary["auc_128k"], summary["auc_1m"]) == pytest.approx((metrics.get("auc_128k"), metrics.get("auc_1m")))
     assert summary["mean_score"] == pytest.approx(metrics["mean"])
     assert summary["mean_score_lenient"] == pytest.approx(metrics["lenient"])
     assert summary["n_rows"] == len(by_row)
@@ -124,6 +135,34 @@ def test_epochs_every_metric_and_the_report_are_over_all_epochs(mrcr_data, tmp_p
     assert info.value.code == 0
     assert "2 epochs: each row's score" in " ".join(capsys.readouterr().out.split())
     assert inspect_log_view(log.location).headline["epochs"] == summary["epochs_note"]
+
+
+def test_an_inspect_run_with_cached_tokens_and_epochs_reads_back_as_billed(mrcr_data, tmp_path, monkeypatch):
+    """Inspect's own run, two epochs, against a server that serves 60% of each prompt from its
+    cache (item 12 through a real run): the log read back counts what the server billed (prompt
+    tokens = Inspect's input + cache reads), as Inspect's own totals do, and the cost prices the
+    cached tokens at the cached price."""
+    monkeypatch.setenv("LOCAL_API_KEY", API_KEY)
+    from inspect_ai.model import get_model
+
+    with ChatServer("first_needle", cached_share=0.6) as server:
+        monkeypatch.setenv("LOCAL_BASE_URL", server.base_url)
+        [log] = inspect_eval(
+            mrcr(data=str(mrcr_data / "a_small.parquet"), limit=4),
+            model=get_model("openai-api/local/gpt-4.1-mini", memoize=False),
+            log_dir=str(tmp_path / "logs"),
+            display="none",
+            epochs=2,
+        )
+        billed = dict(server.usage_sent)
+    assert billed["cached_tokens"] > 0 and len(log.samples) == 8
+    summary = summarize_inspect_log(log.location)
+    assert summary["usage"] == billed | {"reasoning_tokens": 0}
+    [inspects] = log.stats.model_usage.values()
+    assert inspects.input_tokens + inspects.input_tokens_cache_read == billed["prompt_tokens"]
+    uncached = billed["prompt_tokens"] - billed["cached_tokens"]
+    expected = (uncached * 0.40 + billed["cached_tokens"] * 0.10 + billed["completion_tokens"] * 1.60) / 1e6
+    assert summary["cost_usd"] == pytest.approx(expected)
 
 
 # ------------------------------------------------------------------ 14: exported logs in Inspect
@@ -167,10 +206,16 @@ def test_an_exported_log_is_one_inspect_reads_retries_and_rescores(mrcr_data, tm
         done = inspect_cli(["eval-retry", str(out), "--log-dir", str(tmp_path / "retried")], env, tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
         assert len(server.requests) == before + 1  # the failed row alone
+        billed = dict(server.usage_sent)
     [retried_path] = (tmp_path / "retried").glob("*.eval")
     retried = read_eval_log(str(retried_path))
     assert retried.status == "success" and all(s.error is None for s in retried.samples)
     assert sorted(s.id for s in retried.samples) == sorted(s.id for s in log.samples)
+    # `mrcr-eval report` of the retried log counts the retried row and its paid reply
+    report = summarize_inspect_log(retried_path)
+    assert (report["n_rows"], report["errors"]["count"]) == (summary["n_rows"], 0)
+    assert report["usage"]["prompt_tokens"] == billed["prompt_tokens"] > summary["usage"]["prompt_tokens"]
+    assert report["mean_score"] == pytest.approx(retried.results.scores[0].metrics["mean"].value)
     rescore = ["score", str(out), "--action", "overwrite", "--output-file", str(tmp_path / "rescored.eval")]
     done = inspect_cli(rescore, env, tmp_path)  # no --scorer: the log names it
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -184,9 +229,33 @@ def test_an_exported_log_is_one_inspect_reads_retries_and_rescores(mrcr_data, tm
     [task_path] = (tmp_path / "task").glob("*.eval")
     task_log = read_eval_log(str(task_path))
     assert sorted(s.id for s in task_log.samples) == sorted(s.id for s in log.samples)
+    exported_metadata = {s.id: s.metadata for s in log.samples}
+    for sample in task_log.samples:  # the task's metadata, that `inspect score` reads, is all there
+        assert set(sample.metadata) <= set(exported_metadata[sample.id]), sample.id
     names = {key: (m.name, m.group) for key, m in task_log.results.scores[0].metrics.items()}
     assert names == {key: (m.name, m.group) for key, m in metrics.items()}
     assert task_log.eval.scorers[0].metrics == log.eval.scorers[0].metrics
+
+
+def test_a_score_graded_again_in_an_exported_log_is_the_one_reported(mrcr_data, tmp_path):
+    """`inspect score` and Inspect's score edits change a sample's score, not the record the export
+    keeps beside it: `mrcr-eval report` of the log reads the score the log now holds."""
+    from inspect_ai.log import edit_score, write_eval_log
+    from inspect_ai.scorer import ScoreEdit
+
+    with ChatServer("first_needle") as server:
+        summary = _run_with_one_error([mrcr_data / "a_small.parquet"], tmp_path / "run", server)
+    out = tmp_path / "run.eval"
+    export_run(tmp_path / "run", out)
+    log = read_eval_log(str(out))
+    sample = next(s for s in log.samples if s.scores["mrcr_scorer"].value["score"] < 1)
+    edit = ScoreEdit(value={"score": 1.0, "lenient": 1.0})
+    edit_score(log, sample.id, "mrcr_scorer", edit, recompute_metrics=False)
+    write_eval_log(log, str(out))
+    records, _ = read_inspect_log(out)
+    [record] = [r for r in records if (r["file"], r["row"]) == (sample.metadata["file"], sample.metadata["row"])]
+    assert (record["score"], record["score_lenient"]) == (1.0, 1.0)
+    assert summarize_inspect_log(out)["mean_score"] > summary["mean_score"]
 
 
 def test_inspect_logs_are_priced_in_compare(mrcr_data, tmp_path, monkeypatch):
@@ -213,10 +282,13 @@ def test_inspect_logs_are_priced_in_compare(mrcr_data, tmp_path, monkeypatch):
         ("bins=foo", "bins: expected a whole number, got 'foo'"),
         ("data=/nonexistent/x.parquet", "/nonexistent/x.parquet: no such file or directory"),
         ("control=everything", "control: 'everything' is not a control; choose among query-only"),
+        ("tokenizer=o300k", "tokenizer: unknown tokenizer 'o300k': give a tiktoken encoding"),
+        ("tokenizer=hf:/nonexistent", "tokenizer: hf:/nonexistent: no such file or folder"),
     ],
 )
 def test_a_bad_task_argument_is_one_line_without_a_traceback(mrcr_data, tmp_path, inspect_env, argument, message):
-    env = {k: v for k, v in inspect_env.items() if k != "INSPECT_DISPLAY"}  # as a user sees it
+    # as a user sees it, on a terminal wide enough for the line (Inspect's console wraps at its width)
+    env = {k: v for k, v in inspect_env.items() if k != "INSPECT_DISPLAY"} | {"COLUMNS": "400"}
     extra = [] if argument.startswith("data=") else ["-T", f"data={mrcr_data}"]
     done = _offline_eval([*extra, "-T", argument], tmp_path / "logs", env, tmp_path)
     shown = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]

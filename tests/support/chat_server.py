@@ -31,7 +31,15 @@ no fault), or a callable ``(request_number, request_json) -> Fault | None``.
 The Files and Batches API (``POST /v1/files`` multipart upload, ``GET /v1/files/{id}[/content]``,
 ``POST /v1/batches``, ``GET /v1/batches[/{id}]``) runs each batch's requests through the same
 answers; `BatchBehaviour` decides how batches end (completed, expired part-way, failed, held in
-progress) and injects faults into the requests and the API calls (``--batch-hold`` as a subprocess).
+progress) and injects faults into the requests and the API calls (``--batch-hold`` as a subprocess),
+and how its output files come back: torn, with duplicated or conflicting lines. `ChatServer.vanish`
+forgets batches or files (404 from then on), as an account's retention does.
+
+Every request, billed reply and delivered reply is in `ChatServer.ledger` (tests/support/ledger.py),
+keyed by the request's content and tagged with `ChatServer.tag`; `known_models` refuses other models
+(HTTP 404, online and in batches), `snapshot` names the dated model in every reply as the OpenAI API
+does (``gpt-4.1-mini`` -> ``gpt-4.1-mini-2025-04-14``), and a `stall` fault holds a request or API
+call (after its work is done) until `ChatServer.unstall`, so a test can kill its client right there.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ import dataclasses
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.ledger import BILLED, DELIVERED, SENT, Event, Ledger, Usage, request_key
 
 Policy = Callable[[list, dict], str]
 
@@ -174,7 +184,8 @@ class Fault:
     404 | unknown_model (HTTP 400 naming the model) | too_long (HTTP 400, prompt too long).
     HTTP-200 replies that are odd but valid: empty | null (content) | length (finish_reason
     "length", the reply cut in half) | reasoning (a `reasoning_content` and usage details with
-    reasoning and cached tokens) | think (the reply wrapped after a <think> block)."""
+    reasoning and cached tokens) | think (the reply wrapped after a <think> block). Held: stall (the
+    request or API call waits, its work done, until `ChatServer.unstall`)."""
 
     kind: str
     retry_after: float | None = 0
@@ -214,7 +225,7 @@ class Fault:
 
 
 SIMPLE_KINDS = ("500", "malformed", "empty", "null", "401", "403", "404", "unknown_model", "too_long", "length",
-                "reasoning", "think")
+                "reasoning", "think", "stall")
 REFUSALS: dict[str, tuple[int, dict]] = {
     "401": (401, {"message": "Incorrect API key provided.", "type": "invalid_request_error", "code": "invalid_api_key"}),
     "403": (403, {"message": "You are not allowed to use this model.", "type": "permission_error"}),
@@ -276,6 +287,8 @@ class ChatServer:
         max_model_len: int = 1 << 20,
         cached_share: float = 0.0,
         batches: BatchBehaviour | None = None,
+        known_models: Sequence[str] | None = None,
+        snapshot: str | None = None,
     ):
         self.policy: Policy = POLICIES[policy] if isinstance(policy, str) else policy
         self.batch_behaviour = batches or BatchBehaviour()
@@ -287,6 +300,9 @@ class ChatServer:
         # Each request waits `delay` +- up to `jitter` seconds, drawn from a seeded generator: answers
         # of a server whose latency varies, not all due at once (the default, jitter 0, is a wave).
         self.jitter = jitter
+        self.known_models = None if known_models is None else frozenset(known_models)  # None: any model
+        self.snapshot = snapshot  # the date of the model snapshot replies name, e.g. "2025-04-14"
+        self._unstall = threading.Event()
         self._lock = threading.Lock()
         self.reset()
         handler = type("Handler", (_Handler,), {"chat": self})
@@ -323,6 +339,9 @@ class ChatServer:
             # connection's gap between an answer and its next request is the client's own time.
             self.timeline: list[tuple[int, int, float, float, float]] = []
             self._delays = random.Random(0)
+            self.ledger = Ledger()  # every request sent, reply billed and reply delivered
+            self.tag: str | None = None  # carried by the ledger events of the requests made from now on
+            self.stalled = 0  # requests and API calls a `stall` fault holds right now
 
     def next_wait(self) -> float:
         """Seconds the next request waits: `delay`, +- up to `jitter` (never below 0)."""
@@ -346,6 +365,33 @@ class ChatServer:
                 "last_answered_at": self.last_answered_at,
                 "busy_seconds": self.busy_seconds,
             }
+
+    def hold_stalled(self) -> None:
+        """Called by a request or API call a `stall` fault holds: wait for `unstall` (at most a minute)."""
+        with self._lock:
+            self.stalled += 1
+        try:
+            self._unstall.wait(60)
+        finally:
+            with self._lock:
+                self.stalled -= 1
+
+    def unstall(self) -> None:
+        """Let every held request and API call answer (to a client that may be gone), and wait until they did."""
+        self._unstall.set()
+        deadline = time.monotonic() + 30
+        while (self.stalled or self.in_flight) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._unstall.clear()
+
+    def vanish(self, *, batches: bool = True, files: bool = True) -> None:
+        """Forget every batch (`batches`) and every file (`files`) made so far: 404 for their ids
+        from now on, as after the account's retention period or a deletion."""
+        with self._lock:
+            for kind, table in (("batches", self.batches), ("files", self.files)):
+                if {"batches": batches, "files": files}[kind]:
+                    for entry in table.values():
+                        entry["_gone"] = True
 
     def release_batches(self) -> None:
         """Let batches held in progress (`BatchBehaviour.hold`) end at their next check."""
@@ -494,8 +540,10 @@ class _Handler(BaseHTTPRequestHandler):
             chat.per_last_user[last_user] += 1
             chat.requests.append(body)
             chat.authorizations.append(self.headers.get("Authorization"))
+            tag = chat.tag
+            chat.ledger.add(Event(SENT, request_key(messages), tag, "online"))
         try:
-            self._answer(chat, number, body, messages)
+            self._answer(chat, number, body, messages, tag)
         finally:
             answered = time.time()
             with chat._lock:
@@ -505,24 +553,35 @@ class _Handler(BaseHTTPRequestHandler):
                 chat.last_answered_at = answered
                 chat.timeline.append((self.client_address[1], zlib.crc32(raw), reading, arrived, answered))
 
-    def _answer(self, chat: ChatServer, number: int, body: dict, messages: list) -> None:
+    def _answer(self, chat: ChatServer, number: int, body: dict, messages: list, tag: str | None) -> None:
         fault = _fault_for(chat.faults, number, body)
         if chat.delay or chat.jitter:
             time.sleep(chat.next_wait())
         status, payload, headers = chat_reply(chat, number, body, messages, fault)
         if isinstance(payload, bytes):
             self._send(status, payload, headers)
-        else:
-            self._send_json(status, payload, headers)
+            return
+        if status == 200:
+            key, usage = request_key(messages), Usage.of(payload["usage"])
+            chat.ledger.add(Event(BILLED, key, tag, "online", payload["id"], usage))
+        self._send_json(status, payload, headers)
+        if status == 200:
+            chat.ledger.add(Event(DELIVERED, key, tag, "online", payload["id"], usage, ok=True))
 
 
 def chat_reply(
     chat: ChatServer, number: int, body: dict, messages: list, fault: Fault | None
 ) -> tuple[int, dict | bytes, dict[str, str]]:
     """(HTTP status, JSON body or raw bytes, headers) of the answer to one chat completion request."""
+    model = body.get("model", "test-model")
+    if chat.known_models is not None and model not in chat.known_models:
+        return 404, {"error": {"message": f"The model `{model}` does not exist or you do not have access to it.",
+                               "type": "invalid_request_error", "code": "model_not_found"}}, {}
     if fault is not None:
         with chat._lock:
             chat.faults_served[fault.kind] += 1
+        if fault.kind == "stall":
+            chat.hold_stalled()
         if fault.kind == "429":
             headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
             return 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}}, headers
@@ -574,7 +633,7 @@ def chat_reply(
         "id": f"chatcmpl-{number}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": body.get("model", "test-model"),
+        "model": f"{model}-{chat.snapshot}" if chat.snapshot else model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": usage,
     }, {}
@@ -592,7 +651,11 @@ class BatchBehaviour:
     `batch_expired`), or with `fail` set, `failed` with that error code and no files. `hold` keeps
     every batch `in_progress` until `ChatServer.release_batches` (or ``POST /batches/release``).
     `api_faults` answers the n-th call of an endpoint (upload, create, retrieve, list, content)
-    with a `Fault` (429 or 500) instead."""
+    with a `Fault` (429 or 500; `stall` holds the call after its work) instead.
+    The output file of a batch that ends while `torn` is set has its last line cut in half (no
+    newline); with `duplicate`, its first line twice; with `conflict`, a second HTTP-200 line for
+    its first request with another reply (same usage) right after it (`conflict_first`: right
+    before it). Each is billed once."""
 
     polls: int = 1
     hold: bool = False
@@ -600,6 +663,10 @@ class BatchBehaviour:
     fail: str | None = None
     faults: FaultSchedule = None
     api_faults: Mapping[str, Mapping[int, Fault]] | None = None
+    torn: bool = False
+    duplicate: bool = False
+    conflict: bool = False
+    conflict_first: bool = False
 
 
 EXPIRED_ERROR = {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}
@@ -622,17 +689,24 @@ def _not_found(what: str) -> tuple[int, dict]:
     return 404, {"error": {"message": f"No such {what}", "type": "invalid_request_error"}}
 
 
-def _file_object(chat: ChatServer, content: bytes, filename: str, purpose: str) -> dict:
+def _live(table: dict[str, dict], key: str | None) -> dict | None:
+    """The entry unless it vanished (`ChatServer.vanish`)."""
+    found = table.get(key) if key is not None else None
+    return None if found is None or found.get("_gone") else found
+
+
+def _file_object(chat: ChatServer, content: bytes, filename: str, purpose: str, lines: list | None = None) -> dict:
     file_id = f"file-{len(chat.files) + 1}"
     obj = {"id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
            "filename": filename, "purpose": purpose, "status": "processed"}
-    chat.files[file_id] = {"object": obj, "content": content}
+    # `_lines`: the ledger events its download delivers (an output or error file)
+    chat.files[file_id] = {"object": obj, "content": content, "_lines": lines or []}
     return obj
 
 
 def _run_batch_requests(chat: ChatServer, batch: dict, content: bytes) -> None:
     """Answer every request of the batch now (revealed when it ends): (custom_id, line) pairs."""
-    lines = []
+    lines, keys = [], []
     for text in content.decode("utf-8").splitlines():
         if not text.strip():
             continue
@@ -641,15 +715,52 @@ def _run_batch_requests(chat: ChatServer, batch: dict, content: bytes) -> None:
         with chat._lock:
             chat.batch_requests.append(body)
             number = len(chat.batch_requests)
+        keys.append(request_key(body.get("messages") or []))
+        chat.ledger.add(Event(SENT, keys[-1], batch["_tag"], "batch"))
         fault = _fault_for(chat.batch_behaviour.faults, number, body)
         status, payload, _ = chat_reply(chat, number, body, body.get("messages") or [], fault)
         if isinstance(payload, bytes):  # a body that is not a chat completion
             payload = {"id": f"chatcmpl-{number}", "object": "chat.completion", "choices": []}
+        elif status == 200:
+            payload["id"] = f"chatcmpl-batch-{number}"  # unlike any online reply's
         response = {"status_code": status, "request_id": f"req_{number}", "body": payload}
         lines.append((request["custom_id"], {"id": f"batch_req_{number}", "custom_id": request["custom_id"],
                                              "response": response, "error": None}))
-    batch["_lines"] = lines
+    batch["_lines"], batch["_keys"] = lines, keys
     batch["request_counts"] = {"total": len(lines), "completed": 0, "failed": 0}
+
+
+def _delivery(batch: dict, index: int, line: dict, ok: bool) -> Event:
+    """The ledger event of downloading one line (`index`: its request among the batch's lines)."""
+    body = (line.get("response") or {}).get("body") or {}
+    ok = ok and line.get("response") is not None and line["response"]["status_code"] == 200
+    return Event(DELIVERED, batch["_keys"][index], batch["_tag"], "batch", body.get("id"),
+                 Usage.of(body.get("usage") or {}), ok=ok)
+
+
+def _shaped_output(behaviour: BatchBehaviour, batch: dict, done: list[int]) -> tuple[bytes, list[Event]]:
+    """The output file of the requests `done` (indices) that got HTTP 200: its bytes, and the
+    ledger events its download delivers, duplicated, conflicting or torn as `behaviour` says."""
+    lines = [(i, batch["_lines"][i][1], True) for i in done]
+    if lines and behaviour.duplicate:
+        lines.insert(1, lines[0])
+    if lines and behaviour.conflict:
+        i, first, _ = lines[0]
+        other = json.loads(json.dumps(first))
+        message = other["response"]["body"]["choices"][0]["message"]
+        message["content"] = "(another reply) " + (message["content"] or "")
+        other["id"] += "-again"
+        other["response"]["body"]["id"] += "-again"
+        lines.insert(0 if behaviour.conflict_first else 1, (i, other, False))
+        lines = [(j, line, ok and j != i) for j, line, ok in lines]  # neither reply of the pair can be trusted
+    texts = [json.dumps(line) + "\n" for _, line, _ in lines]
+    events = [_delivery(batch, i, line, ok) for i, line, ok in lines]
+    if lines and behaviour.conflict:
+        events = [dataclasses.replace(e, conflict=i == lines[0][0]) for (i, _, _), e in zip(lines, events, strict=True)]
+    if texts and behaviour.torn:
+        texts[-1] = texts[-1][: len(texts[-1]) // 2]
+        events[-1] = dataclasses.replace(events[-1], ok=False)
+    return "".join(texts).encode(), events
 
 
 def _end_batch(chat: ChatServer, batch: dict) -> None:
@@ -660,16 +771,25 @@ def _end_batch(chat: ChatServer, batch: dict) -> None:
             {"code": behaviour.fail, "message": f"the batch failed ({behaviour.fail})", "line": None, "param": None}]})
         return
     lines = batch["_lines"]
-    done = lines if behaviour.expire_after is None else lines[: behaviour.expire_after]
-    output = [line for _, line in done if line["response"]["status_code"] == 200]
-    errors = [line for _, line in done if line["response"]["status_code"] != 200]
-    errors += [{"id": f"batch_req_x{i}", "custom_id": custom_id, "response": None, "error": EXPIRED_ERROR}
-               for i, (custom_id, _) in enumerate(lines[len(done):])]
-    for kind, chosen in (("output_file_id", output), ("error_file_id", errors)):
-        if chosen:
-            content = "".join(json.dumps(line) + "\n" for line in chosen).encode()
-            batch[kind] = _file_object(chat, content, f"{batch['id']}_{kind}.jsonl", "batch_output")["id"]
-    batch["request_counts"] = {"total": len(lines), "completed": len(output), "failed": len(errors)}
+    done = range(len(lines) if behaviour.expire_after is None else min(behaviour.expire_after, len(lines)))
+    output = [i for i in done if lines[i][1]["response"]["status_code"] == 200]
+    errors = [i for i in done if lines[i][1]["response"]["status_code"] != 200]
+    for i in output:
+        body = lines[i][1]["response"]["body"]
+        chat.ledger.add(Event(BILLED, batch["_keys"][i], batch["_tag"], "batch", body["id"], Usage.of(body["usage"])))
+    if output:
+        content, events = _shaped_output(behaviour, batch, output)
+        name = f"{batch['id']}_output_file_id.jsonl"
+        batch["output_file_id"] = _file_object(chat, content, name, "batch_output", events)["id"]
+    error_lines = [lines[i][1] for i in errors] + [
+        {"id": f"batch_req_x{i}", "custom_id": custom_id, "response": None, "error": EXPIRED_ERROR}
+        for i, (custom_id, _) in enumerate(lines[len(done):])]
+    if error_lines:
+        content = "".join(json.dumps(line) + "\n" for line in error_lines).encode()
+        events = [_delivery(batch, i, lines[i][1], False) for i in errors]
+        batch["error_file_id"] = _file_object(chat, content, f"{batch['id']}_error_file_id.jsonl", "batch_output",
+                                              events)["id"]
+    batch["request_counts"] = {"total": len(lines), "completed": len(output), "failed": len(error_lines)}
     if behaviour.expire_after is None:
         batch.update(status="completed", completed_at=now)
     else:
@@ -680,9 +800,7 @@ def _public(batch: dict) -> dict:
     return {key: value for key, value in batch.items() if not key.startswith("_")}
 
 
-def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type: str) -> tuple[int, dict | bytes]:
-    """The Files and Batches endpoints: (status, JSON body or raw file content)."""
-    route = path.split("?")[0].rstrip("/")
+def _endpoint(method: str, route: str) -> str:
     endpoint = {
         ("POST", "/v1/files"): "upload",
         ("POST", "/v1/batches"): "create",
@@ -690,34 +808,54 @@ def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type
     }.get((method, route))
     if endpoint is None and method == "GET":
         endpoint = "content" if route.endswith("/content") else "retrieve" if route.startswith("/v1/batches/") else "file"
+    return str(endpoint)
+
+
+def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type: str) -> tuple[int, dict | bytes]:
+    """The Files and Batches endpoints: (status, JSON body or raw file content)."""
+    route = path.split("?")[0].rstrip("/")
+    endpoint = _endpoint(method, route)
     with chat._lock:
-        chat.api_calls[str(endpoint)] += 1
-        number = chat.api_calls[str(endpoint)]
-        fault = (chat.batch_behaviour.api_faults or {}).get(str(endpoint), {}).get(number)
+        chat.api_calls[endpoint] += 1
+        number = chat.api_calls[endpoint]
+        fault = (chat.batch_behaviour.api_faults or {}).get(endpoint, {}).get(number)
         if fault is not None:
             chat.faults_served[fault.kind] += 1
-            return (429, {"error": {"message": "rate limited"}}) if fault.kind == "429" else (
-                500, {"error": {"message": "internal error"}})
+    if fault is not None and fault.kind != "stall":
+        return (429, {"error": {"message": "rate limited"}}) if fault.kind == "429" else (
+            500, {"error": {"message": "internal error"}})
+    answer = _batch_answer(chat, endpoint, route, raw, content_type)
+    if fault is not None:
+        chat.hold_stalled()
+    return answer
+
+
+def _batch_answer(chat: ChatServer, endpoint: str, route: str, raw: bytes, content_type: str) -> tuple[int, dict | bytes]:
+    with chat._lock:
         if endpoint == "upload":
             fields = _multipart(raw, content_type)
             filename, content = fields["file"]
             return 200, _file_object(chat, content, filename or "upload.jsonl", fields["purpose"][1].decode())
         if endpoint == "file":
-            found = chat.files.get(route.rsplit("/", 1)[-1])
+            found = _live(chat.files, route.rsplit("/", 1)[-1])
             return (200, found["object"]) if found else _not_found("file")
         if endpoint == "content":
-            found = chat.files.get(route.split("/")[-2])
-            return (200, found["content"]) if found else _not_found("file")
+            found = _live(chat.files, route.split("/")[-2])
+            if not found:
+                return _not_found("file")
+            for event in found["_lines"]:
+                chat.ledger.add(event)
+            return 200, found["content"]
         if endpoint == "create":
             request = json.loads(raw)
-            source = chat.files.get(request.get("input_file_id"))
-            if source is None:
+            if _live(chat.files, request.get("input_file_id")) is None:
                 return _not_found("file")
             batch_id = f"batch_{len(chat.batches) + 1}"
             batch = {"id": batch_id, "object": "batch", "endpoint": request["endpoint"], "errors": None,
                      "input_file_id": request["input_file_id"], "completion_window": request["completion_window"],
                      "status": "validating", "output_file_id": None, "error_file_id": None,
-                     "created_at": int(time.time()), "metadata": request.get("metadata"), "_checks": 0}
+                     "created_at": int(time.time()), "metadata": request.get("metadata"), "_checks": 0,
+                     "_tag": chat.tag}
             chat.batches[batch_id] = batch
         else:
             batch = None
@@ -727,9 +865,10 @@ def batch_api(chat: ChatServer, method: str, path: str, raw: bytes, content_type
         return 200, _public(batch)
     with chat._lock:
         if endpoint == "list":
-            return 200, {"object": "list", "data": [_public(b) for b in reversed(chat.batches.values())],
+            live = [b for b in reversed(chat.batches.values()) if not b.get("_gone")]
+            return 200, {"object": "list", "data": [_public(b) for b in live],
                          "first_id": None, "last_id": None, "has_more": False}
-        batch = chat.batches.get(route.rsplit("/", 1)[-1])
+        batch = _live(chat.batches, route.rsplit("/", 1)[-1])
         if batch is None:
             return _not_found("batch")
         if batch["status"] in ("validating", "in_progress"):

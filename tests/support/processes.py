@@ -4,6 +4,8 @@ and which output files were put in place after the command had ended."""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -141,3 +144,91 @@ def units_running(workers: int) -> Callable[[psutil.Process], bool]:
 def file_written(folder: Path, pattern: str = "*.parquet") -> Callable[[psutil.Process], bool]:
     """Ready once a file matching `pattern` is in place under `folder` (the work is under way)."""
     return lambda _: folder.is_dir() and any(folder.rglob(pattern))
+
+
+def _call(spec: str) -> Any:
+    """The object a "module:name" spec names."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def fork_server(main: str, setup: str | None = None) -> None:
+    """A process that imported `main` ("module:function" taking an argument list) once and forks a
+    child per command, so a test can SIGKILL a real command process that started in milliseconds.
+    Its own process is single-threaded: a fork from a test process, whose threads and pools do
+    not exist in the child, can hang the child. Reads lines from stdin: ``run ARGS-JSON`` answers
+    ``pid N`` (the child's output is discarded, its exit code is the command's), ``wait N`` answers
+    ``exit CODE`` (negative: the signal that ended it)."""
+    command = _call(main)
+    if setup:
+        _call(setup)()
+    for line in sys.stdin:
+        verb, _, rest = line.strip().partition(" ")
+        if verb == "run":
+            pid = os.fork()
+            if pid == 0:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                code: Any = 0
+                try:
+                    command(json.loads(rest))
+                except SystemExit as exc:
+                    code = exc.code
+                finally:
+                    os._exit(int(code or 0) if not isinstance(code, str) else 2)
+            print(f"pid {pid}", flush=True)
+        elif verb == "wait":
+            _, status = os.waitpid(int(rest), 0)
+            print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
+
+
+class Forker:
+    """A running `fork_server`: `kill_when` runs one command in it."""
+
+    def __init__(self, main: str, setup: str | None = None, env: dict[str, str] | None = None):
+        serve = "import sys; from tests.support.processes import fork_server; fork_server(*sys.argv[1:])"
+        args = [sys.executable, "-c", serve, main]
+        self.process = subprocess.Popen(
+            [*args, *([setup] if setup else [])],
+            env=env or command_env(),
+            cwd=ROOT,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def _ask(self, line: str) -> str:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self.process.stdout.readline().split()[-1]
+
+    def kill_when(self, args: list[str], ready: Callable[[], bool]) -> tuple[int, bool]:
+        """Run the command with `args` in a child and SIGKILL it once `ready()` holds; (its exit
+        code, whether it was killed). A child that ends before `ready()` holds is left to end."""
+        pid = int(self._ask("run " + json.dumps(args)))
+        child = psutil.Process(pid)
+        killed = False
+        try:
+            deadline = time.monotonic() + START_DEADLINE
+            while _alive(child) and not ready():
+                assert time.monotonic() < deadline, "the command neither ended nor got ready"
+                time.sleep(0.005)
+            if _alive(child):
+                children = child.children(recursive=True)
+                child.kill()
+                killed = True
+                for descendant in children:  # what the command started dies with it, as the rules require of it
+                    with contextlib.suppress(psutil.Error):
+                        descendant.kill()
+        finally:
+            if not killed and _alive(child):
+                child.kill()
+            code = int(self._ask(f"wait {pid}"))
+        return code, killed
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=STOP_DEADLINE)

@@ -169,9 +169,8 @@ def _one_build_per_pool(build: Callable[..., Built]) -> Callable[..., Built]:
         bound.apply_defaults()
         out = bound.arguments["out"]
         lock = pool_lock_path(out)
-        check_pool_out(
-            out, [lock, build_report_path(out), quality_report_path(out)]
-        )  # before the lock file is made: nothing written
+        # before the lock file is made: nothing written
+        check_pool_out(out, [lock, build_report_path(out), quality_report_path(out)])
         lock.parent.mkdir(parents=True, exist_ok=True)
         try:
             with exclusive_lock(lock, f"the pool {bound.arguments['out']}"):
