@@ -79,16 +79,11 @@ def cached_price_for(
 def price_per_1m(
     model: str, price_in: float | None = None, price_out: float | None = None, price_cached: float | None = None
 ) -> dict[str, float] | None:
-    """USD per 1M tokens (`input`, `cached_input`, `output`): the flags, then the list prices of
-    the model's exact name; None if unknown (see `price_for`, `cached_price_for`)."""
+    """USD per 1M tokens (`input`, `cached_input`, `output`) as the usage ledger (`_usage.cost`)
+    prices them: the flags, then the list prices of the model's exact name; None if unknown (see
+    `price_for`, `cached_price_for`)."""
     price = price_for(model, price_in, price_out)
     if price is None:
         return None
     cached = cached_price_for(model, price_in, price_out, price_cached)
     return {"input": price[0], "cached_input": price[0] if cached is None else cached, "output": price[1]}
-
-
-def cost_usd(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
-    if price is None:
-        return None
-    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000

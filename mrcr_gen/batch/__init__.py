@@ -3,7 +3,17 @@ into Batch API batches, submitted, polled and collected with a crash-safe record
 and the one reader of batch output files (`read_output`). `mrcr-eval --batch` and
 `mrcr-eval batch import` consume it (mrcr_gen/eval/_batch.py, _batchfile.py); so can pools."""
 
-from ._folder import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, STATE_NAME, BatchFolder, BatchLimits, Ended, Part, PartWriter
+from ._folder import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_REQUESTS,
+    STATE_NAME,
+    BatchFolder,
+    BatchLimits,
+    Ended,
+    KeptReplies,
+    Part,
+    PartWriter,
+)
 from ._lines import (
     BATCH_FAILED,
     CHAT_URL,
@@ -35,6 +45,7 @@ __all__ = [
     "BatchFolder",
     "BatchLimits",
     "Ended",
+    "KeptReplies",
     "Outcome",
     "OutputRead",
     "Part",

@@ -9,6 +9,16 @@ of `read_output`) into one outcome per request, a request that no file answers b
 (expired: `EXPIRED`; failed, cancelled or torn: `BATCH_FAILED`), which the consumer records and
 a rerun resends. A file uploaded by a process killed before it recorded its batch is looked up
 among the account's latest batches (adopted) before a batch is made of it: nothing is sent twice.
+
+A reply is paid once: every HTTP-200 reply downloaded stays usable (`kept`) after its part is
+recorded, for a request of the same id the consumer did not use it for yet (a row outside a
+narrower rerun's selection, a row of the same content). A part never uploaded is the
+consumer's to rebuild (`drop_unsent`): no batch can have been made of it. A batch or file the
+server no longer has (HTTP 404) makes its part `vanished`: the outcomes already downloaded are
+kept, its other requests have none (the consumer sends them again), never an error that blocks
+every rerun; an uploaded file gone before its batch was made is uploaded again. Once a batch
+ended and its files are downloaded, its input, output and error files are deleted from the
+account (`keep_files` keeps them).
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .._files import atomic_path, write_text_atomic
-from .._openai import api_call
+from .._openai import ChatError, api_call
 from ._lines import BATCH_FAILED, CHAT_URL, EXPIRED, BatchError, Outcome, OutputRead, read_outputs
 
 #: The Batch API's limits on one input file (https://platform.openai.com/docs/guides/batch).
@@ -62,6 +72,8 @@ class Part(BaseModel):
     errors: str | None = None  # the downloaded error file
     done: bool = False  # ended, and its files are downloaded
     graded: bool = False  # its outcomes are recorded by the consumer
+    vanished: bool = False  # the server no longer has its batch or a file of it (HTTP 404)
+    files_deleted: bool = False  # its input, output and error files are deleted from the account
 
 
 class BatchState(BaseModel):
@@ -114,7 +126,7 @@ class PartWriter:
         if self._handle is None:
             folder = self.batches.folder
             folder.mkdir(parents=True, exist_ok=True)
-            self._name = f"part-{len(self.batches.state.parts) + 1:04d}"
+            self._name = self.batches.next_name()
             self._partial = folder / f".{self._name}.requests.jsonl.partial"
             self._handle = open(self._partial, "wb")  # noqa: SIM115 - closed in _finish
         self._handle.write(data)
@@ -125,6 +137,32 @@ class PartWriter:
     def close(self) -> list[Part]:
         self._finish()
         return self.made
+
+
+class KeptReplies:
+    """The HTTP-200 replies of the ended parts of a `BatchFolder`, by custom id (`get`): a part's
+    files are read the first time one of its ids is asked for, once."""
+
+    def __init__(self, batches: BatchFolder):
+        self.batches = batches
+        self._where: dict[str, list[Part]] | None = None
+        self._read: dict[str, OutputRead] = {}
+
+    def get(self, custom_id: str) -> Outcome | None:
+        if self._where is None:
+            self._where = {}
+            for part in self.batches.state.parts:
+                if part.done:
+                    for known in self.batches.part_ids(part):
+                        self._where.setdefault(known, []).append(part)
+        for part in self._where.get(custom_id, ()):
+            if part.name not in self._read:
+                names = [n for n in (part.errors, part.output) if n is not None]
+                self._read[part.name] = read_outputs([self.batches.folder / n for n in names], part.batch_id)
+            outcome = self._read[part.name].outcomes.get(custom_id)
+            if outcome is not None and outcome.ok:
+                return outcome
+        return None
 
 
 def _lost(part: Part, read: OutputRead) -> Outcome:
@@ -146,9 +184,17 @@ class BatchFolder:
     names a part in its batch. BatchError when the record is not readable."""
 
     def __init__(
-        self, folder: Path, limits: BatchLimits = BatchLimits(), *, endpoint: str = CHAT_URL, label: str = "mrcr_part"
+        self,
+        folder: Path,
+        limits: BatchLimits = BatchLimits(),
+        *,
+        endpoint: str = CHAT_URL,
+        label: str = "mrcr_part",
+        keep_files: bool = False,
     ):
         self.folder, self.limits, self.endpoint, self.label = Path(folder), limits, endpoint, label
+        self.keep_files = keep_files
+        self.notes: list[str] = []  # what happened to the batches that a user should know (vanished ones)
         path = self.folder / STATE_NAME
         try:
             self.state = (
@@ -168,6 +214,23 @@ class BatchFolder:
 
     def part_ids(self, part: Part) -> list[str]:
         return self.ids_path(part).read_text(encoding="utf-8").split()
+
+    def next_name(self) -> str:
+        numbers = [int(part.name.rsplit("-", 1)[-1]) for part in self.state.parts]
+        return f"part-{max(numbers, default=0) + 1:04d}"
+
+    def drop_unsent(self) -> list[Part]:
+        """Forget the parts never uploaded (written by a run that ended before it uploaded them), so
+        the consumer writes the requests of its own selection instead: no batch can have been
+        made of them. Returns them."""
+        unsent = [part for part in self.state.parts if part.input_file_id is None and part.batch_id is None]
+        if unsent:
+            self.state.parts = [part for part in self.state.parts if part not in unsent]
+            self.save()
+            for part in unsent:
+                self.requests_path(part).unlink(missing_ok=True)
+                self.ids_path(part).unlink(missing_ok=True)
+        return unsent
 
     def writer(self) -> PartWriter:
         return PartWriter(self)
@@ -190,42 +253,65 @@ class BatchFolder:
             foreign = read.foreign_to(ids)
             ended.problems += read.problems()
             ended.problems += [f"{part.name}: a line for {c}, which the batch never had; ignored" for c in foreign]
-            lost = _lost(part, read)
+            lost = None if part.vanished else _lost(part, read)  # a vanished part's other requests: resent
             for custom_id in ids:
                 outcome = read.outcomes.get(custom_id, lost)
+                if outcome is None:
+                    continue
                 known = ended.outcomes.get(custom_id)
                 if known is None or (outcome.ok and not known.ok):
                     ended.outcomes[custom_id] = outcome
         return ended
 
     def mark_recorded(self, parts: list[Part]) -> None:
+        """Note that every outcome of these parts is recorded by the consumer."""
         for part in parts:
             part.graded = True
         self.save()
 
+    def kept(self) -> KeptReplies:
+        """The HTTP-200 replies of every ended part, recorded or not, found by custom id."""
+        return KeptReplies(self)
+
     async def submit(self, client: Any, *, max_retries: int) -> tuple[int, int]:
         """Upload each part not uploaded yet and make each uploaded part a batch (or adopt the one a
-        killed run made), recording each id at once; (batches, requests) submitted now."""
+        killed run made), recording each id at once; (batches, requests) submitted now. An uploaded
+        file the server no longer has (404) is uploaded again from the part's requests."""
         batches = requests = 0
         for part in self.state.parts:
             if part.batch_id is not None:
                 continue
             adopted: Any = None
-            if part.input_file_id is None:
-                upload = functools.partial(client.files.create, file=self.requests_path(part), purpose="batch")
-                part.input_file_id = (await api_call(upload, max_retries=max_retries)).id
-                self.save()
-            else:
+            if part.input_file_id is not None:
                 adopted = await _adopted(client, part.input_file_id, max_retries)
             batch: Any = adopted
             if batch is None:
-                batch = await api_call(self._creator(client, part, max_retries), max_retries=max_retries)
+                batch = await self._made(client, part, max_retries)
             part.batch_id, part.status = batch.id, batch.status
             self.save()
             self.requests_path(part).unlink(missing_ok=True)  # the API holds it now
             if adopted is None:
                 batches, requests = batches + 1, requests + part.requests
         return batches, requests
+
+    async def _upload(self, client: Any, part: Part, max_retries: int) -> None:
+        upload = functools.partial(client.files.create, file=self.requests_path(part), purpose="batch")
+        part.input_file_id = (await api_call(upload, max_retries=max_retries)).id
+        self.save()
+
+    async def _made(self, client: Any, part: Part, max_retries: int) -> Any:
+        """A new batch of the part (uploaded first if it is not, or if its file vanished)."""
+        for attempt in range(2):
+            if part.input_file_id is None:
+                await self._upload(client, part, max_retries)
+            try:
+                return await api_call(self._creator(client, part, max_retries), max_retries=max_retries)
+            except ChatError as exc:
+                if exc.status != 404 or attempt or not self.requests_path(part).exists():
+                    raise
+                self.notes.append(f"{part.name}: uploaded file {part.input_file_id} is gone (404); uploaded again")
+                part.input_file_id = None
+        raise AssertionError("unreachable")
 
     def _creator(self, client: Any, part: Part, max_retries: int) -> Callable[[], Any]:
         """The call that makes `part` a batch. A retry first looks for the batch an earlier attempt
@@ -261,22 +347,60 @@ class BatchFolder:
             delay = min(self.limits.poll_cap_s, delay * 2)
 
     async def _check(self, client: Any, part: Part, max_retries: int, on_status: Callable[[str], None] | None) -> None:
-        batch = await api_call(functools.partial(client.batches.retrieve, part.batch_id), max_retries=max_retries)
+        try:
+            batch = await api_call(functools.partial(client.batches.retrieve, part.batch_id), max_retries=max_retries)
+        except ChatError as exc:
+            if exc.status != 404:
+                raise
+            # The Batches API answers (not a wrong URL, where every path is a 404): the batch is gone.
+            await api_call(lambda: client.batches.list(limit=1), max_retries=max_retries)
+            self._vanish(part, f"batch {part.batch_id} is gone from the server (404)")
+            return
         part.status = batch.status
         if batch.status in TERMINAL:
             part.failure = _failure(batch)
-            if batch.output_file_id:
-                target = self.folder / f"{part.name}.output.jsonl"
-                part.output = await _download(client, batch.output_file_id, target, max_retries)
-            if batch.error_file_id:
-                target = self.folder / f"{part.name}.errors.jsonl"
-                part.errors = await _download(client, batch.error_file_id, target, max_retries)
+            try:
+                for kind, file_id in (("output", batch.output_file_id), ("errors", batch.error_file_id)):
+                    if file_id and getattr(part, kind) is None:
+                        target = self.folder / f"{part.name}.{kind}.jsonl"
+                        setattr(part, kind, await _download(client, file_id, target, max_retries))
+                        self.save()
+            except ChatError as exc:
+                if exc.status != 404:
+                    raise
+                self._vanish(part, f"a file of batch {part.batch_id} is gone from the server (404)")
+                return
             part.done = True
+            self.save()
+            await self._delete_files(client, part, batch, max_retries)
         self.save()
         if on_status is not None:
             counts = batch.request_counts
             done = f" ({counts.completed} done, {counts.failed} failed of {counts.total})" if counts else ""
             on_status(f"batch {part.batch_id} ({part.name}): {batch.status}{done}")
+
+    def _vanish(self, part: Part, why: str) -> None:
+        """The part's batch or a file of it is gone: what was downloaded is kept, its other
+        requests have no outcome (the consumer sends them again)."""
+        part.done = part.vanished = True
+        part.status, part.failure = part.status or "vanished", why
+        self.save()
+        self.notes.append(f"{part.name}: {why}; its requests without a downloaded reply are sent again")
+
+    async def _delete_files(self, client: Any, part: Part, batch: Any, max_retries: int) -> None:
+        """Delete the batch's files from the account once they are downloaded and recorded (the run
+        folder holds their content); a file already gone is not an error, a failure is a note."""
+        if self.keep_files or part.files_deleted:
+            return
+        for file_id in (part.input_file_id, batch.output_file_id, batch.error_file_id):
+            if file_id:
+                try:  # hygiene, not the run's work: one retry, and a failure is only said
+                    await api_call(functools.partial(client.files.delete, file_id), max_retries=min(max_retries, 1))
+                except ChatError as exc:
+                    if exc.status != 404:
+                        self.notes.append(f"{part.name}: could not delete file {file_id} from the account: {exc}")
+        part.files_deleted = True
+        self.save()
 
 
 async def _download(client: Any, file_id: str, target: Path, max_retries: int) -> str:

@@ -33,6 +33,8 @@ BATCH_FAILED = "batch_failed"
 NOT_IN_RESULTS = "not_in_results"
 #: The check of a row error: its request alone is larger than a batch file may be.
 TOO_LARGE = "batch_too_large"
+#: How the OpenAI Batch API's output lines begin their `id` (vllm run-batch's begin with `vllm-`).
+OPENAI_LINE_ID = "batch_req_"
 #: How many torn lines `OutputRead.problems` names one by one.
 SHOWN = 10
 
@@ -133,6 +135,7 @@ class OutputRead:
     torn: list[str] = field(default_factory=list)  # "path:line" of lines that are not output lines
     conflicts: list[str] = field(default_factory=list)  # custom ids with replies that differ
     duplicates: int = 0  # replies repeated word for word (kept once)
+    batch_api: bool = False  # lines of the OpenAI Batch API (ids `batch_req_...`), billed at its discount
 
     def add(self, custom_id: str, outcome: Outcome) -> None:
         known = self.outcomes.get(custom_id)
@@ -154,6 +157,7 @@ class OutputRead:
         self.torn += other.torn
         self.conflicts += [c for c in other.conflicts if c not in self.conflicts]
         self.duplicates += other.duplicates
+        self.batch_api = self.batch_api or other.batch_api
 
     def foreign_to(self, request_ids: Collection[str]) -> list[str]:
         """The custom ids of these files that `request_ids` never had."""
@@ -195,6 +199,7 @@ def read_output(path: str | os.PathLike, batch_id: str | None = None) -> OutputR
                 read.torn.append(f"{path}:{number}")
                 continue
             read.add(*found)
+            read.batch_api = read.batch_api or str(line.get("id", "")).startswith(OPENAI_LINE_ID)
     return read
 
 

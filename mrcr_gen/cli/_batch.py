@@ -10,7 +10,16 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from ._common import EXIT_FINDINGS, CommandError, data_inputs, one_line, run_app, stderr
+from ._common import (
+    EXIT_FINDINGS,
+    TOKENIZER_HELP,
+    CommandError,
+    checked_tokenizer,
+    data_inputs,
+    one_line,
+    run_app,
+    stderr,
+)
 
 batch_app = typer.Typer(
     add_completion=False,
@@ -36,10 +45,26 @@ def _config(given: dict[str, Any], out: str) -> Any:
     options["data"] = [str(p) for p in data_inputs(options["data"], with_csv=True)]
     options["needles"] = options["needles"] or None
     options["bins"] = options["bins"] or None
+    options["tokenizer_spec"] = given["tokenizer"]
+    if given["tokenizer"] != "o200k_base":
+        checked_tokenizer(given["tokenizer"])
     try:
         return EvalConfig(**options | {"out": out})
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
+
+
+def _over_window(config: Any) -> list[Any] | None:
+    """The rows over --max-context-window counted with --tokenizer (None: counted as the seed counts)."""
+    if config.max_context_window is None or config.counts_as_seed:
+        return None
+    from .._api import preflight
+    from ..eval import EvalError
+
+    try:
+        return preflight(config)
+    except EvalError as exc:
+        raise CommandError(str(exc)) from None
 
 
 MODEL = typer.Option(..., "--model", "-m", help="The model name the requests carry (vllm run-batch --model M).")
@@ -53,6 +78,13 @@ TOKENS_FIELD = typer.Option(
 )
 EFFORT = typer.Option(None, "--reasoning-effort", help="Sent as reasoning_effort.")
 EXTRA_BODY = typer.Option(None, "--extra-body", help="JSON object merged into every request body.")
+PER_BIN = typer.Option(None, "--per-bin", min=1, help="At most K rows per (bin, needle count), as mrcr-eval --per-bin.")
+PER_BIN_SEED = typer.Option(0, "--per-bin-seed", help="The seed of the --per-bin hash.")
+CONTROL = typer.Option(None, "--control", help="query-only: each row's final query alone (NOT a score; as mrcr-eval).")
+WINDOW = typer.Option(
+    None, "--max-context-window", min=1, help="Leave out rows whose prompt has more tokens (--tokenizer)."
+)
+TOKENIZER = typer.Option("o200k_base", "--tokenizer", help=TOKENIZER_HELP)
 
 
 @batch_app.command(
@@ -72,13 +104,18 @@ def export(
     max_tokens_field: str = TOKENS_FIELD,
     reasoning_effort: str | None = EFFORT,
     extra_body: str | None = EXTRA_BODY,
+    per_bin: int | None = PER_BIN,
+    per_bin_seed: int = PER_BIN_SEED,
+    control: str | None = CONTROL,
+    max_context_window: int | None = WINDOW,
+    tokenizer: str = TOKENIZER,
 ) -> None:
     from .._api import export_batch
     from ..eval import EvalError
 
     config = _config(locals(), str(output.parent))
     try:
-        stats = export_batch(config, output)
+        stats = export_batch(config, output, too_long=_over_window(config))
     except EvalError as exc:
         raise CommandError(str(exc)) from None
     except OSError as exc:
@@ -111,9 +148,17 @@ def import_(
     max_tokens_field: str = TOKENS_FIELD,
     reasoning_effort: str | None = EFFORT,
     extra_body: str | None = EXTRA_BODY,
+    per_bin: int | None = PER_BIN,
+    per_bin_seed: int = PER_BIN_SEED,
+    control: str | None = CONTROL,
+    max_context_window: int | None = WINDOW,
+    tokenizer: str = TOKENIZER,
     strip_think: bool = typer.Option(False, "--strip-think", help="Grade without <think> blocks (NOT official)."),
     price_in: float | None = typer.Option(None, "--price-in", min=0, help="USD per 1M prompt tokens."),
     price_out: float | None = typer.Option(None, "--price-out", min=0, help="USD per 1M completion tokens."),
+    price_cached: float | None = typer.Option(
+        None, "--price-cached", min=0, help="USD per 1M cached prompt tokens (as for mrcr-eval)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table."),
 ) -> None:
     from .._api import import_batch, print_report, write_report
@@ -123,7 +168,7 @@ def import_(
         raise CommandError(f"{results}: no such file")
     config = _config(locals(), str(out))
     try:
-        stats = import_batch(config, results)
+        stats = import_batch(config, results, too_long=_over_window(config))
     except EvalError as exc:
         raise CommandError(str(exc)) from None
     summary = write_report(out)

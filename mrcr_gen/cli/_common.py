@@ -29,6 +29,8 @@ from .._paths import find_parquet_files
 from ..generate import checked_tokenizer, open_engine
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+#: `mrcr-eval report` of a run whose Batch API batches are still running: its numbers are partial.
+EXIT_PENDING = 3
 #: As a shell reports them: 128 + the signal's number.
 EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
@@ -165,6 +167,7 @@ __all__ = [
     "EXIT_FINDINGS",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_PENDING",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
     "TOKENIZER_HELP",

@@ -15,6 +15,7 @@ from rich.console import Console
 from ..eval import EvalConfig, EvalError, EvalFatal
 from ._common import (
     EXIT_FINDINGS,
+    EXIT_PENDING,
     NO_CACHE_HELP,
     TOKENIZER_HELP,
     CommandError,
@@ -39,7 +40,8 @@ app = typer.Typer(
 report_app = typer.Typer(
     add_completion=False,
     help="Rewrite RUN_DIR/summary.json and its plots and print the table; rows of a run made by an earlier "
-    "version get their failure analysis first (the data files are read again).",
+    "version get their failure analysis first (the data files are read again). Exit code 3 while Batch API "
+    "batches of the run are still running (the numbers leave their rows out).",
 )
 view_app = typer.Typer(
     add_completion=False,
@@ -97,6 +99,12 @@ def evaluate(
     ),
     wait: bool = typer.Option(
         True, "--wait/--no-wait", help="With --batch: wait for the batches to end, or submit, collect what ended, exit."
+    ),
+    keep_batch_files: bool = typer.Option(
+        False,
+        "--keep-batch-files",
+        help="With --batch: keep the batches' input, output and error files in the account (default: deleted once "
+        "downloaded into RUN_DIR/batches/).",
     ),
     concurrency: int = typer.Option(8, "--concurrency", "-c", min=1, help="Requests in flight at most."),
     max_context_window: int | None = typer.Option(
@@ -247,7 +255,11 @@ def evaluate(
     except ValidationError as exc:
         raise CommandError(one_line(exc)) from None
     too_long = _preflight(config, quiet) if max_context_window is not None and not config.counts_as_seed else None
-    stats = _run(config, too_long, batch=batch, poll_interval=poll_interval, wait=wait, quiet=quiet)
+    if keep_batch_files and not batch:
+        raise CommandError("--keep-batch-files needs --batch")
+    stats = _run(
+        config, too_long, batch=batch, poll_interval=poll_interval, wait=wait, quiet=quiet, keep=keep_batch_files
+    )
     _finish(out, stats, quiet)
 
 
@@ -297,7 +309,14 @@ def _progress(quiet: bool) -> Callable[[dict], None]:
 
 
 def _run(
-    config: EvalConfig, too_long: list[Any] | None, *, batch: bool, poll_interval: float, wait: bool, quiet: bool
+    config: EvalConfig,
+    too_long: list[Any] | None,
+    *,
+    batch: bool,
+    poll_interval: float,
+    wait: bool,
+    quiet: bool,
+    keep: bool = False,
 ) -> Any:
     """Run the evaluation (online or through the Batch API); its counts. A refusal still writes the
     report of what was recorded before it."""
@@ -308,7 +327,7 @@ def _run(
     on_record = _progress(quiet)
     try:
         if batch:
-            return asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet))
+            return asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet, keep))
         return asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
     except EvalFatal as exc:
         if not quiet and stderr.is_terminal:
@@ -353,7 +372,7 @@ def _finish(out: Path, stats: Any, quiet: bool) -> None:
 
 
 async def _run_batch(
-    config: EvalConfig, on_record: Any, too_long: Any, poll_interval: float, wait: bool, quiet: bool
+    config: EvalConfig, on_record: Any, too_long: Any, poll_interval: float, wait: bool, quiet: bool, keep: bool
 ) -> Any:
     from .._api import run_batch_async
     from ..eval import BatchLimits
@@ -364,7 +383,7 @@ async def _run_batch(
 
     limits = BatchLimits(poll_first_s=poll_interval)
     return await run_batch_async(
-        config, on_record=on_record, on_status=on_status, too_long=too_long, limits=limits, wait=wait
+        config, on_record=on_record, on_status=on_status, too_long=too_long, limits=limits, wait=wait, keep_files=keep
     )
 
 
@@ -466,6 +485,13 @@ def report(
     except ValueError as exc:  # run.json that is not JSON
         raise CommandError(str(exc)) from None
     print_report(summary, Console())
+    pending = summary.get("pending")
+    if pending:
+        raise CommandError(
+            f"{pending['rows']} rows are in {pending['batches']} Batch API batches still running: these numbers "
+            "leave them out; rerun the mrcr-eval command to collect them",
+            EXIT_PENDING,
+        )
 
 
 @view_app.command()

@@ -23,15 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import Field
 
-from .._openai import ChatError
-from .._usage import batch_price
-from ..batch import TOO_LARGE, BatchError, BatchFolder, BatchLimits, Outcome, PartWriter, encoded_line
-from ._batchfile import OpenRun, open_run, outcome_record, request_line
+from .._openai import ChatError, api_call, is_fatal
+from ..batch import TOO_LARGE, BatchError, BatchFolder, BatchLimits, KeptReplies, Outcome, PartWriter, encoded_line
+from ._batchfile import OpenRun, batch_priced, open_run, outcome_record, request_line
 from ._config import EvalConfig, EvalError, EvalFatal
 from ._items import EvalItem, EvalRecipe, recipe_named
 from ._planner import Planner, base_record
@@ -48,14 +47,6 @@ class BatchStats(RunStats):
     problems: list[str] = Field(default_factory=list)  # torn, duplicated, conflicting lines
 
 
-def batch_priced(record: dict[str, Any]) -> dict[str, Any]:
-    """run.json of a Batch API run: every price at the batch discount, the list price beside it."""
-    price = record.get("price_per_1m")
-    if not isinstance(price, dict):
-        return record
-    return record | {"price_per_1m": batch_price(price)}
-
-
 async def run_batch_async(
     config: EvalConfig,
     *,
@@ -67,18 +58,21 @@ async def run_batch_async(
     too_long: Sequence[Any] | None = None,
     limits: BatchLimits = BatchLimits(),
     wait: bool = True,
+    keep_files: bool = False,
 ) -> BatchStats:
     """Evaluate through the OpenAI Batch API (see the module docstring); returns the counts of this
     invocation. Writes results.jsonl, run.json and RUN_DIR/batches/; `write_report` writes the summary.
     `wait=False` submits, collects what has ended and returns (run.json not finished while batches
-    run). Raises EvalError for bad input or changed settings, EvalFatal when the API refused for good."""
+    run); `keep_files` keeps the batches' files in the account. Raises EvalError for bad input or
+    changed settings, EvalFatal when the API refused for good (an unknown model: before any upload)."""
     config = config.model_copy(update={"batch": "api"})
     with contextlib.ExitStack() as held:
         run = await asyncio.to_thread(held.enter_context, open_run(config, run_extra=batch_priced))
         try:
-            batches = BatchFolder(run.out / BATCH_DIR, limits, label="mrcr_eval_part")
+            batches = BatchFolder(run.out / BATCH_DIR, limits, label="mrcr_eval_part", keep_files=keep_files)
         except BatchError as exc:
             raise EvalError(f"{exc}; choose another --out") from None
+        await asyncio.to_thread(batches.drop_unsent)  # rebuilt for this command's selection
         client = client if client is not None else eval_client(config, api_key)
         writer = held.enter_context(ResultsWriter(run.out / RESULTS_NAME))
         batch = _BatchRun(config, recipes, run, batches, writer, on_record)
@@ -115,6 +109,8 @@ class _BatchRun:
         self.on_record = on_record
         self.stats = BatchStats()
         self.attempted: set[str] = set()  # sent or graded by this command: never sent again by it
+        self.model_checked = False
+        self.pending_bins: dict[str, int] = {}  # bin -> rows of the selection still in a batch
 
     def emit(self, record: dict) -> None:
         self.writer.write(record)
@@ -150,6 +146,8 @@ class _BatchRun:
         polled = False
         while True:
             planner = await self.walk(too_long, first_pass=not polled)
+            if any(part.batch_id is None for part in self.batches.state.parts):
+                await self.check_model(client)
             batches, requests = await self.batches.submit(client, max_retries=max_retries)
             self.stats.batches_submitted += batches
             self.stats.requests_submitted += requests
@@ -158,11 +156,27 @@ class _BatchRun:
             await self.batches.poll(client, wait=wait, max_retries=max_retries, on_status=on_status)
             polled = True
 
+    async def check_model(self, client: Any) -> None:
+        """Before anything is uploaded: EvalFatal when the account's model list (when the server
+        gives one) does not have the model, as an online run stops at its first reply."""
+        if self.model_checked:
+            return
+        self.model_checked = True
+        try:
+            page = await api_call(client.models.list, max_retries=self.config.max_retries)
+        except ChatError:
+            return  # a server without a model list: its batch lines will say
+        listed = {str(getattr(model, "id", "")) for model in getattr(page, "data", None) or []}
+        if listed and self.config.model not in listed:
+            raise EvalFatal(f"the Batch API refused: model {self.config.model!r} is not among the account's models")
+
     async def walk(self, too_long: Sequence[Any] | None, *, first_pass: bool) -> Planner:
-        """One walk of the data: the ended batches' outcomes graded and recorded, new requests
-        written to batch files; returns its planner."""
+        """One walk of the data: the ended batches' outcomes graded and recorded (a reply of an
+        earlier batch reused for a row that has none), new requests written to batch files;
+        returns its planner. EvalFatal, nothing recorded, when a batch was refused for good."""
         batches = self.batches
         ended = await asyncio.to_thread(batches.ended)
+        _refused_for_good(ended.outcomes.values())
         self.stats.problems += ended.problems
         waiting = await asyncio.to_thread(batches.waiting_ids)
         parts = batches.writer()
@@ -170,7 +184,7 @@ class _BatchRun:
             self.run.walk,
             self.recipes,
             too_long,
-            outcomes=ended.outcomes,
+            outcomes=Replies(ended.outcomes, batches.kept()),
             waiting=waiting,
             emit=self.emit,
             request=functools.partial(self.request, parts),
@@ -182,6 +196,7 @@ class _BatchRun:
             setattr(self.stats, name, getattr(self.stats, name) + getattr(counts.stats, name))
         if first_pass:  # later passes find this command's own grades done
             self.stats.resumed = counts.stats.resumed
+        self.pending_bins = counts.waiting
         return planner
 
     def finish(self, planner: Planner) -> None:
@@ -190,7 +205,44 @@ class _BatchRun:
         self.stats.batches_pending = len(pending)
         self.stats.requests_waiting = sum(part.requests for part in pending)
         self.stats.sent = self.stats.requests_submitted
-        self.run.write_run(finished=not pending, selection=planner.selection(), extra=batch_priced)
+        self.stats.problems += self.batches.notes
+        waiting = {"batches": len(pending), "rows": sum(self.pending_bins.values()), "by_bin": self.pending_bins}
+
+        def extra(record: dict[str, Any]) -> dict[str, Any]:
+            return batch_priced(record) | ({"pending": waiting} if pending else {})
+
+        self.run.write_run(finished=not pending, selection=planner.selection(), extra=extra)
+
+
+class Replies(Mapping[str, Outcome]):
+    """The outcomes a walk grades: those of the batches that just ended, else a reply an earlier
+    batch gave for the same content (a row outside an earlier, narrower selection; a row of the
+    same content as one graded)."""
+
+    def __init__(self, ended: Mapping[str, Outcome], kept: KeptReplies):
+        self.ended, self.kept = ended, kept
+
+    def __getitem__(self, custom_id: str) -> Outcome:
+        outcome = self.ended.get(custom_id)
+        if outcome is None or not outcome.ok:
+            outcome = self.kept.get(custom_id) or outcome
+        if outcome is None:
+            raise KeyError(custom_id)
+        return outcome
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ended)
+
+    def __len__(self) -> int:
+        return len(self.ended)
+
+
+def _refused_for_good(outcomes: Iterable[Outcome]) -> None:
+    """EvalFatal for a batch line refused as an online request is refused for good (bad key,
+    forbidden, unknown model): nothing is recorded, so a rerun says so again and sends nothing."""
+    for outcome in outcomes:
+        if not outcome.ok and is_fatal(outcome.status, outcome.error or ""):
+            raise EvalFatal(f"the Batch API refused: {outcome.error}")
 
 
 __all__ = ["BatchLimits", "BatchStats", "batch_priced", "run_batch_async"]

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from .._files import atomic_path, file_sha256
 from .._openai import ChatError, completion_from_body, is_prompt_too_long
+from .._usage import batch_price
 from ..batch import (
     BATCH_FAILED,
     EXPIRED,
@@ -65,6 +66,14 @@ def request_line(item: EvalItem, recipe: EvalRecipe, config: EvalConfig) -> dict
     return batch_request_line(item.digest, {"model": config.model, "messages": messages, **params, **extra})
 
 
+def batch_priced(record: dict[str, Any]) -> dict[str, Any]:
+    """run.json of replies from the Batch API: every price at the batch discount, the list price beside it."""
+    price = record.get("price_per_1m")
+    if not isinstance(price, dict):
+        return record
+    return record | {"price_per_1m": batch_price(price)}
+
+
 def outcome_record(item: EvalItem, recipe: EvalRecipe, outcome: Outcome, config: EvalConfig) -> dict[str, Any]:
     """The fields of the row's record besides `base | base_record`: its graded reply (latency
     unknown: the batch ran it), or a row error whose check says why."""
@@ -92,6 +101,7 @@ class PassCounts:
 
     stats: RunStats = field(default_factory=RunStats)
     used: set[str] = field(default_factory=set)  # the digests whose outcome was graded
+    waiting: dict[str, int] = field(default_factory=dict)  # bin -> selected rows still in a batch
 
 
 def plan_pass(
@@ -131,6 +141,9 @@ def plan_pass(
                 emit(base | base_record(item, recipe, shas[item.source], tokenizer=config.tokenizer_spec) | fields)
             elif item.digest not in waiting:
                 request(item)
+            else:
+                label = recipe_named(item.recipe, recipes).bin_label(item.bin_upper)
+                counts.waiting[label] = counts.waiting.get(label, 0) + 1
     stats.resumed = planner.resumed
     return planner, counts
 
@@ -201,7 +214,8 @@ def export_requests(
     too_long: Sequence[Any] | None = None,
 ) -> ExportStats:
     """Write the batch input file of the rows `config` selects (its filters and window), one request
-    per distinct row content, as `mrcr-eval --batch` would send them; nothing else is written."""
+    per distinct row content, as `mrcr-eval --batch` would send them; nothing else is written.
+    EvalError, and no file, when a data file cannot be read or no row can be sent."""
     files = resolve_inputs(config.data)
     for path in files:
         if not Path(path).is_file():
@@ -210,6 +224,7 @@ def export_requests(
     base = {"settings": settings_fingerprint(config.settings())}
     stats = ExportStats()
     seen: set[str] = set()
+    refused: list[dict] = []  # error records: unreadable files and rows that cannot be sent
     with atomic_path(output) as tmp, open(tmp, "wb") as handle:
 
         def request(item: EvalItem) -> None:
@@ -232,12 +247,30 @@ def export_requests(
             _over_window(too_long),
             outcomes={},
             waiting=(),
-            emit=lambda record: None,
+            emit=lambda record: refused.append(record) if record.get("status") == STATUS_ERROR else None,
             request=request,
         )
+        _refuse_export(refused, stats.requests)  # before the file is in place: nothing is written
     stats.skipped, stats.errors, stats.file_errors = counts.stats.skipped, counts.stats.errors, counts.stats.file_errors
     stats.unreadable = planner.unreadable
     return stats
+
+
+def _refuse_export(refused: list[dict], requests: int) -> None:
+    """EvalError for an export with an unreadable file, or with no request at all (why, in one line)."""
+    files = [r for r in refused if r.get("check") == "file"]
+    if files:
+        more = f" (and {len(files) - 1} more unreadable files)" if len(files) > 1 else ""
+        raise EvalError(f"{files[0]['error']}{more}")
+    if requests:
+        return
+    if not refused:
+        raise EvalError("nothing to export: no row of the data files is selected")
+    first = refused[0]
+    raise EvalError(
+        f"nothing to export: none of the {len(refused)} selected rows can be sent "
+        f"({first['file']} row {first['row']}: {first.get('error')})"
+    )
 
 
 class ImportStats(RunStats):
@@ -304,13 +337,15 @@ def import_results(
     """Grade a batch output file (OpenAI's or `vllm run-batch`'s) into the run folder `config.out`,
     as an online run of the same rows would record them; a selected row without a line in it is
     a row error (`not_in_results`), which a later import of another results file can fill.
+    Replies of the OpenAI Batch API (line ids `batch_req_...`) are priced at its discount.
     Torn lines are reported (`problems`) and the other replies graded; EvalError (nothing written)
     for what `read_results_file` refuses."""
     config = config.model_copy(update={"batch": "file", "base_url": OFFLINE})
     read = read_results_file(config, results, recipes)
     outcomes = read.outcomes
     stats = ImportStats(results=len(outcomes), problems=read.problems())
-    with open_run(config) as run, ResultsWriter(run.out / RESULTS_NAME) as writer:
+    priced = batch_priced if read.batch_api else None  # the Batch API billed these replies at its discount
+    with open_run(config, run_extra=priced) as run, ResultsWriter(run.out / RESULTS_NAME) as writer:
 
         def emit(record: dict) -> None:
             writer.write(record)
@@ -329,7 +364,7 @@ def import_results(
             )
 
         planner, counts = run.walk(recipes, too_long, outcomes=outcomes, waiting=(), emit=emit, request=missing)
-        run.write_run(finished=True, selection=planner.selection())
+        run.write_run(finished=True, selection=planner.selection(), extra=priced)
     stats.scored, stats.skipped, stats.resumed = counts.stats.scored, counts.stats.skipped, counts.stats.resumed
     stats.errors += counts.stats.errors
     stats.file_errors = counts.stats.file_errors

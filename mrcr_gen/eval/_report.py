@@ -253,6 +253,8 @@ def _run_fields(run: dict[str, Any], rows: _Rows, recipes: Sequence[EvalRecipe])
         # A control scoring above its declared floor means the model has seen the rows (see _control).
         "memorization": control_test(rows.scored, recipes) if control else None,
         "complete": bool(run.get("finished", True)) and not rows.errors and not rows.file_errors,
+        # Rows of the selection still in a Batch API batch (`--batch --no-wait`): not in n_rows yet.
+        "pending": run.get("pending"),
     }
 
 
@@ -459,11 +461,19 @@ def render_table(summary: dict[str, Any], title: str | None = None, *, floors: S
         f"{'' if cost is None else f'; cost ${cost:,.4f}'}"
         f"{f' (prompt caching saved ${saved:,.4f})' if saved else ''}"
         f"{'' if summary.get('complete', True) else '; INCOMPLETE'}"
+        f"{_pending_note(summary.get('pending'))}"
         f"{_not_official(summary, floors)}"
         f"{_bins_note(summary)}"
         f"{_floors_note(floors)}"
     )
     return table
+
+
+def _pending_note(pending: Any) -> str:
+    if not pending:
+        return ""
+    bins = ", ".join(f"{label} {count}" for label, count in pending.get("by_bin", {}).items())
+    return f"; {pending['rows']} rows still in {pending['batches']} running batches ({bins}): not counted yet"
 
 
 def _bins_note(summary: dict[str, Any]) -> str:

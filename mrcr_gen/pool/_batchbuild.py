@@ -240,6 +240,7 @@ async def run_batches(
         await folder.poll(client, wait=wait, max_retries=max_retries, on_status=on_status)
         polled = True
     progress.waiting = sum(part.requests for part in folder.pending()) + len(progress.elsewhere)
+    progress.problems += folder.notes  # vanished batches and files, files not deleted
     return progress
 
 

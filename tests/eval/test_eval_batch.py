@@ -59,7 +59,8 @@ def test_batch_run_grades_as_an_online_run_at_half_the_price(small_data, tmp_pat
         online_bodies = sorted(server.requests, key=json.dumps)
     faults = {"upload": {1: Fault.rate_limit()}, "retrieve": {1: Fault.server_error()}}
     with ChatServer("oracle", batches=BatchBehaviour(polls=2, api_faults=faults)) as server:
-        done = batch_run(small_data, tmp_path / "batch", server, BatchLimits(max_requests=5, poll_first_s=0.01))
+        limits = BatchLimits(max_requests=5, poll_first_s=0.01)
+        done = batch_run(small_data, tmp_path / "batch", server, limits, keep_files=True)  # files read below
         assert server.total_requests == 0  # nothing online
         parts = uploaded_requests(server)
         assert [len(p) for p in parts] == [5, 5, 2] and server.stats()["batches_created"] == 3
@@ -100,7 +101,8 @@ def test_batch_run_grades_as_an_online_run_at_half_the_price(small_data, tmp_pat
 
 def test_batch_files_stay_within_the_byte_limit(small_data, tmp_path, api_key):
     with ChatServer("oracle") as server:
-        done = batch_run(small_data, tmp_path / "run", server, BatchLimits(max_bytes=8_000, poll_first_s=0.01))
+        limits = BatchLimits(max_bytes=8_000, poll_first_s=0.01)
+        done = batch_run(small_data, tmp_path / "run", server, limits, keep_files=True)
         sizes = [f["object"]["bytes"] for f in server.files.values() if f["object"]["purpose"] == "batch"]
     assert len(sizes) > 3 and all(size <= 8_000 for size in sizes)
     assert sum(len(p) for p in uploaded_requests(server)) == 12 and done["summary"]["complete"]
@@ -118,13 +120,13 @@ def test_a_batch_that_expires_with_some_requests_done(small_data, tmp_path, api_
     """Expired requests are row errors (0 in the mean, incomplete); a rerun sends those alone again."""
     out = tmp_path / "run"
     with ChatServer("oracle", batches=BatchBehaviour(expire_after=5)) as server:
-        done = batch_run(small_data, out, server)
+        done = batch_run(small_data, out, server, keep_files=True)
         summary = done["summary"]
         assert summary["n_scored"] == 5 and summary["errors"]["by_check"] == {"batch_expired": 7}
         assert not summary["complete"] and summary["mean_score"] == pytest.approx(5 / 12)
         expired = {r["digest"] for r in results(out) if r["status"] == "error"}
         server.batch_behaviour = BatchBehaviour()
-        again = batch_run(small_data, out, server)
+        again = batch_run(small_data, out, server, keep_files=True)
         second = uploaded_requests(server)[1]
     assert {line["custom_id"] for line in second} == expired  # never a row that has a result
     assert again["stats"].requests_submitted == 7 and again["stats"].resumed == 5
@@ -182,7 +184,7 @@ def test_the_batch_state_survives_a_run_killed_between_upload_and_batch(small_da
     """A file uploaded by a run that never recorded its batch: the batch made of it is adopted, not made again."""
     out = tmp_path / "run"
     with ChatServer("oracle") as server:
-        batch_run(small_data, out, server)
+        batch_run(small_data, out, server, keep_files=True)  # a killed run deleted nothing
         state_path = out / "batches" / "batches.json"
         state = json.loads(state_path.read_text())
         # As if killed right after batches.create: the id never reached the record.

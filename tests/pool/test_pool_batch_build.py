@@ -334,3 +334,17 @@ def test_a_batch_made_but_whose_answer_was_lost_is_adopted_not_made_twice(tmp_pa
         stats = server.stats()
     assert report is not None and report.written == 8 and progress.batches == 1
     assert (stats["batches_created"], stats["batch_requests"], stats["api_calls"]["create"]) == (1, 8, 1)
+
+
+def test_a_vanished_batch_is_sent_again_once_and_said(tmp_path):
+    """Issue 34 item 4 on the same BatchFolder: a batch the server no longer has (404) is not an
+    error; its writings are sent again once, and the build says so."""
+    with ChatServer(writer_policy, batches=BatchBehaviour(hold=True)) as server:
+        progress, report = build(server, tmp_path, wait=False)
+        assert report is None and progress.waiting == 8
+        server.batches.clear()
+        server.release_batches()
+        progress, report = build(server, tmp_path)
+        assert report is not None and report.written == 8
+        assert server.stats()["batch_requests"] == 16 and server.api_calls["create"] == 2
+    assert [line for line in progress.problems if "is gone from the server (404)" in line]

@@ -70,6 +70,22 @@ def test_every_response_that_came_back_is_billed(tmp_path):
     )
 
 
+def test_the_cost_of_a_pool_build_is_the_usage_ledgers(tmp_path):
+    """Issue 34 (one ledger): a pool build prices cached prompt tokens at the cached price, as an
+    eval run does (`_usage.cost`), not as plain input."""
+    from mrcr_gen._usage import Usage, cost
+
+    plan = plan_asks(formats=["poem"], entities=4)
+    price = {"input": 2.0, "cached_input": 0.5, "output": 10.0}
+    with ChatServer(writer_policy, cached_share=0.5) as server:
+        report = build(server, plan, tmp_path, price=price)
+    assert report.cached_tokens > 0
+    usage = Usage(report.prompt_tokens, report.completion_tokens, report.reasoning_tokens, report.cached_tokens)
+    expected = (2.0 * (report.prompt_tokens - report.cached_tokens) + 0.5 * report.cached_tokens
+                + 10.0 * report.completion_tokens) / 1e6  # fmt: skip
+    assert report.cost_usd == cost(price, usage)["cost_usd"] == pytest.approx(expected)
+
+
 def test_gets_through_every_fault(tmp_path):
     plan = plan_asks(formats=["poem", "riddle"], entities=4, needle_asks=1, needle_variants=3)
     faults = {1: Fault.rate_limit(retry_after=1), 2: Fault.server_error(), 3: Fault.slow(2.0), 4: Fault.malformed(), 5: Fault.empty()}

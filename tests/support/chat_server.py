@@ -484,6 +484,14 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(404, {"error": {"message": "not found"}})
 
+    def do_DELETE(self) -> None:  # noqa: N802 - stdlib name
+        chat = self.chat
+        route = self.path.split("?")[0].rstrip("/")
+        if route.startswith("/v1/files/"):
+            self._send_json(*delete_file(chat, route.rsplit("/", 1)[-1]))
+        else:
+            self._send_json(404, {"error": {"message": "not found"}})
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         chat = self.chat
         reading = time.time()
@@ -869,6 +877,18 @@ def _batch_answer(chat: ChatServer, endpoint: str, route: str, raw: bytes, conte
             if not chat.batch_behaviour.hold and batch["_checks"] >= chat.batch_behaviour.polls:
                 _end_batch(chat, batch)
         return 200, _public(batch)
+
+
+def delete_file(chat: ChatServer, file_id: str) -> tuple[int, dict]:
+    """``DELETE /v1/files/{id}``: the file is marked `_gone` (kept, so that tests can still read what was
+    uploaded); `api_calls["delete"]` counts the calls. A second deletion is a 404."""
+    with chat._lock:
+        chat.api_calls["delete"] += 1
+        found = chat.files.get(file_id)
+        if found is None or found.get("_gone"):
+            return _not_found("file")
+        found["_gone"] = True
+    return 200, {"id": file_id, "object": "file", "deleted": True}
 
 
 def _parse_faults(text: str | None) -> dict[int, Fault] | None:

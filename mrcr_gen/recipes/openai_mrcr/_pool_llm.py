@@ -32,8 +32,9 @@ from rich.progress import (
 
 from ..._files import Busy, exclusive_lock, write_text_atomic
 from ..._models import Ask, _Frozen
-from ..._prices import PRICES, cost_usd, price_for  # noqa: F401 - re-exported
+from ..._prices import PRICES, price_for, price_per_1m  # noqa: F401 - re-exported
 from ..._seeding import derived_rng
+from ..._usage import Usage, cost
 from ...pool._batchbuild import BatchFigures, batches_path, refuse_held_writings, running_requests
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
 from ...pool._pool import PoolError, check_pool_out, write_pool_of
@@ -198,7 +199,7 @@ def build_pool_openai(
     params: Mapping[str, Any] | None = None,
     *,
     api_key: str | None = None,
-    price: tuple[float, float] | None = None,
+    price: tuple[float, float] | Mapping[str, float] | None = None,
     timeout: float = 600.0,
     max_retries: int = 8,
     backoff_base: float = 1.0,
@@ -227,8 +228,8 @@ def build_pool_openai(
             f"{running:,} writings of {out} are in batches still running ({batches_path(out)}): "
             "collect them first with `pool build --batch`"
         )
-    if price is None:
-        price = price_for(model)
+    if not isinstance(price, Mapping):  # (input, output): cached input at the model's cached price, else input
+        price = price_per_1m(model, *price) if price is not None else price_per_1m(model)
     started = time.perf_counter()
     where = endpoint(base_url)
     cache = WritingCache(cache_dir or default_cache_dir())
@@ -258,7 +259,7 @@ class _PoolBuild:
         params: dict[str, Any],
         where: str,
         cache: WritingCache,
-        price: tuple[float, float] | None,
+        price: Mapping[str, float] | None,
         concurrency: int,
         *,
         max_retries: int,
@@ -282,8 +283,16 @@ class _PoolBuild:
         self.runner = BoundedRunner(concurrency)
         self.compare: str | os.PathLike | None = None  # the quality report's reference pool
 
+    def cost(self) -> float | None:
+        """What this run's responses cost, through the usage ledger (cached tokens at the cached price)."""
+        if self.price is None:
+            return None
+        billed = self.billed
+        usage = Usage(billed.prompt_tokens, billed.completion_tokens, billed.reasoning_tokens, billed.cached_tokens)
+        return cost(self.price, usage)["cost_usd"]
+
     def cost_text(self) -> str:
-        value = cost_usd(self.price, self.billed.prompt_tokens, self.billed.completion_tokens)
+        value = self.cost()
         return "cost n/a" if value is None else f"~${value:,.4f}"
 
     def write_missing(
@@ -397,7 +406,7 @@ class _PoolBuild:
             completion_tokens=billed.completion_tokens,
             reasoning_tokens=billed.reasoning_tokens,
             cached_tokens=billed.cached_tokens,
-            cost_usd=cost_usd(self.price, billed.prompt_tokens, billed.completion_tokens),
+            cost_usd=self.cost(),
             truncated=sum(1 for _, (_, finish) in finished if finish == "length"),
             **pool_figures(writings, duplicates),
             elapsed_s=time.perf_counter() - started,
