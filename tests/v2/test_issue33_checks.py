@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mrcr_gen.recipes.mrcr_v2 import iter_records, validate_v2_paths
-from tests.v2.test_validate import _distractor_turn, _edit_turn, _needle_ask, rewrite
+from tests.v2.test_validate import _distractor_turn, _edit_turn, _lone, _needle_ask, rewrite
 
 
 def test_duplicated_csv_rows_are_errors(v2_csv: Path, tmp_path: Path) -> None:
@@ -20,13 +20,15 @@ def test_duplicated_csv_rows_are_errors(v2_csv: Path, tmp_path: Path) -> None:
 
 def test_a_look_alike_key_is_an_error(v2_csv: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
+    lone = _lone(list(iter_records(v2_csv)))  # a row whose key no other row asks about
 
     def mutate(records: list[dict]) -> None:
-        _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).lower().rstrip("."))
+        record = records[lone]
+        _edit_turn(record, _distractor_turn(record), ask=_needle_ask(record).lower().rstrip("."))
 
     rewrite(v2_csv, bad, mutate)
     (finding,) = validate_v2_paths([bad], tokens=False).report.findings
-    assert (finding.row, finding.check, finding.severity) == (2, "needle_ask_elsewhere", "error")
+    assert (finding.row, finding.check, finding.severity) == (lone, "needle_ask_elsewhere", "error")
     assert "but for case or punctuation" in finding.message
 
 

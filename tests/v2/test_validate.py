@@ -221,7 +221,8 @@ def _near_duplicate_no_period(records):
 
 
 def _near_duplicate_inner_comma(records):
-    _edit_turn(records[2], _distractor_turn(records[2]), ask=_needle_ask(records[2]).replace(" about ", ", about ", 1))
+    record = records[_lone(records)]
+    _edit_turn(record, _distractor_turn(record), ask=_needle_ask(record).replace(" about ", ", about ", 1))
 
 
 def _needle_ask_in_fewshot(records):
