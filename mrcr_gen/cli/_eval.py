@@ -409,7 +409,7 @@ def _report_inspect_logs(folder: Path, logs: list[Path]) -> None:
             _report_inspect_log(path, console, title=str(path))
             reported += 1
         except CommandError as exc:
-            stderr.print(f"skipped {exc}", highlight=False)
+            print(f"skipped {exc}", file=sys.stderr)  # one line, never wrapped: scripts read it
     if not reported:
         raise CommandError(f"{folder}: no Inspect log of {' or '.join(_tasks())} in it")
 
