@@ -88,6 +88,18 @@ def _empty_pool(files: Sequence[Path], rows: int, pairs: int) -> PoolError:
     )
 
 
+def _checked_inputs(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> list[Path]:
+    """The input files, each one there, and `out` a pool we may write (PoolError: nothing written)."""
+    files = [Path(p) for p in paths]
+    if not files:
+        raise PoolError("no input files: the pool would be empty")
+    for path in files:
+        if not path.is_file():
+            raise PoolError(f"{path} does not exist")
+    check_pool_out(out, [catalog_path(out), quality_report_path(out)])
+    return files
+
+
 def harvest_files(
     paths: Sequence[str | os.PathLike],
     out: str | os.PathLike,
@@ -100,13 +112,7 @@ def harvest_files(
     the catalog found beside it; each writing counted with `tokenizer`. PoolError (nothing
     written) for a missing or unreadable input, or when the pool would be empty."""
     load_tokenizer(tokenizer)
-    files = [Path(p) for p in paths]
-    if not files:
-        raise PoolError("no input files: the pool would be empty")
-    for path in files:
-        if not path.is_file():
-            raise PoolError(f"{path} does not exist")
-    check_pool_out(out, [catalog_path(out), quality_report_path(out)])
+    files = _checked_inputs(paths, out)
     writings: list[PoolWriting] = []
     seen: set[tuple[str, str]] = set()
     pair_formats: Counter[str] = Counter()
