@@ -117,7 +117,7 @@ def test_an_uploaded_file_that_vanished_before_its_batch_is_uploaded_again(small
 def test_an_unknown_model_is_refused_before_anything_is_uploaded(small_data, tmp_path, capsys, api_key):
     """Item 8: as online, one line and exit 2, and nothing uploaded (the account's model list)."""
     out = tmp_path / "run"
-    with ChatServer("oracle") as server:
+    with ChatServer("oracle", known_models=["test-model"]) as server:
         args = command(small_data, out, server)
         args[args.index("test-model")] = "no-such-model"
         code, _, err = call(eval_main, args, capsys)

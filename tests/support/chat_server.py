@@ -465,8 +465,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         chat = self.chat
-        if self.path.rstrip("/") == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [{"id": "test-model", "object": "model", "owned_by": "test"}]})
+        if self.path.rstrip("/") == "/v1/models":  # the known models; a server taking any model lists none (404)
+            if chat.known_models is None:
+                self._send_json(404, {"error": {"message": "no model list", "type": "not_found"}})
+            else:
+                models = [{"id": name, "object": "model", "owned_by": "test"} for name in sorted(chat.known_models)]
+                self._send_json(200, {"object": "list", "data": models})
         elif self.path == "/stats":
             self._send_json(200, chat.stats())
         elif self.path == "/timeline":
