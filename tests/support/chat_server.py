@@ -289,6 +289,7 @@ class ChatServer:
         batches: BatchBehaviour | None = None,
         known_models: Sequence[str] | None = None,
         snapshot: str | None = None,
+        listed_models: Sequence[str] | None = None,
     ):
         self.policy: Policy = POLICIES[policy] if isinstance(policy, str) else policy
         self.batch_behaviour = batches or BatchBehaviour()
@@ -301,6 +302,10 @@ class ChatServer:
         # of a server whose latency varies, not all due at once (the default, jitter 0, is a wave).
         self.jitter = jitter
         self.known_models = None if known_models is None else frozenset(known_models)  # None: any model
+        # What GET /v1/models lists: the known models, else `listed_models` (a vLLM-like server lists
+        # the one it serves), else nothing (404: a server with no list, so no model is refused by it)
+        listed = known_models if known_models is not None else listed_models
+        self.listed_models = None if listed is None else sorted(listed)
         self.snapshot = snapshot  # the date of the model snapshot replies name, e.g. "2025-04-14"
         self._unstall = threading.Event()
         self._lock = threading.Lock()
@@ -465,11 +470,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         chat = self.chat
-        if self.path.rstrip("/") == "/v1/models":  # the known models; a server taking any model lists none (404)
-            if chat.known_models is None:
+        if self.path.rstrip("/") == "/v1/models":
+            if chat.listed_models is None:
                 self._send_json(404, {"error": {"message": "no model list", "type": "not_found"}})
             else:
-                models = [{"id": name, "object": "model", "owned_by": "test"} for name in sorted(chat.known_models)]
+                models = [{"id": name, "object": "model", "owned_by": "test"} for name in chat.listed_models]
                 self._send_json(200, {"object": "list", "data": models})
         elif self.path == "/stats":
             self._send_json(200, chat.stats())
@@ -917,7 +922,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     server = ChatServer(
         args.policy, _parse_faults(args.faults), delay=args.delay, jitter=args.jitter, port=args.port,
-        batches=BatchBehaviour(hold=args.batch_hold),
+        batches=BatchBehaviour(hold=args.batch_hold), listed_models=["test-model"],
     )
     print(f"PORT {server.port}", flush=True)
     try:
