@@ -54,9 +54,12 @@ def discard(moves: Sequence[tuple[str, str]]) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(target: str | os.PathLike, durable: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside `target`; move it over `target` only if the block succeeds
-    (under `publishing_deferred`, leave it for the caller of the engine to move)."""
+    (under `publishing_deferred`, leave it for the caller of the engine to move). `durable=False`
+    for scratch files removed within the run (a large file's parts, shared writings): no fsync,
+    so the data need never reach the disk (fsyncing them cost generation seconds); whoever
+    reuses one after a crash checks it is whole (`read_arrow_rows`)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.partial")
@@ -65,8 +68,9 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield tmp
-        with open(tmp, "rb") as written:
-            os.fsync(written.fileno())  # the data is on disk before the name points at it
+        if durable:
+            with open(tmp, "rb") as written:
+                os.fsync(written.fileno())  # the data is on disk before the name points at it
         if _deferred is not None:
             _deferred.append((str(tmp), str(target)))  # the engine's caller moves it (`publish`)
         else:
@@ -101,8 +105,8 @@ def save_figure(figure: Any, path: str | os.PathLike) -> None:
         figure.savefig(tmp, format="png")
 
 
-def write_text_atomic(target: str | os.PathLike, text: str) -> None:
-    with atomic_path(target) as tmp:
+def write_text_atomic(target: str | os.PathLike, text: str, durable: bool = True) -> None:
+    with atomic_path(target, durable) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 

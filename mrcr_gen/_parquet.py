@@ -153,14 +153,30 @@ def write_row_groups(tables: Iterable[pa.Table], path: str | os.PathLike, schema
 
 
 def write_arrow_atomic(table: pa.Table, path: str | os.PathLike) -> None:
-    """An uncompressed Arrow IPC file, atomically: scratch data that readers memory-map."""
-    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as ipc:
+    """An uncompressed Arrow IPC file, atomically: scratch data that readers memory-map, not
+    fsynced (see `atomic_path`; a reader of an earlier run's file checks it with `read_arrow_rows`)."""
+    with (
+        atomic_path(path, durable=False) as tmp,
+        pa.OSFile(str(tmp), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema) as ipc,
+    ):
         ipc.write_table(table)
 
 
 def read_arrow(path: str | os.PathLike) -> pa.Table:
     """A file of `write_arrow_atomic`, memory-mapped (its pages are shared between processes)."""
     return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+
+
+def read_arrow_rows(path: str | os.PathLike) -> int | None:
+    """The rows of a file of `write_arrow_atomic`, read from its footer (its data stays unread);
+    None when it is missing or not a whole file (a crash before the data reached the disk)."""
+    try:
+        with pa.memory_map(str(path)) as source:
+            reader = pa.ipc.open_file(source)
+            return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> None:

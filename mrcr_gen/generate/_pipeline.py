@@ -24,9 +24,9 @@ from ._units import (
     Join,
     JoinUnit,
     build_fingerprint,
-    finished_part,
     join_parts,
     parts_dir,
+    reusable_part,
     reusable_sidecar,
     write_chunk,
 )
@@ -181,7 +181,7 @@ class _Run:
             if parts is not None:
                 self.joins[file.path] = Join(self.job.builder, file.path, parts, len(chunks))
             for k, rows in enumerate(chunks):
-                if parts is not None and finished_part(parts, k) is not None:
+                if parts is not None and reusable_part(parts, k, len(rows)):
                     self._show(len(rows))
                     continue
                 units.append(ChunkUnit(self.job.builder, file.planned, rows, file.build, file.path, parts, k))

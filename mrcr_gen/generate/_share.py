@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._parquet import read_arrow_rows
 from .._tokens import DEFAULT_TOKENIZER
 from .._version import __version__
 from ..engines import Engine
@@ -49,11 +50,10 @@ def share_writings(
     if composed_alone < SHARE_WHEN:
         return None
     store = writings_store(writer, out, tokenizer)
-    units = [
-        (writer, start, min(start + SHARED_PART_KEYS, n_keys), store)
-        for start in range(0, n_keys, SHARED_PART_KEYS)
-        if not (store / f"{start}.arrow").is_file()
-    ]
+    parts = [(start, min(start + SHARED_PART_KEYS, n_keys)) for start in range(0, n_keys, SHARED_PART_KEYS)]
+    # A part an earlier run left is kept when whole (parts are not fsynced: a crash may cut one short).
+    whole = {start for start, stop in parts if read_arrow_rows(store / f"{start}.arrow") == stop - start}
+    units = [(writer, start, stop, store) for start, stop in parts if start not in whole]
     for _ in engine.map(compose_shared, units):
         pass  # a part that failed is composed by the workers that need it, as without sharing
     return store

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from .._card import sidecar_path
 from .._counts import sealed_sidecar
 from .._files import write_text_atomic
-from .._parquet import read_arrow, write_arrow_atomic
+from .._parquet import read_arrow, read_arrow_rows, write_arrow_atomic
 from .._tokens import load_tokenizer
 from .._version import __version__
 from ..engines import report_progress
@@ -66,8 +66,10 @@ def write_chunk(unit: ChunkUnit) -> None:
     if unit.parts is None:
         _write_file(unit.builder, unit.path, batches(), records)
         return
+    # Scratch, not fsynced (a rerun after a crash checks a part with `reusable_part`); the records
+    # last: they mark the part finished.
     write_arrow_atomic(pa.concat_tables(batches()), unit.parts / f"{unit.index}.arrow")
-    write_text_atomic(unit.parts / f"{unit.index}.jsonl", "".join(records))  # last: it marks the part finished
+    write_text_atomic(unit.parts / f"{unit.index}.jsonl", "".join(records), durable=False)
 
 
 def sidecar_line(build: str, record: dict[str, Any], tokenizer: str) -> str:
@@ -152,6 +154,20 @@ def finished_part(parts: Path, index: int) -> str | None:
     except OSError:
         pass
     return None
+
+
+def reusable_part(parts: Path, index: int, n_rows: int) -> bool:
+    """Whether an earlier run finished part `index` of `n_rows` rows whole: its parts are not
+    fsynced, so after a crash of the machine one may be cut short. One that is not is removed, so
+    that no join reads it before this run writes it again."""
+    records = finished_part(parts, index)
+    if records is None:
+        return False
+    if len(records.splitlines()) == n_rows and read_arrow_rows(parts / f"{index}.arrow") == n_rows:
+        return True
+    for name in (f"{index}.jsonl", f"{index}.arrow"):  # the marker first: a part without it is unfinished
+        (parts / name).unlink(missing_ok=True)
+    return False
 
 
 def build_fingerprint(builder: FileBuilder, file: PlannedFile) -> str:

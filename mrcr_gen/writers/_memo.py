@@ -81,7 +81,10 @@ class MemoizedWriter:
         """Every writing of the attached parts into the memo (a part that is missing is composed)."""
         keys = self.shared_keys()
         for part in sorted(self._store.glob("*.arrow"), key=lambda p: int(p.stem)) if self._store else ():
-            table = read_arrow(part)
+            try:
+                table = read_arrow(part)
+            except (OSError, pa.ArrowException):  # cut short by a crash (not fsynced): composed here instead
+                continue
             start = int(part.stem)
             texts, counts = table.column("text").to_pylist(), table.column("n_tokens").to_pylist()
             for key, text, n_tokens in zip(keys[start : start + len(texts)], texts, counts, strict=True):

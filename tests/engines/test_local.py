@@ -140,6 +140,35 @@ def test_writings_composed_once_and_shared_give_the_same_bytes(tmp_path, monkeyp
     assert files(shared.out) == files(alone.out)
 
 
+def test_a_shared_writings_part_cut_short_is_composed_again(tmp_path, monkeypatch) -> None:
+    """The shared writings' parts are scratch, not fsynced: one an earlier run left cut short (a
+    crash of the machine) is composed again, and a writer attached to it composes what it lacks."""
+    from types import SimpleNamespace
+
+    import mrcr_gen.generate._share as share_module
+    from mrcr_gen._parquet import read_arrow_rows
+
+    from .units import FewSharedKeysWriter
+
+    monkeypatch.setattr(share_module, "PAIR_TOKENS", 1)  # any job is large enough to share
+    monkeypatch.setattr(share_module, "SHARED_PART_KEYS", 1000)
+    writer = FewSharedKeysWriter(0)
+    rows = [(SimpleNamespace(max_tokens=65536),) * 4]  # what share_writings reads of a row spec
+    with LocalEngine(2) as engine:
+        store = share_module.share_writings(writer, rows, engine, tmp_path)
+        assert store is not None and sorted(p.name for p in store.iterdir()) == ["0.arrow", "1000.arrow", "2000.arrow"]
+        part = store / "1000.arrow"
+        whole = part.read_bytes()
+        part.write_bytes(whole[: len(whole) // 2])
+        assert read_arrow_rows(part) is None
+        reader = FewSharedKeysWriter(0)
+        reader.attach(store)  # what a worker of the rerun does if it reads the part before it is redone
+        keys = reader.shared_keys()[990:1010]
+        assert reader.writings(keys) == FewSharedKeysWriter(0).writings(keys)
+        assert share_module.share_writings(writer, rows, engine, tmp_path) == store
+    assert part.read_bytes() == whole and read_arrow_rows(store / "0.arrow") == 1000
+
+
 def test_a_generation_worker_killed_once_leaves_the_output_identical(tmp_path) -> None:
     import hashlib
 

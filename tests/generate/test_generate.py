@@ -339,6 +339,32 @@ def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeyp
     assert sum(again) == 4 and file_bytes(cfg.out) == file_bytes(whole.out)
 
 
+def test_a_part_cut_short_by_a_crash_is_written_again_not_joined(tmp_path, monkeypatch):
+    """Parts are scratch, not fsynced: after a crash of the machine one may be cut short (or its
+    marker hold fewer lines); a rerun writes it again instead of joining it."""
+    from mrcr_gen.engines import LocalEngine
+
+    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
+    cut_files_into_chunks(monkeypatch)
+    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    done = []
+
+    def interrupt(rows):
+        done.append(rows)
+        if len(done) == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
+    [parts] = cfg.out.rglob("*.parts")
+    cut = parts / "1.arrow"
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])  # the data never reached the disk
+    (parts / "2.jsonl").write_text("", encoding="utf-8")  # a marker whose line was lost
+    generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1))
+    assert file_bytes(cfg.out) == file_bytes(whole.out)
+
+
 def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_it(tmp_path, monkeypatch):
     import mrcr_gen.generate._pipeline as pipeline_module
     from mrcr_gen.engines import LocalEngine
