@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -107,7 +107,10 @@ class GenerationJob:
 
     `generation`: what makes the folder's files, by option name (a rerun that differs is another
     generation, see `mrcr_gen._card.claim_folder`); `card_name`: README.md or the shard's card;
-    `card_body(result, command)`: the recipe's text below the header once the files are written."""
+    `card_body(result, command)`: the recipe's text below the header once the files are written;
+    `check()`: the recipe's up-front check that its rows can be made (picklable), its notes for the
+    user, or AssemblyError: `mrcr-gen` runs it before anything is written, in a worker of a local
+    engine (whose preload has loaded what it needs while the job was planned) or else here."""
 
     out: Path
     files: tuple[PlannedFile, ...]
@@ -118,3 +121,4 @@ class GenerationJob:
     card_name: str = "README.md"
     card_body: Callable[[GenerationResult, str], str] = field(default=lambda result, command: "")
     preload: tuple[str, ...] = ()
+    check: Callable[[], Sequence[str]] | None = None

@@ -4,6 +4,7 @@ checked, the recipe's job planned, an engine opened, the pipeline run, the summa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
@@ -11,7 +12,7 @@ from .._budget import AssemblyError
 from .._card import FolderTaken
 from .._errors import EXIT_FAILED, RequestError
 from .._files import ForeignFile
-from ..engines import Engine
+from ..engines import Engine, TaskFailed
 from ._job import GenerationJob, GenerationResult
 from ._options import GenOption, option_values
 from ._request import Generated, GenerateRequest, ProgressBar, open_engine
@@ -84,7 +85,11 @@ def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: P
     )
     try:
         job = recipe.plan_generation(request)
+        if early is None:  # before a cluster starts: a request it cannot meet must not wait for one
+            _check(job, None, request)
         engine = early or open_engine(request.engine, request.workers, request.address, preload=preload)
+        if early is not None:
+            _check(job, early, request)
     except BaseException:
         if early is not None:
             early.close()
@@ -92,6 +97,30 @@ def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: P
     with engine, progress(sum(len(f.rows) for f in job.files)) as advance:
         result = _run(job, engine, advance, request)
     return recipe.generation_summary(job, result)
+
+
+def _check(job: GenerationJob, engine: Engine | None, request: GenerateRequest) -> None:
+    """The recipe's up-front check (`job.check`) in one of `engine`'s workers, else here: a local
+    engine's workers have loaded the tokenizer and the writer's word pools meanwhile, which this
+    process then never needs (a second or so of CPU, and their memory). Its notes are printed;
+    rows that cannot be made are a RequestError."""
+    if job.check is None:
+        return
+    try:
+        notes = job.check() if engine is None else _in_worker(engine, job.check)
+    except AssemblyError as exc:
+        raise RequestError(str(exc)) from None
+    for note in notes:
+        request.messages.print(f"note: {note}", markup=False, highlight=False)
+
+
+def _in_worker(engine: Engine, check: Callable[[], Sequence[str]]) -> Sequence[str]:
+    outcomes = engine.map(check, [()])
+    try:
+        notes = next(outcomes)
+    finally:
+        outcomes.close()
+    return check() if isinstance(notes, TaskFailed) else notes  # its worker died: here, then
 
 
 def _run(job: GenerationJob, engine: Engine, advance, request: GenerateRequest) -> GenerationResult:

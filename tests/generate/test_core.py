@@ -110,6 +110,46 @@ def test_a_recipe_the_core_never_saw_gets_the_same_bytes_on_every_engine_and_sha
     assert card.startswith("---\nlicense: mit\nconfigs:\n- config_name: toy") and '"toy_3.samples.jsonl"' in card
 
 
+def toy_check(word: str) -> list[str]:
+    """A recipe's up-front check: a note naming the process it ran in, or AssemblyError."""
+    import os
+
+    from mrcr_gen._budget import AssemblyError
+
+    if word == "never":
+        raise AssemblyError("cannot make rows of 'never'")
+    return [f"checked in process {os.getpid()}"]
+
+
+class CheckedToyRecipe(ToyRecipe):
+    def plan_generation(self, request: GenerateRequest) -> GenerationJob:
+        from dataclasses import replace
+        from functools import partial
+
+        return replace(super().plan_generation(request), check=partial(toy_check, request.options["word"]))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_up_front_check_runs_before_anything_is_written_in_a_worker_when_there_are_workers(tmp_path, workers):
+    import io
+    import os
+
+    from rich.console import Console
+
+    def request(word: str, out: Path) -> GenerateRequest:
+        messages = Console(file=io.StringIO(), width=200)
+        return GenerateRequest(samples=2, out=out, workers=workers, options={"word": word}, messages=messages)
+
+    checked = request("hi", tmp_path / "hi")
+    generate_for(CheckedToyRecipe(), checked, no_bar)
+    [note] = checked.messages.file.getvalue().splitlines()
+    pid = int(note.removeprefix("note: checked in process "))
+    assert (pid == os.getpid()) == (workers == 1) and len(data(tmp_path / "hi")) == 8
+    with pytest.raises(RequestError, match="^cannot make rows of 'never'$"):
+        generate_for(CheckedToyRecipe(), request("never", tmp_path / "never"), no_bar)
+    assert not (tmp_path / "never").exists()
+
+
 def test_a_rerun_writes_nothing_and_a_changed_option_is_another_generation(tmp_path):
     job = ToyRecipe().plan_generation(GenerateRequest(samples=2, out=tmp_path, options={"word": "hi"}))
     run_job(job, engine=LocalEngine(1))

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..._bins import BINS
-from ..._budget import AssemblyError
 from ..._errors import EXIT_FAILED, RequestError
 from ...generate import (
     Generated,
@@ -62,12 +63,9 @@ def plan_generation(request: GenerateRequest) -> GenerationJob:
         tokenizer=config.tokenizer,
         messages=request.messages,
     )
-    try:
-        for note in check_needles_fit(config, chosen_writer):
-            request.messages.print(f"note: {note}", markup=False, highlight=False)
-    except AssemblyError as exc:
-        raise RequestError(str(exc)) from None
-    return openai_job(config, chosen_writer)
+    # Checked by the core before anything is written, in a worker that has the tokenizer and the
+    # word pools loaded already (this process would load them for the check alone).
+    return replace(openai_job(config, chosen_writer), check=partial(check_needles_fit, config, chosen_writer))
 
 
 WRITER_OPTIONS = (
