@@ -55,11 +55,14 @@ def seal(data_sha256: str, tokenizer: str, row: int, prompt: int, total: int) ->
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-def sealed_sidecar(lines: Sequence[str], path: str | os.PathLike, tokenizer_spec: str) -> str:
+def sealed_sidecar(
+    lines: Sequence[str], path: str | os.PathLike, tokenizer_spec: str, data_sha256: str | None = None
+) -> str:
     """A sidecar's text with each line's counts sealed to the data file `path` as written (its
-    sha256) and to the tokenizer: `prompt_tokens` (the part sent) and `n_tokens` (the total, what
-    decides the bin). A line without both is left as it is: readers count its row."""
-    sha, key = file_sha256(finished_path(path)), tokenizer_key(tokenizer_spec)
+    sha256, `data_sha256` when its writer hashed it) and to the tokenizer: `prompt_tokens` (the part
+    sent) and `n_tokens` (the total, what decides the bin). A line without both is left as it is:
+    readers count its row."""
+    sha, key = data_sha256 or file_sha256(finished_path(path)), tokenizer_key(tokenizer_spec)
     sealed = []
     for row, line in enumerate(lines):
         record = json.loads(line)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import array
+import hashlib
+import io
 import itertools
 import os
 from collections.abc import Iterable, Sequence
@@ -82,15 +84,20 @@ class RowGroupWriter:
     in row groups of at most ROW_GROUP_BYTES decoded. The groups depend only on the rows, never on
     how they were split into the tables added, so the same rows give byte-identical files."""
 
-    def __init__(self, path: str | os.PathLike, schema: pa.Schema) -> None:
+    def __init__(self, path: str | os.PathLike, schema: pa.Schema, digest: bool = False) -> None:
+        """`digest`: also hash the file's bytes as they are written (`sha256` once closed), for a
+        sidecar sealed to it, instead of reading the file again after it is written."""
         self._atomic = atomic_path(path)
         tmp = self._atomic.__enter__()
+        self._sink = _HashingFile(tmp) if digest else None
+        #: The sha256 of the file, once closed, when asked for (`digest`).
+        self.sha256: str | None = None
         # write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than
         # after 1024 values (one page of gigabytes in the 1M bin), so readers stream a row group page
         # by page instead of decompressing it whole. No statistics on text columns: min/max of
         # megabyte prompts cost time and are dropped from the footer anyway.
         self._writer = pq.ParquetWriter(
-            tmp,
+            tmp if self._sink is None else self._sink,
             schema,
             compression="zstd",
             write_batch_size=1,
@@ -124,6 +131,9 @@ class RowGroupWriter:
         try:
             self._flush()
             self._writer.close()
+            if self._sink is not None:
+                self._sink.close()
+                self.sha256 = self._sink.digest.hexdigest()
         except BaseException as exc:
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -132,6 +142,8 @@ class RowGroupWriter:
     def abort(self) -> None:
         """Leave no file (nor any partial one)."""
         self._writer.close()
+        if self._sink is not None:
+            self._sink.close()
         error = RuntimeError("aborted")
         self._atomic.__exit__(RuntimeError, error, None)
 
@@ -143,6 +155,18 @@ class RowGroupWriter:
             self.close()
         else:
             self.abort()
+
+
+class _HashingFile(io.FileIO):
+    """A file opened for writing that hashes (sha256) what is written to it."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        super().__init__(path, "wb")
+        self.digest = hashlib.sha256()
+
+    def write(self, data) -> int:  # type: ignore[override]
+        self.digest.update(data)
+        return super().write(data)
 
 
 def write_row_groups(tables: Iterable[pa.Table], path: str | os.PathLike, schema: pa.Schema) -> None:

@@ -64,7 +64,7 @@ class RowBuilder:
     def open_file(self, path: Path) -> RowGroupWriter:
         from .._parquet import RowGroupWriter
 
-        return RowGroupWriter(path, self.schema)
+        return RowGroupWriter(path, self.schema, digest=True)  # the sidecar is sealed to its sha256
 
     def sharing_writer(self) -> SharingWriter | None:
         return None  # each worker composes the writings it needs

@@ -117,7 +117,7 @@ class Join:
         writer, self._writer = self._writer, None
         writer.close()
         lines = "".join(self._records).splitlines()
-        write_text_atomic(sidecar_path(self.path), sealed_sidecar(lines, self.path, self.builder.tokenizer))
+        write_sealed_sidecar(lines, self.path, self.builder.tokenizer, writer)
 
     def abort(self) -> None:
         """Drop the file being written, if any (its parts stay for a rerun)."""
@@ -137,7 +137,14 @@ def _write_file(builder: FileBuilder, path: Path, batches: Iterator[Any], record
         sink.abort()
         raise
     sink.close()
-    write_text_atomic(sidecar_path(path), sealed_sidecar(records, path, builder.tokenizer))
+    write_sealed_sidecar(records, path, builder.tokenizer, sink)
+
+
+def write_sealed_sidecar(lines: list[str], path: Path, tokenizer: str, sink: FileSink) -> None:
+    """The sidecar of the file `sink` wrote, sealed to it (by the sha256 the sink computed as it
+    wrote, when it did: `RowGroupWriter(digest=True)`, else read from the file)."""
+    digest = getattr(sink, "sha256", None)
+    write_text_atomic(sidecar_path(path), sealed_sidecar(lines, path, tokenizer, digest))
 
 
 def parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:

@@ -113,7 +113,7 @@ class OpenaiBuilder:
             yield RowBatch(rows_to_table(s.row for s in samples), [s.metadata() for s in samples])
 
     def open_file(self, path: Path) -> RowGroupWriter:
-        return RowGroupWriter(path, GENERATED_SCHEMA)
+        return RowGroupWriter(path, GENERATED_SCHEMA, digest=True)  # the sidecar is sealed to its sha256
 
     def sharing_writer(self) -> SharingWriter | None:
         return self.writer if isinstance(self.writer, SharingWriter) else None
