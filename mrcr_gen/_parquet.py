@@ -75,6 +75,12 @@ def text_array(values: Sequence[str], kind: pa.DataType = pa.string()) -> pa.Arr
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
+def int_array(values: Sequence[int]) -> pa.Array:
+    """`pa.array(values, pa.int64())` for ints (no nulls), from their buffer: any `pa.array` call
+    makes pyarrow import pandas (half a second, and its memory, in every generation worker)."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array.array("q", values))])
+
+
 def _is_text(field: pa.Field) -> bool:
     return pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_binary(field.type)
 

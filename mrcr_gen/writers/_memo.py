@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from .._models import Ask, Writing
-from .._parquet import read_arrow, write_arrow_atomic
+from .._parquet import int_array, read_arrow, text_array, write_arrow_atomic
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
 
 # A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
@@ -64,12 +64,8 @@ class MemoizedWriter:
     def compose_part(self, start: int, stop: int, store: Path) -> None:
         """Compose and count `shared_keys()[start:stop]` into the part file `store/{start}.arrow`."""
         writings = self.writings(self._shared_key_range(start, stop))
-        table = pa.table(
-            {
-                "text": pa.array([w.text for w in writings], pa.large_string()),
-                "n_tokens": pa.array([w.n_tokens for w in writings], pa.int64()),
-            }
-        )
+        texts, counts = [w.text for w in writings], [w.n_tokens for w in writings]
+        table = pa.table({"text": text_array(texts, pa.large_string()), "n_tokens": int_array(counts)})
         write_arrow_atomic(table, store / f"{start}.arrow")
 
     def attach(self, store: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..._parquet import batch_rows, text_array, write_table_atomic
+from ..._parquet import batch_rows, int_array, text_array, write_table_atomic
 from ._models import MrcrRow
 
 MRCR_SCHEMA = pa.schema(
@@ -29,11 +29,12 @@ MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 
 def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
+    """The rows as a table in the openai/mrcr schema (text and int64 columns, built from buffers)."""
     rows = list(rows)
     columns = {
-        field.name: (text_array if pa.types.is_string(field.type) else pa.array)(
-            [getattr(row, field.name) for row in rows], field.type
-        )
+        field.name: text_array([getattr(row, field.name) for row in rows], field.type)
+        if pa.types.is_string(field.type)
+        else int_array([getattr(row, field.name) for row in rows])
         for field in MRCR_SCHEMA
     }
     return pa.table(columns, schema=MRCR_SCHEMA)
