@@ -18,7 +18,7 @@ from ._assembler import LAYOUT_REVISION, Assembler
 from ._config import DEFAULT_DATE_ADDED, FilePlan, GenerateConfig, GenerateResult, RowSpec
 from ._dataset_card import card_body, card_frame, generation
 from ._fit import check_needles_fit
-from ._models import Sample
+from ._models import MrcrRow, Sample
 from ._rows import MRCR_SCHEMA, rows_to_table
 
 NAME, VERSION = "openai-mrcr", "1"
@@ -109,8 +109,8 @@ class OpenaiBuilder:
             assembler.writer.attach(store)
         # A row group's worth at a time: a whole file of the 1M bin is gigabytes.
         for batch in split_rows(rows, ROW_GROUP_BYTES):
-            samples = [sample_for(spec, assembler) for spec in batch]
-            yield RowBatch(rows_to_table(s.row for s in samples), [s.metadata() for s in samples])
+            records: list[dict] = []
+            yield RowBatch(rows_to_table(_rows(batch, assembler, records)), records)
 
     def open_file(self, path: Path) -> RowGroupWriter:
         return RowGroupWriter(path, GENERATED_SCHEMA, digest=True)  # the sidecar is sealed to its sha256
@@ -127,6 +127,15 @@ class OpenaiBuilder:
             _ASSEMBLERS.clear()
             _ASSEMBLERS[key] = Assembler(self.writer, date_added=self.date_added, tokenizer=self.tokenizer)
         return _ASSEMBLERS[key]
+
+
+def _rows(specs: tuple, assembler: Assembler, records: list[dict]) -> Iterator[MrcrRow]:
+    """Each spec's row, its sample's metadata added to `records`: the sample is dropped as soon as
+    its row is taken (`rows_to_table` encodes it at once), not held with the rest of the batch."""
+    for spec in specs:
+        sample = sample_for(spec, assembler)
+        records.append(sample.metadata())
+        yield sample.row
 
 
 def generate_sample(

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..._parquet import batch_rows, int_array, text_array, write_table_atomic
+from ..._parquet import batch_rows, encoded_text_array, int_array, write_table_atomic
 from ._models import MrcrRow
 
 MRCR_SCHEMA = pa.schema(
@@ -29,13 +29,18 @@ MRCR_COLUMNS: tuple[str, ...] = tuple(MRCR_SCHEMA.names)
 
 
 def rows_to_table(rows: Iterable[MrcrRow]) -> pa.Table:
-    """The rows as a table in the openai/mrcr schema (text and int64 columns, built from buffers)."""
-    rows = list(rows)
+    """The rows as a table in the openai/mrcr schema (text and int64 columns, built from buffers).
+    Each row's text is encoded as it comes: a row the iterable makes can be dropped at once (a
+    chunk of the 1M bin holds tens of megabytes of prompts)."""
+    texts = [pa.types.is_string(field.type) for field in MRCR_SCHEMA]
+    values: list[list] = [[] for _ in MRCR_SCHEMA]
+    for row in rows:
+        for column, field, text in zip(values, MRCR_SCHEMA, texts, strict=True):
+            value = getattr(row, field.name)
+            column.append(value.encode("utf-8") if text else value)  # a lone surrogate fails as in pa.array
     columns = {
-        field.name: text_array([getattr(row, field.name) for row in rows], field.type)
-        if pa.types.is_string(field.type)
-        else int_array([getattr(row, field.name) for row in rows])
-        for field in MRCR_SCHEMA
+        field.name: encoded_text_array(column, field.type) if text else int_array(column)
+        for column, field, text in zip(values, MRCR_SCHEMA, texts, strict=True)
     }
     return pa.table(columns, schema=MRCR_SCHEMA)
 
