@@ -7,10 +7,13 @@ import heapq
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-#: Chunks of a file cut for balance (see `plan_chunks`) hold about a third of a worker's part of
+#: Chunks of a file cut for balance (see `plan_chunks`) hold about an eighth of a worker's part of
 #: the job, within these decoded bytes: enough to be worth a unit, and at most two dozen rows of
-#: the 1M bin (a chunk is held whole by its worker, then joined, see `Join`).
-UNITS_PER_WORKER = 3
+#: the 1M bin (a chunk is held whole by its worker, then joined, see `Join`). An eighth, not a
+#: third: the calling process joins (compresses) the file as its parts arrive, so small parts keep
+#: it close behind the workers; with thirds it went on alone for a second or more after them (100
+#: rows of the 1M bin, 2 workers), and each worker held twice the rows.
+UNITS_PER_WORKER = 8
 MIN_UNIT_BYTES = 4 << 20
 UNIT_BYTES = 128 << 20
 #: Upper estimate of decoded bytes per token of a row (JSON-escaped English), to size units before
