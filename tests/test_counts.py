@@ -19,7 +19,7 @@ from mrcr_gen._counts import CountCache, RowCounts, SidecarCounts, counted_in_or
 from mrcr_gen._tokens import count_tokens
 from mrcr_gen.cli import gen_main, validate_main
 from mrcr_gen.eval._items import read_items
-from mrcr_gen.recipes import RECIPES
+from mrcr_gen.recipes import RECIPES, recipe_named
 
 # Two workers: files finished in workers are published by the command (their sidecars sealed before).
 SMALL = ["--needles", "2", "--needles", "4", "--bin", "8192", "--samples", "2", "--seed", "3", "--workers", "2"]
@@ -283,3 +283,199 @@ def test_a_row_of_its_own_is_sent_before_the_next_row_is_read(tmp_path, monkeypa
     kind, job = next(steps)
     assert kind == _planner.JOB and [item.row for item in job] == [0] and asked == [0]
     assert [job[0].row for kind, job in steps if kind == _planner.JOB] == [1, 2]
+
+
+# -- mrcr-grade and the Inspect tasks take the counts too ---------------------------------------
+
+
+def _responses(path: Path, folder: Path) -> Path:
+    """A RESPONSES.jsonl with one reply per row of `path` (the same replies for every copy of it)."""
+    n_rows = len(items(path, cache=False, skip=lambda row, digest: True))
+    out = folder / f"{path.name}.responses.jsonl"
+    out.write_text("".join(json.dumps({"row": i, "response": f"reply {i}"}) + "\n" for i in range(n_rows)))
+    return out
+
+
+def _grade_cli(path: Path, responses: Path, capsys, *options: str) -> dict:
+    from mrcr_gen.cli._grade import grade_main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        grade_main([str(path), str(responses), "--json", *options])
+    out, err = capsys.readouterr()
+    assert done.value.code in (0, None), err
+    return json.loads(out)
+
+
+def _grade_library(path: Path, responses: Path, capsys, *options: str) -> dict:
+    from mrcr_gen import grade_responses
+
+    return grade_responses(path, responses, cache="--no-cache" not in options)
+
+
+GRADERS = [_grade_cli, _grade_library]
+
+
+def _copy(path: Path, folder: Path, sidecar: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / path.name
+    shutil.copyfile(path, copy)
+    if sidecar:
+        shutil.copyfile(sidecar_path(path), sidecar_path(copy))
+    return copy
+
+
+def _edited(path: Path, change) -> None:
+    """`change` (a sidecar rewrite, or "edited data file") applied to the copy `path`."""
+    if change != "edited data file":
+        _rewrite(path, change)
+        return
+    _reversed_rows(path)
+    assert SidecarCounts(path, "o200k_base").counts == {}  # rows of the same bin may hide it below
+
+
+def _reversed_rows(path: Path) -> None:
+    """Rewrite the data file `path` with its rows in reverse order (its sidecar left as it was)."""
+    if path.suffix == ".csv":
+        import csv
+
+        with path.open(newline="", encoding="utf-8") as handle:
+            header, *rows = list(csv.reader(handle))
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows([header, *reversed(rows)])
+        return
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table.take(list(reversed(range(table.num_rows)))), path)
+
+
+@pytest.mark.parametrize("grade", GRADERS)
+def test_mrcr_grade_takes_the_sidecar_s_counts_without_counting(generated, tmp_path, capsys, grade):
+    for path in generated:
+        responses = _responses(path, tmp_path)
+        expected = grade(_copy(path, tmp_path / "fresh", sidecar=False), responses, capsys, "--no-cache")
+        with pytest.MonkeyPatch.context() as patch:  # (undo() would undo the test's own cache folder too)
+            no_counting(patch)
+            assert grade(path, responses, capsys) == expected
+            assert grade(path, responses, capsys, "--no-cache") == expected
+        assert not CountCache("o200k_base").path.exists()  # nothing was counted, nothing cached
+
+
+@pytest.mark.parametrize("grade", GRADERS)
+@pytest.mark.parametrize("change", [_wrong_counts, _stale, _other_tokenizer, _torn, "edited data file"])
+def test_mrcr_grade_ignores_a_wrong_or_stale_sidecar(generated, tmp_path, capsys, grade, change):
+    for path in generated:
+        copy = _copy(path, tmp_path / "data")
+        _edited(copy, change)
+        responses = _responses(copy, tmp_path)
+        expected = grade(_copy(copy, tmp_path / "fresh", sidecar=False), responses, capsys, "--no-cache")
+        assert grade(copy, responses, capsys, "--no-cache") == expected
+        assert grade(copy, responses, capsys) == expected  # counted, then cached
+        assert grade(copy, responses, capsys) == expected  # from the cache
+
+
+def _poison_cache() -> None:
+    """Every line of the count cache rewritten with wrong counts and a check that passes: a cache
+    that is read shows it in the bins."""
+    cache = CountCache("o200k_base")
+    poisoned = []
+    for line in cache.path.read_text().splitlines():
+        digest, prompt, total, _ = line.split("\t")
+        wrong = (int(prompt) + 50_000, int(total) + 50_000)
+        poisoned.append("\t".join([digest, *map(str, wrong), _counts._check(cache.key, digest, *wrong)]) + "\n")
+    cache.path.write_text("".join(poisoned))
+
+
+@pytest.mark.parametrize("grade", GRADERS)
+def test_mrcr_grade_no_cache_neither_reads_nor_writes_the_cache(generated, tmp_path, capsys, grade):
+    path = generated[0]
+    copy = _copy(path, tmp_path / "data", sidecar=False)
+    responses = _responses(copy, tmp_path)
+    expected = grade(copy, responses, capsys, "--no-cache")
+    assert not CountCache("o200k_base").path.exists()
+    assert grade(copy, responses, capsys) == expected  # counted and cached
+    _poison_cache()
+    assert grade(copy, responses, capsys, "--no-cache") == expected
+    assert grade(copy, responses, capsys) != expected  # the poison shows where the cache is read
+
+
+def test_mrcr_grade_no_cache_with_html_reads_no_cache(generated, tmp_path, capsys):
+    copy = _copy(generated[0], tmp_path / "data", sidecar=False)
+    responses = _responses(copy, tmp_path)
+    _grade_cli(copy, responses, capsys, "--html", str(tmp_path / "page.html"), "--no-cache")
+    assert (tmp_path / "page.html").is_file() and not CountCache("o200k_base").path.exists()
+
+
+def test_mrcr_grade_refuses_no_cache_a_plugin_s_grader_cannot_honour(generated, tmp_path, monkeypatch, capsys):
+    from mrcr_gen._recipe import GradeDefaults
+    from mrcr_gen.cli._grade import grade_main
+
+    def old_grader(self, data, responses, *, allow_missing=False):
+        raise AssertionError("graded without honouring --no-cache")
+
+    monkeypatch.setattr(GradeDefaults, "grade_responses", old_grader)
+    monkeypatch.setattr(type(recipe_named("mrcr-v2")), "grade_responses", old_grader)
+    path = generated[0]
+    with pytest.raises(SystemExit) as done:
+        grade_main([str(path), str(_responses(path, tmp_path)), "--no-cache"])
+    assert done.value.code == 2
+    assert "--no-cache" in capsys.readouterr().err
+
+
+def _dataset(path: Path, **options) -> list[tuple]:
+    pytest.importorskip("inspect_ai")
+    from mrcr_gen.inspect._dataset import mrcr_dataset
+
+    dataset = mrcr_dataset(str(path), recipe=items(path, cache=False, skip=lambda *_: True)[0]["recipe"], **options)
+    samples = [(s.id, s.metadata, [m.text for m in s.input] if isinstance(s.input, list) else s.input) for s in dataset]
+    return [(id_, metadata | {"file": Path(metadata["file"]).name}, sent) for id_, metadata, sent in samples]
+
+
+def _hashed_again(path):
+    raise AssertionError("the data file was hashed again to check its sidecar")
+
+
+def test_the_inspect_dataset_takes_the_sidecar_s_counts_without_counting_or_hashing_twice(generated, tmp_path):
+    for path in generated:
+        expected = _dataset(_copy(path, tmp_path / "fresh", sidecar=False), cache=False)
+        with pytest.MonkeyPatch.context() as patch:
+            no_counting(patch)
+            patch.setattr(_counts, "file_sha256", _hashed_again)  # the dataset hashes each file once
+            assert _dataset(path) == expected
+            assert _dataset(path, cache=False) == expected
+        assert not CountCache("o200k_base").path.exists()
+
+
+@pytest.mark.parametrize("change", [_wrong_counts, _stale, _other_tokenizer, _torn, "edited data file"])
+def test_the_inspect_dataset_ignores_a_wrong_or_stale_sidecar(generated, tmp_path, change):
+    for path in generated:
+        copy = _copy(path, tmp_path / "data")
+        _edited(copy, change)
+        expected = _dataset(_copy(copy, tmp_path / "fresh", sidecar=False), cache=False)
+        assert _dataset(copy, cache=False) == expected
+        assert _dataset(copy) == expected  # counted, then cached
+        assert _dataset(copy) == expected  # from the cache
+
+
+def test_the_inspect_task_s_no_cache_neither_reads_nor_writes_the_cache(generated, tmp_path):
+    pytest.importorskip("inspect_ai")
+    from mrcr_gen.inspect._dataset import DataError
+    from mrcr_gen.inspect._tasks import TASKS
+
+    path = generated[0]
+    copy = _copy(path, tmp_path / "data", sidecar=False)
+    task = TASKS["mrcr" if path.suffix == ".parquet" else "mrcr_v2"]
+
+    def bins(**options) -> list:
+        return [(s.id, s.metadata["bin_upper"]) for s in task(data=str(copy), **options).dataset]
+
+    expected = bins(no_cache=True)
+    assert not CountCache("o200k_base").path.exists()
+    assert bins() == expected
+    _poison_cache()
+    assert bins(no_cache=True) == expected
+    assert bins() != expected  # the poison shows where the cache is read
+    with pytest.raises(DataError) as info:
+        task(data=str(copy), no_cache="yes")
+    assert str(info.value) == "no_cache: expected true or false, got 'yes'"

@@ -282,11 +282,13 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
 
 
 def grade_v2_responses(
-    data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False
+    data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False, cache: bool = True
 ) -> dict[str, Any]:
     """`mrcr-grade` for a v2 file: every row needs one response unless `allow_missing`;
-    ValueError naming the rows otherwise."""
-    items = list(read_v2_items(data))
+    ValueError naming the rows otherwise. Token counts: the sealed sidecar's, else the count
+    cache's (unless `cache` is False), else counted and cached."""
+    counts = RowCounts(data, "o200k_base", cache=cache)
+    items = list(read_v2_items(data, skip=lambda row, digest: row not in responses, counts=counts))
     extra = sorted(set(responses) - set(range(len(items))))
     if extra:
         raise ValueError(f"responses name rows the data file lacks: {extra[:5]}")
