@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrcr_gen import _counts
 from mrcr_gen._card import sidecar_path
@@ -479,3 +481,210 @@ def test_the_inspect_task_s_no_cache_neither_reads_nor_writes_the_cache(generate
     with pytest.raises(DataError) as info:
         task(data=str(copy), no_cache="yes")
     assert str(info.value) == "no_cache: expected true or false, got 'yes'"
+
+
+# -- the count cache stays bounded: compaction --------------------------------------------------
+
+
+def _digest(i: int) -> str:
+    return f"{i:064x}"
+
+
+def _true_counts(digest: str) -> tuple[int, int]:
+    """The counts a test puts for `digest`: a function of it, so any line can be checked."""
+    i = int(digest, 16)
+    return i, 2 * i + 1
+
+
+def _file_lines(cache: CountCache) -> list[tuple[str, tuple[int, int]]]:
+    """The cache file's lines as (digest, counts), each asserted whole and valid."""
+    text = cache.path.read_text(encoding="utf-8")
+    found = []
+    for line in text.splitlines():
+        digest, prompt, total, check = line.split("\t")
+        assert check == _counts._check(cache.key, digest, int(prompt), int(total)), line
+        assert (int(prompt), int(total)) == _true_counts(digest), line
+        found.append((digest, (int(prompt), int(total))))
+    return found
+
+
+def _append_raw(cache: CountCache, digests) -> None:
+    cache.path.parent.mkdir(parents=True, exist_ok=True)
+    with cache.path.open("ab") as handle:
+        for digest in digests:
+            handle.write(_counts._line(cache.key, digest, _true_counts(digest)))
+
+
+def test_compaction_keeps_the_most_recent_rows_once_each(tmp_path, monkeypatch):
+    monkeypatch.setattr(_counts, "KEEP_ENTRIES", 3)
+    cache = CountCache("o200k_base", tmp_path)
+    _append_raw(cache, [_digest(i) for i in (0, 1, 2, 3, 1, 4, 0, 4)])
+    with cache.path.open("ab") as handle:
+        handle.write(b"torn\t1")
+    assert cache.compact()
+    assert _file_lines(cache) == [(_digest(i), _true_counts(_digest(i))) for i in (1, 0, 4)]
+    assert cache.path.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{cache.key}.lock", f"{cache.key}.tsv"]
+    monkeypatch.setattr(_counts, "KEEP_BYTES", 2 * len(_counts._line(cache.key, _digest(0), (0, 1))))
+    assert cache.compact() and [d for d, _ in _file_lines(cache)] == [_digest(0), _digest(4)]
+
+
+def test_a_cache_of_many_duplicated_lines_is_compacted_by_the_next_write_never_by_a_reader(tmp_path, monkeypatch):
+    monkeypatch.setattr(_counts, "DUPLICATE_SLACK", 5)
+    writer = CountCache("o200k_base", tmp_path)
+    _append_raw(writer, [_digest(i % 10) for i in range(50)])  # ten rows, each counted five times
+    reader = CountCache("o200k_base", tmp_path)
+    assert all(reader.get(_digest(i)) == _true_counts(_digest(i)) for i in range(10))
+    assert len(_file_lines(reader)) == 50  # reading rewrites nothing
+    writer.put(_digest(10), _true_counts(_digest(10)))
+    assert [d for d, _ in _file_lines(writer)] == [_digest(i) for i in range(11)]
+    writer.put(_digest(11), _true_counts(_digest(11)))  # compacted once: now appended again
+    assert len(_file_lines(writer)) == 12
+
+
+def test_a_cache_never_grows_past_its_bound(tmp_path, monkeypatch):
+    cache = CountCache("o200k_base", tmp_path)
+    line_size = len(_counts._line(cache.key, _digest(0), (0, 1)))
+    monkeypatch.setattr(_counts, "KEEP_ENTRIES", 10)
+    monkeypatch.setattr(_counts, "COMPACT_BYTES", 30 * line_size)
+    for i in range(100):
+        cache.put(_digest(i), _true_counts(_digest(i)))
+        assert cache.path.stat().st_size <= 30 * line_size
+    assert [d for d, _ in _file_lines(cache)][-10:] == [_digest(i) for i in range(90, 100)]
+    assert cache.get(_digest(0)) == _true_counts(_digest(0))  # this process still knows what it counted
+    assert CountCache("o200k_base", tmp_path).get(_digest(0)) is None  # dropped: only a recount is lost
+
+
+def test_a_compaction_waits_for_no_one_and_is_retried_by_a_later_write(tmp_path, monkeypatch):
+    import fcntl
+
+    monkeypatch.setattr(_counts, "DUPLICATE_SLACK", 0)
+    cache = CountCache("o200k_base", tmp_path)
+    _append_raw(cache, [_digest(0)] * 5)
+    cache.get(_digest(0))  # loaded: a compaction is due
+    with _counts._flock(cache.lock_path, fcntl.LOCK_SH):  # another process is appending
+        assert not cache.compact()
+        cache.path.parent.joinpath(f".{cache.key}.123.tmp").write_text("a compaction killed midway")
+    assert len(_file_lines(cache)) == 5
+    cache.put(_digest(1), _true_counts(_digest(1)))  # no one holds the lock now
+    assert [d for d, _ in _file_lines(cache)] == [_digest(0), _digest(1)]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    keep=st.integers(1, 6),
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("put"), st.integers(0, 2), st.integers(0, 9)),
+            st.tuples(st.just("compact"), st.integers(0, 2), st.just(0)),
+            st.tuples(st.just("new run"), st.integers(0, 2), st.just(0)),
+        ),
+        max_size=40,
+    ),
+)
+def test_compaction_keeps_exactly_the_most_recent_rows_and_never_changes_a_count(keep, steps):
+    """Runs (instances, each with what it loaded and counted) putting and compacting in any order:
+    the file holds exactly what a model of it holds, every line whole and true."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_counts, "KEEP_ENTRIES", keep)
+        patch.setattr(_counts, "DUPLICATE_SLACK", 10**9)  # compactions only where the steps say
+        runs = [CountCache("o200k_base", folder) for _ in range(3)]
+        known: list[set[str] | None] = [None] * 3  # what each run loaded and counted
+        model: list[str] = []  # the file's lines' digests
+        for action, run, i in steps:
+            if action == "new run":
+                runs[run], known[run] = CountCache("o200k_base", folder), None
+                continue
+            if action == "put":
+                runs[run].put(_digest(i), _true_counts(_digest(i)))
+                seen = known[run] = set(model) if known[run] is None else known[run]  # loaded on first use
+                if _digest(i) not in seen:
+                    seen.add(_digest(i))
+                    model.append(_digest(i))
+            else:
+                assert runs[run].compact()
+                latest = list(dict.fromkeys(reversed(model)))[:keep]
+                model = list(reversed(latest))
+            lines = _file_lines(runs[run]) if runs[run].path.exists() else []
+            assert [digest for digest, _ in lines] == model
+
+
+def _runs_putting_and_compacting(directory: str, seed: int, limits: dict, out: str) -> None:
+    """Three runs one after the other, each putting the counts of 200 rows the other processes put
+    too, in its own order, compacting now and then; the first also puts 100 rows of its own, which
+    no one puts again (a line lost would stay lost). How many compactions it made, in `out`."""
+    import random
+
+    for name, value in limits.items():  # a process of its own: its module, its limits
+        setattr(_counts, name, value)
+    rng = random.Random(seed)
+    compactions = 0
+    for run in range(3):
+        cache = CountCache("o200k_base", directory)
+        rows = rng.sample(range(200), 200) + ([1000 * (seed + 1) + j for j in range(100)] if run == 0 else [])
+        for i in rng.sample(rows, len(rows)):
+            cache.put(_digest(i), _true_counts(_digest(i)))
+            if rng.random() < 0.05:
+                compactions += cache.compact()
+    Path(out).write_text(str(compactions))
+
+
+def _reading_until(directory: str, stop: str, out: str, monotone: bool) -> None:
+    """Reads the cache file over and over until `stop` exists: every whole line it sees must be
+    valid and true (a torn last piece is what a reader skips) and, when nothing is dropped
+    (`monotone`), a row it saw is there in every later read. How many reads, in `out`."""
+    cache = CountCache("o200k_base", directory)
+    reads = 0
+    seen: set[str] = set()
+    while not Path(stop).exists():
+        try:
+            text = cache.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        digests = set()
+        for line in text.split("\n")[:-1]:
+            digest, prompt, total, check = line.split("\t")
+            assert check == _counts._check(cache.key, digest, int(prompt), int(total)), line
+            assert (int(prompt), int(total)) == _true_counts(digest), line
+            digests.add(digest)
+        assert not monotone or seen <= digests, f"{len(seen - digests)} rows gone"
+        seen = digests
+        reads += 1
+    Path(out).write_text(str(reads))
+
+
+@pytest.mark.parametrize("keep", [10**6, 50])
+def test_runs_appending_and_compacting_at_once_lose_no_line_and_change_no_count(tmp_path, monkeypatch, keep):
+    cache = CountCache("o200k_base", tmp_path / "cache")
+    line_size = len(_counts._line(cache.key, _digest(0), (0, 1)))
+    limits = {"KEEP_ENTRIES": keep, "COMPACT_BYTES": 120 * line_size, "DUPLICATE_SLACK": 20}
+    context = multiprocessing.get_context("spawn")
+    stop, folder = tmp_path / "stop", str(cache.path.parent)
+    reader = context.Process(target=_reading_until, args=(folder, str(stop), str(tmp_path / "reads"), keep > 500))
+    writers = [
+        context.Process(
+            target=_runs_putting_and_compacting, args=(folder, seed, limits, str(tmp_path / f"compactions{seed}"))
+        )
+        for seed in range(3)
+    ]
+    for process in [reader, *writers]:
+        process.start()
+    for writer in writers:
+        writer.join(120)
+        assert writer.exitcode == 0
+    stop.touch()
+    reader.join(60)
+    assert reader.exitcode == 0 and int((tmp_path / "reads").read_text()) > 0
+    assert sum(int((tmp_path / f"compactions{seed}").read_text()) for seed in range(3)) > 0
+    digests = [digest for digest, _ in _file_lines(cache)]  # every line whole and true
+    everyone = {_digest(i) for i in [*range(200), *(1000 * (s + 1) + j for s in range(3) for j in range(100))]}
+    if keep > 500:  # nothing dropped: every row any run put is there
+        assert set(digests) == everyone
+    for name, value in limits.items():
+        monkeypatch.setattr(_counts, name, value)
+    assert cache.compact()
+    digests = [digest for digest, _ in _file_lines(cache)]
+    assert len(digests) == len(set(digests)) == min(keep, 500)
