@@ -27,9 +27,9 @@ from mrcr_gen.recipes import RECIPES, recipe_named
 SMALL = ["--needles", "2", "--needles", "4", "--bin", "8192", "--samples", "2", "--seed", "3", "--workers", "2"]
 
 
-def generate(recipe: str, out: Path) -> list[Path]:
+def generate(recipe: str, out: Path, *options: str) -> list[Path]:
     with pytest.raises(SystemExit) as done:
-        gen_main(["--recipe", recipe, *SMALL, "--out", str(out)])
+        gen_main(["--recipe", recipe, *SMALL, "--out", str(out), *options])
     assert done.value.code in (0, None)
     return sorted(p for p in out.rglob("*") if p.suffix in (".parquet", ".csv"))
 
@@ -688,3 +688,35 @@ def test_runs_appending_and_compacting_at_once_lose_no_line_and_change_no_count(
     assert cache.compact()
     digests = [digest for digest, _ in _file_lines(cache)]
     assert len(digests) == len(set(digests)) == min(keep, 500)
+
+
+def test_mrcr_v2_rows_left_to_count_are_counted_on_every_core_each_transcript_once(tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mrcr_gen.recipes.mrcr_v2._checks import transcript_id
+
+    (path, *_) = generate("mrcr-v2", tmp_path / "data", "--samples", "7", "--rows-per-transcript", "3")
+    copy = _copy(path, tmp_path / "fresh", sidecar=False)
+    counted: list[list[str]] = []
+    submitted: list[int] = []
+    count_texts = _counts.count_texts
+
+    def recording(tokenizer_spec, texts):
+        counted.append(list(texts))
+        return count_texts(tokenizer_spec, texts)
+
+    class Cores(ThreadPoolExecutor):  # stands in for the counting processes
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(1)
+            return super().submit(fn, *args, **kwargs)
+
+    cores = Cores(2)
+    monkeypatch.setattr(_counts, "count_texts", recording)
+    monkeypatch.setattr(_counts, "_counting_pool", lambda: cores)
+    found = list(read_items(copy, recipes=RECIPES, cache=False))
+    cores.shutdown()
+    assert len(found) > len({item.group for item in found}) > 1 and all(item.error is None for item in found)
+    assert [item.prompt_tokens for item in found] == [count_tokens(item.messages[0]["content"]) for item in found]
+    assert len(counted) == len(found) and len(submitted) == len(found) - 1  # the first row here, the rest on the cores
+    transcripts = [texts[0] for texts in counted if len(texts) == 2]
+    assert len(transcripts) == len({transcript_id(t) for t in transcripts}) == len({item.group for item in found})
