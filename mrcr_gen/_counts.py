@@ -176,7 +176,8 @@ def _compaction_due(size: int, lines: int, distinct: int) -> bool:
 @contextlib.contextmanager
 def _flock(path: Path, operation: int) -> Iterator[bool]:
     """Hold `fcntl.flock(operation)` on the lock file `path` for the body; False when a
-    non-blocking lock is held by another process. The lock dies with its process."""
+    non-blocking lock is held by another process, or the file system has no locks. The lock dies
+    with its process."""
     import fcntl
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -184,7 +185,7 @@ def _flock(path: Path, operation: int) -> Iterator[bool]:
         try:
             fcntl.flock(fd, operation)
             held = True
-        except BlockingIOError:
+        except OSError:  # BlockingIOError: another holder; ENOLCK and the like: no locks here
             held = False
         yield held
     finally:
@@ -238,7 +239,8 @@ class CountCache:
         line = _line(self.key, digest, counts)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with _flock(self.lock_path, fcntl.LOCK_SH):  # no compaction between the open and the write
+            # No compaction between the open and the write (without locks, no compaction at all).
+            with _flock(self.lock_path, fcntl.LOCK_SH):
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
                     os.write(fd, line)  # one write of an O_APPEND file: whole, never interleaved
@@ -257,17 +259,17 @@ class CountCache:
         cannot be rewritten is left as it is)."""
         import fcntl
 
-        with _flock(self.lock_path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
-            if not held:
-                return False
-            try:
+        try:
+            with _flock(self.lock_path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+                if not held:
+                    return False
                 data = self.path.read_bytes()
-            except OSError:
-                return True
-            counts, lines = _parse(self.key, data.decode("utf-8", errors="replace"))
-            if not only_if_due or _compaction_due(len(data), lines, len(counts)):
-                self._rewrite(counts)
-            return True
+                counts, lines = _parse(self.key, data.decode("utf-8", errors="replace"))
+                if not only_if_due or _compaction_due(len(data), lines, len(counts)):
+                    self._rewrite(counts)
+        except OSError:
+            pass
+        return True
 
     def _rewrite(self, counts: dict[str, Counts]) -> None:
         """The file replaced by `counts`' most recent entries (under the exclusive lock)."""
@@ -282,7 +284,7 @@ class CountCache:
         for stale in self.path.parent.glob(f".{self.key}.*.tmp"):  # a compaction killed midway
             stale.unlink(missing_ok=True)
         fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.key}.", suffix=".tmp")
-        try:
+        try:  # (OSError before it: the caller's)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(b"".join(reversed(kept)))
                 os.fchmod(handle.fileno(), 0o644)

@@ -720,3 +720,27 @@ def test_mrcr_v2_rows_left_to_count_are_counted_on_every_core_each_transcript_on
     assert len(counted) == len(found) and len(submitted) == len(found) - 1  # the first row here, the rest on the cores
     transcripts = [texts[0] for texts in counted if len(texts) == 2]
     assert len(transcripts) == len({transcript_id(t) for t in transcripts}) == len({item.group for item in found})
+
+
+def test_a_cache_that_cannot_be_locked_or_written_is_no_error(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    monkeypatch.setattr(_counts, "DUPLICATE_SLACK", 0)
+    cache = CountCache("o200k_base", tmp_path)
+    _append_raw(cache, [_digest(0)] * 3)
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "no locks available")
+
+    with pytest.MonkeyPatch.context() as patch:  # a file system without locks: appends, never compacts
+        patch.setattr(fcntl, "flock", no_locks)
+        cache.put(_digest(1), _true_counts(_digest(1)))
+        assert not cache.compact()
+    assert [d for d, _ in _file_lines(cache)] == [_digest(0)] * 3 + [_digest(1)]
+    cache.lock_path.unlink()
+    cache.lock_path.mkdir()  # a lock that cannot be opened: no write, no error
+    cache.put(_digest(2), _true_counts(_digest(2)))
+    assert cache.compact()
+    assert len(_file_lines(cache)) == 4
+    assert CountCache("o200k_base", tmp_path).get(_digest(1)) == _true_counts(_digest(1))
