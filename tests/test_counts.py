@@ -439,6 +439,9 @@ def _hashed_again(path):
 
 
 def test_the_inspect_dataset_takes_the_sidecar_s_counts_without_counting_or_hashing_twice(generated, tmp_path):
+    pytest.importorskip("inspect_ai")
+    from mrcr_gen.inspect._tasks import TASKS
+
     for path in generated:
         expected = _dataset(_copy(path, tmp_path / "fresh", sidecar=False), cache=False)
         with pytest.MonkeyPatch.context() as patch:
@@ -446,6 +449,9 @@ def test_the_inspect_dataset_takes_the_sidecar_s_counts_without_counting_or_hash
             patch.setattr(_counts, "file_sha256", _hashed_again)  # the dataset hashes each file once
             assert _dataset(path) == expected
             assert _dataset(path, cache=False) == expected
+            task = TASKS["mrcr" if path.suffix == ".parquet" else "mrcr_v2"](data=str(path), no_cache=True)
+            found = [(s.id, s.metadata["bin_upper"], s.metadata["o200k_prompt_tokens"]) for s in task.dataset]
+            assert found == [(id_, meta["bin_upper"], meta["o200k_prompt_tokens"]) for id_, meta, _ in expected]
         assert not CountCache("o200k_base").path.exists()
 
 
