@@ -294,9 +294,8 @@ class V2Assembler:
             secret = random_hash(rng)
             while secret in hashes.values():
                 secret = random_hash(rng)
-            counts = count_tokens_batch(
-                [query_text(secret, k, *key) for k in range(1, n_needles + 1)], tokenizer=self.tokenizer
-            )
+            queries = [query_text(secret, k, *key) for k in range(1, n_needles + 1)]
+            counts = count_tokens_batch(queries, num_threads=1, tokenizer=self.tokenizer)  # too short to share
             cost = sum(t.tokens for t in turns)
             need = used + cost + max(longest_query, *counts)
             if need > budget:
@@ -350,9 +349,21 @@ class V2Assembler:
         )
 
 
+def splits_at_turns(tokenizer: str) -> bool:
+    """Whether `tokenizer` is known to split wherever a line starts with a letter after a line
+    break, as every seam of a transcript does (a blank line, then "User:"): o200k's pre-tokenizer
+    never joins a line break to the letter after it (the pieces that can hold a letter start at a
+    letter or at one character that is not a line break, letter or digit), and its BPE works within
+    pieces, so the parts' counts always add up to the whole's. Nothing is known of others."""
+    return tokenizer == DEFAULT_TOKENIZER
+
+
 def counts_add_up(transcript: Transcript) -> bool:
     """Whether one row counted whole equals the added counts of the few-shot block, every turn and
-    its query: the tokenizer splits at each of those seams for this transcript."""
+    its query: the tokenizer splits at each of those seams for this transcript. Counted only for a
+    tokenizer not known to split there (`splits_at_turns`): o200k's rows are not counted twice."""
+    if splits_at_turns(transcript.tokenizer):
+        return True
     key, ordinal = transcript.pairs()[0]
     return count_tokens(transcript.text + transcript.query(key, ordinal), transcript.tokenizer) == transcript.parts_len(
         key, ordinal
