@@ -142,6 +142,20 @@ class SidecarCounts:
         return found
 
 
+def append_line(path: Path, line: bytes) -> None:
+    """Append `line` to `path` (its folders made), best effort: one `write` of a file opened with
+    O_APPEND, so lines of concurrent writers are whole and never interleaved."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def _check(key: str, digest: str, prompt: int, total: int) -> str:
     return hashlib.blake2b(f"{key}\t{digest}\t{prompt}\t{total}".encode(), digest_size=8).hexdigest()
 

@@ -22,6 +22,7 @@ from mrcr_gen.recipes.mrcr_v2._command import one_unit
 from mrcr_gen.recipes.mrcr_v2._counted import FOLDER, CountedCache
 from mrcr_gen.recipes.mrcr_v2._validate import SPEC
 from mrcr_gen.validate import validate_paths
+from tests.test_counts import _rewrite, no_counting
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +55,6 @@ def fresh(path: Path, tmp_path: Path) -> dict:
     return report(copy_of(path, tmp_path / "fresh", sidecar=False), cache=False)
 
 
-def no_counting(monkeypatch) -> None:
-    """Any token count from here on fails the test."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("counted a row that was counted before")
-
-    monkeypatch.setattr("mrcr_gen._tokens.Tokenizer.count_batch", refuse)
-    monkeypatch.setattr("mrcr_gen._tokens.TiktokenTokenizer.count", refuse)
-    monkeypatch.setattr("mrcr_gen._tokens.token_counter", lambda: refuse)
-
-
 def test_the_generator_seals_every_row_s_counts_and_validation_counts_nothing(generated, tmp_path, monkeypatch):
     expected = fresh(generated, tmp_path)
     assert expected["summary"]["rows"] == 6 and expected["findings"] == []
@@ -78,13 +68,6 @@ def test_the_generator_seals_every_row_s_counts_and_validation_counts_nothing(ge
     no_counting(monkeypatch)
     assert report(generated, cache=False) == expected
     assert not (tmp_path / FOLDER).exists()
-
-
-def _rewrite(path: Path, change) -> None:
-    """Rewrite the sidecar of the data file `path` line by line with `change(row, record)`."""
-    sidecar = sidecar_path(path)
-    lines = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
-    sidecar.write_text("".join(json.dumps(change(row, record)) + "\n" for row, record in enumerate(lines)))
 
 
 def _wrong_totals(row: int, record: dict) -> dict:

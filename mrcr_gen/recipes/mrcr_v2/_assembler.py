@@ -21,6 +21,7 @@ import random
 import re
 import string
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
@@ -28,7 +29,7 @@ from typing import Protocol
 from ..._budget import AssemblyError, fill_budget, interleave, needle_slots
 from ..._models import Writing
 from ..._seeding import derived_rng
-from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
+from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch, tokenizer_threads
 from ._catalog import V2Catalog, V2Key
 from ._rows import V2Row
 from ._text import HASH_LENGTH, HEADER, TRANSCRIPT_OPEN, example_close, example_open, query_text, turn_text
@@ -198,20 +199,30 @@ class V2Assembler:
     catalog: V2Catalog
     tokenizer: str = DEFAULT_TOKENIZER
     _turns: dict[tuple[V2Key, int], Turn] = field(default_factory=dict)
+    #: Turns composed whose counts a tokenizer thread is counting: (writing, text, counts, index in them).
+    _counting: dict[tuple[V2Key, int], tuple[str, str, Future[list[int]], int]] = field(default_factory=dict)
 
     @property
     def variants(self) -> int:
         return self.writer.variants_per_key
 
-    def turns(self, keys: Sequence[tuple[V2Key, int]]) -> list[Turn]:
-        missing = list(dict.fromkeys(k for k in keys if k not in self._turns))
+    def compose(self, keys: Sequence[tuple[V2Key, int]]) -> None:
+        """Compose the writings of `keys` not yet turns, and start counting them on a tokenizer
+        thread: this thread composes the next ones meanwhile (see `_attempt`)."""
+        missing = list(dict.fromkeys(k for k in keys if k not in self._turns and k not in self._counting))
         if missing:
             writings = writing_texts(self.writer, missing)
             texts = [turn_text(key.ask, w) for (key, _), w in zip(missing, writings, strict=True)]
-            for (key, variant), writing, text, n in zip(
-                missing, writings, texts, count_tokens_batch(texts, tokenizer=self.tokenizer), strict=True
-            ):
-                self._turns[(key, variant)] = Turn(key, variant, text, n, writing, hash_windows(text))
+            counts = tokenizer_threads().submit(count_tokens_batch, texts, 1, self.tokenizer)
+            for index, (key, writing, text) in enumerate(zip(missing, writings, texts, strict=True)):
+                self._counting[key] = (writing, text, counts, index)
+
+    def turns(self, keys: Sequence[tuple[V2Key, int]]) -> list[Turn]:
+        self.compose(keys)
+        for key in keys:
+            if key in self._counting:
+                writing, text, counts, index = self._counting.pop(key)
+                self._turns[key] = Turn(key[0], key[1], text, counts.result()[index], writing, hash_windows(text))
         return [self._turns[k] for k in keys]
 
     def fewshot(self, rng: random.Random) -> tuple[str, int]:
@@ -287,8 +298,14 @@ class V2Assembler:
         query_tokens: dict[tuple[V2Key, int], int] = {}
         used = longest_query = misses = 0
         smallest_need = None
-        for key in keys:
-            turns = self.turns([(key, v) for v in rng.sample(range(self.variants), n_needles)])
+        for at, key in enumerate(keys):
+            variants = rng.sample(range(self.variants), n_needles)
+            self.compose([(key, v) for v in variants])
+            if at + 1 < len(keys):  # the next key's, as a copy of `rng` draws them, while these are counted
+                ahead = random.Random()
+                ahead.setstate(rng.getstate())
+                self.compose([(keys[at + 1], v) for v in ahead.sample(range(self.variants), n_needles)])
+            turns = self.turns([(key, v) for v in variants])
             if len({t.writing for t in turns}) < n_needles:
                 continue  # the writer repeated itself for this key
             secret = random_hash(rng)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from ..._counts import RowCounts
+from ..._counts import RowCounts, append_line
 
 #: The cache's folder inside the token-count cache's (one file per tokenizer).
 FOLDER = "mrcr-v2"
@@ -70,7 +69,8 @@ class RowCounted:
         return self.n_turns == n_turns and self.turns == tuple(turns) and (self.answer is not None) == answered
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
+    """An int as JSON gives it (not a bool)."""
     return type(value) is int
 
 
@@ -125,16 +125,7 @@ class CountedCache:
         assert self._rows is not None
         self._rows[key] = counted
         text = json.dumps({"tokens": counted.tokens, **counted.record()}, separators=(",", ":"))
-        line = f"{key}\t{text}\t{self._check(key, text)}\n".encode()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)  # one write of an O_APPEND file: whole, never interleaved
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
+        append_line(self.path, f"{key}\t{text}\t{self._check(key, text)}\n".encode())
 
 
 class KnownCounts:
