@@ -320,10 +320,13 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     indices, target = _needle_findings(rec, checked, text, query, transcript)
     if not state.count:
         return checked.result()
-    counted = state.row_counts(row, transcript, rec, query, indices)
-    n_tokens = counted.tokens
     if state.compare_counts:
+        counted = state.row_counts(row, transcript, rec, query, indices)
+        n_tokens = counted.tokens
         _count_findings(checked, rec, query, target, counted)
+    else:  # the file's counts are another tokenizer's: the recount decides the bucket alone
+        state.count_turns(transcript, rec["queries"])
+        n_tokens = _recount(state, transcript, rec["queries"], rec["view_ops"])
     found = v2_bucket_for(n_tokens)
     if found is None:
         checked.add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
