@@ -5,7 +5,10 @@ finding: every report below is compared with a fresh count (no sidecar, no cache
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import multiprocessing
 import shutil
 from pathlib import Path
 
@@ -19,7 +22,8 @@ from mrcr_gen._tokens import count_tokens
 from mrcr_gen.generate import GenerateRequest
 from mrcr_gen.recipes.mrcr_v2 import V2Config, V2OfflineWriter, generate_v2, iter_v2_rows, v2_bucket
 from mrcr_gen.recipes.mrcr_v2._command import one_unit
-from mrcr_gen.recipes.mrcr_v2._counted import FOLDER, CountedCache
+from mrcr_gen.recipes.mrcr_v2._counted import FOLDER, CountedCache, RowCounted
+from mrcr_gen.recipes.mrcr_v2._rows import V2_COLUMNS, V2FileWriter, _csv_cell
 from mrcr_gen.recipes.mrcr_v2._validate import SPEC
 from mrcr_gen.validate import validate_paths
 from tests.test_counts import _rewrite, no_counting
@@ -189,3 +193,49 @@ def test_o200k_splits_where_a_turn_starts(before, tail, after):
 )
 def test_a_one_file_shard_runs_in_this_process(options, workers):
     assert one_unit(GenerateRequest(**options)).workers == workers
+
+
+def _put_many(folder: str, start: int) -> None:
+    cache = CountedCache(Path(folder), tokenizer_key("o200k_base"))
+    for i in range(start, start + 200):
+        cache.put(f"{i:032x}", RowCounted(i, None, 3, (0, 2), ((5, 9), (12, 20))))
+
+
+def test_concurrent_validations_never_tear_the_cache(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_put_many, args=(str(tmp_path), k * 200)) for k in range(3)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+        assert writer.exitcode == 0
+    cache = CountedCache(tmp_path, tokenizer_key("o200k_base"))
+    assert all(cache.get(f"{i:032x}") == RowCounted(i, None, 3, (0, 2), ((5, 9), (12, 20))) for i in range(600))
+    assert len(cache.path.read_text().splitlines()) == 600
+
+
+@pytest.mark.parametrize("transcript", ['a "quoted" turn\n\n', "no line break ", 'one\n"', "NUL \0 here\n"])
+def test_rows_sharing_a_transcript_are_written_as_the_csv_module_writes_them(tmp_path, transcript):
+    rows = [
+        {
+            "queries": transcript + view_ops,
+            "answer": 'x"y',
+            "context_len": 7,
+            "answer_token_count": 2,
+            "view_ops": view_ops,
+            "num_relevant": 1,
+            "answer_context_position": (0, 3),
+            "index_positions_of_seeds": (0,),
+            "relevant_context_positions": ((0, 3),),
+        }
+        for view_ops in ('User: the "first"', "User: plain", "", "two\nlines")
+    ]
+    with V2FileWriter(tmp_path / "rows.csv") as writer:
+        for row in rows:
+            writer.write(row)
+    expected = io.StringIO(newline="")
+    plain = csv.writer(expected)
+    plain.writerow(V2_COLUMNS)
+    for row in rows:
+        plain.writerow([_csv_cell(name, row[name]) for name in V2_COLUMNS])
+    assert (tmp_path / "rows.csv").read_bytes() == expected.getvalue().encode("utf-8")
