@@ -46,6 +46,8 @@ LAYOUT_REVISION = 2
 #: 800, at most 50 below), and the draws tried before taking the closest.
 FEWSHOT_TOKENS = (750, 800)
 FEWSHOT_ATTEMPTS = 128
+#: Turns counted by one task of the tokenizer threads (a key's needles, or a part of a filler batch).
+COUNTED_TOGETHER = 8
 
 
 def random_hash(rng: random.Random) -> str:
@@ -207,14 +209,15 @@ class V2Assembler:
         return self.writer.variants_per_key
 
     def compose(self, keys: Sequence[tuple[V2Key, int]]) -> None:
-        """Compose the writings of `keys` not yet turns, and start counting them on a tokenizer
-        thread: this thread composes the next ones meanwhile (see `_attempt`)."""
+        """Compose the writings of `keys` not yet turns, and count them on the tokenizer threads,
+        COUNTED_TOGETHER at a time: this thread composes the next ones meanwhile (see `_attempt`)."""
         missing = list(dict.fromkeys(k for k in keys if k not in self._turns and k not in self._counting))
-        if missing:
-            writings = writing_texts(self.writer, missing)
-            texts = [turn_text(key.ask, w) for (key, _), w in zip(missing, writings, strict=True)]
+        for start in range(0, len(missing), COUNTED_TOGETHER):
+            chunk = missing[start : start + COUNTED_TOGETHER]
+            writings = writing_texts(self.writer, chunk)
+            texts = [turn_text(key.ask, w) for (key, _), w in zip(chunk, writings, strict=True)]
             counts = tokenizer_threads().submit(count_tokens_batch, texts, 1, self.tokenizer)
-            for index, (key, writing, text) in enumerate(zip(missing, writings, texts, strict=True)):
+            for index, (key, writing, text) in enumerate(zip(chunk, writings, texts, strict=True)):
                 self._counting[key] = (writing, text, counts, index)
 
     def turns(self, keys: Sequence[tuple[V2Key, int]]) -> list[Turn]:
