@@ -48,6 +48,8 @@ FEWSHOT_TOKENS = (750, 800)
 FEWSHOT_ATTEMPTS = 128
 #: Turns counted by one task of the tokenizer threads (a key's needles, or a part of a filler batch).
 COUNTED_TOGETHER = 8
+#: Keys whose needle turns are composed ahead of the one being fitted, while its turns are counted.
+KEYS_AHEAD = 1
 
 
 def random_hash(rng: random.Random) -> str:
@@ -228,6 +230,17 @@ class V2Assembler:
                 self._turns[key] = Turn(key[0], key[1], text, counts.result()[index], writing, hash_windows(text))
         return [self._turns[k] for k in keys]
 
+    def _compose_ahead(self, rng: random.Random, upcoming: Sequence[V2Key], n_needles: int) -> None:
+        """Compose the needle turns of the `upcoming` keys while the tokenizer threads count the
+        current key's: their variants as a copy of `rng` draws them, each after the hash of the key
+        before it (a key passed over, or a hash drawn again, makes a guess wrong: that costs a
+        composition, never a change, as a writing depends on its key and variant alone)."""
+        ahead = random.Random()
+        ahead.setstate(rng.getstate())
+        for key in upcoming:
+            random_hash(ahead)
+            self.compose([(key, v) for v in ahead.sample(range(self.variants), n_needles)])
+
     def fewshot(self, rng: random.Random) -> tuple[str, int]:
         """The few-shot block and its tokens: drawn again until it takes FEWSHOT_TOKENS (as upstream,
         which aims at 750-800 tokens), else the draw closest to them after FEWSHOT_ATTEMPTS (writings
@@ -304,10 +317,7 @@ class V2Assembler:
         for at, key in enumerate(keys):
             variants = rng.sample(range(self.variants), n_needles)
             self.compose([(key, v) for v in variants])
-            if at + 1 < len(keys):  # the next key's, as a copy of `rng` draws them, while these are counted
-                ahead = random.Random()
-                ahead.setstate(rng.getstate())
-                self.compose([(keys[at + 1], v) for v in ahead.sample(range(self.variants), n_needles)])
+            self._compose_ahead(rng, keys[at + 1 : at + 1 + KEYS_AHEAD], n_needles)
             turns = self.turns([(key, v) for v in variants])
             if len({t.writing for t in turns}) < n_needles:
                 continue  # the writer repeated itself for this key
