@@ -20,7 +20,15 @@ from mrcr_gen._card import sidecar_path
 from mrcr_gen._counts import seal, tokenizer_key
 from mrcr_gen._tokens import count_tokens
 from mrcr_gen.generate import GenerateRequest
-from mrcr_gen.recipes.mrcr_v2 import V2Config, V2OfflineWriter, generate_v2, iter_v2_rows, v2_bucket
+from mrcr_gen.recipes.mrcr_v2 import (
+    V2Assembler,
+    V2Config,
+    V2OfflineWriter,
+    generate_v2,
+    iter_v2_rows,
+    load_v2_catalog,
+    v2_bucket,
+)
 from mrcr_gen.recipes.mrcr_v2._command import one_unit
 from mrcr_gen.recipes.mrcr_v2._counted import FOLDER, CountedCache, RowCounted
 from mrcr_gen.recipes.mrcr_v2._rows import V2_COLUMNS, V2FileWriter, _csv_cell
@@ -239,3 +247,12 @@ def test_rows_sharing_a_transcript_are_written_as_the_csv_module_writes_them(tmp
     for row in rows:
         plain.writerow([_csv_cell(name, row[name]) for name in V2_COLUMNS])
     assert (tmp_path / "rows.csv").read_bytes() == expected.getvalue().encode("utf-8")
+
+
+@pytest.mark.parametrize("n_needles", [2, 4, 8])
+def test_the_needle_turns_composed_ahead_are_those_used(n_needles):
+    # While a key's turns are counted, the next key's are composed as the rng will draw them: only
+    # the key after the last one fitted is composed for nothing.
+    assembler = V2Assembler(writer=V2OfflineWriter(3), catalog=load_v2_catalog())
+    transcript = assembler.build(n_needles=n_needles, target=65536, lowest=62000, seed=(3, 0))
+    assert transcript.hashes and len(assembler._counting) <= n_needles
