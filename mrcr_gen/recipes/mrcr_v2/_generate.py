@@ -139,8 +139,9 @@ def transcript_rows(
 ) -> Iterator[tuple[int, Transcript, V2Row]]:
     """(transcript index, transcript, row) for exactly `config.samples` rows of one bucket, in write order.
 
-    Transcript t+1 is built while transcript t's whole row is counted (one core each): what a
-    transcript is depends on its index alone, so building it early changes nothing."""
+    Transcript t+1 is built while transcript t's whole row is counted (one core each; no count for
+    o200k: `splits_at_turns`): what a transcript is depends on its index alone, so building it early
+    changes nothing."""
     where_key = where.upper if config.tokens is None else f"tokens={config.tokens}"
     start = derived_rng("mrcr-v2 bucket", config.seed, n_needles, where_key).random()
     width = where.upper - where.smallest
