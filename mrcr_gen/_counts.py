@@ -51,10 +51,13 @@ def tokenizer_key(spec: str) -> str:
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def seal(data_sha256: str, tokenizer: str, row: int, prompt: int, total: int) -> str:
+def seal(data_sha256: str, tokenizer: str, row: int, prompt: int, total: int, counted: object = None) -> str:
     """What a sidecar line's `seal` holds: a digest tying its counts to the file and the tokenizer
-    (`tokenizer` is a `tokenizer_key`)."""
+    (`tokenizer` is a `tokenizer_key`), and the line's `counted` (a recipe's further counts of the
+    row, any JSON) when it has one."""
     text = f"{data_sha256}\t{tokenizer}\t{row}\t{prompt}\t{total}"
+    if counted is not None:
+        text += "\t" + json.dumps(counted, sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
@@ -68,7 +71,7 @@ def sealed_sidecar(lines: Sequence[str], path: str | os.PathLike, tokenizer_spec
         record = json.loads(line)
         counts = record_counts(record)
         if counts is not None:
-            record |= {"data_sha256": sha, "seal": seal(sha, key, row, *counts)}
+            record |= {"data_sha256": sha, "seal": seal(sha, key, row, *counts, record.get("counted"))}
         sealed.append(json.dumps(record) + "\n")
     return "".join(sealed)
 
@@ -92,6 +95,7 @@ class SidecarCounts:
     def __init__(self, path: str | os.PathLike, tokenizer_spec: str, data_sha256: str | None = None) -> None:
         self.path, self.tokenizer_spec, self.data_sha256 = Path(path), tokenizer_spec, data_sha256
         self._counts: dict[int, Counts] | None = None
+        self._counted: dict[int, object] = {}  # a row's sealed `counted`, where its line has one
 
     @property
     def counts(self) -> dict[int, Counts]:
@@ -101,6 +105,12 @@ class SidecarCounts:
 
     def get(self, row: int) -> Counts | None:
         return self.counts.get(row)
+
+    def counted(self, row: int) -> object:
+        """The recipe's further counts of `row` (its line's `counted`), sealed with its totals; None
+        when its line has none or fails its seal."""
+        self.counts  # noqa: B018 (read on first use)
+        return self._counted.get(row)
 
     def __getstate__(self) -> dict:
         self.counts  # noqa: B018 (read now: the workers get the counts, not the work)
@@ -127,9 +137,26 @@ class SidecarCounts:
             except OSError:
                 return found
             key = key or tokenizer_key(self.tokenizer_spec)
-            if record["data_sha256"] == sha and record.get("seal") == seal(sha, key, row, *counts):
+            counted = record.get("counted")
+            if record["data_sha256"] == sha and record.get("seal") == seal(sha, key, row, *counts, counted):
                 found[row] = counts
+                if counted is not None:
+                    self._counted[row] = counted
         return found
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append `line` to `path` (its folders made), best effort: one `write` of a file opened with
+    O_APPEND, so lines of concurrent writers are whole and never interleaved."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _check(key: str, digest: str, prompt: int, total: int) -> str:

@@ -21,7 +21,7 @@ from ...eval._items import UNKNOWN_BIN, EvalItem
 if TYPE_CHECKING:
     from ..._counts import RowCounts
     from ...eval._analysis import Transcript
-    from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption
+    from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption, ProgressBar
     from ...pool._harvest import HarvestedPair
     from ...validate import CheckSpec
 
@@ -65,6 +65,12 @@ class MrcrV2(BaseRecipe):
         from ._generate import worker_preload
 
         return worker_preload(request.tokenizer)
+
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        from ...generate import generate_for
+        from ._command import one_unit
+
+        return generate_for(self, one_unit(request), progress)
 
     def plan_generation(self, request: GenerateRequest) -> GenerationJob:
         from ._command import plan_generation
