@@ -13,6 +13,7 @@ Jobs (run on an idle machine: every side shares its cores with the loopback serv
     then cached). Goal: mrcr-eval <= 0.5x the loop's time, its first request no later.
   - v2: `mrcr-gen --recipe mrcr-v2` --v2-rows rows at --tokens 1048576, then `mrcr-validate` on the
     file, as commands, against `minimal_loop.py v2` (read_csv + tiktoken) on that file. Goal <= 0.5 each.
+    Also `mrcr-validate` on a copy without its sidecar (a file made elsewhere: counted, then cached).
   - gen: `mrcr-gen` --gen-rows rows of 8 needles in the 1M bin against one tiktoken pass over what it
     wrote (`_measure.naive_loop`: read_parquet, json.loads, encode every message and the answer).
     Goal <= 0.30.
@@ -109,6 +110,13 @@ def v2_job(args: argparse.Namespace, env: dict, work: Path) -> dict:
         for run in ("first", "second"):
             check = cli("validate_main", "mrcr-validate", str(path), "--json", str(work / "report.json"))
             runs.setdefault(f"mrcr-validate, {run} run", []).append(measure(check, env=env, memory=False))
+        bare = work / "v2-no-sidecar" / path.name  # the same rows as a file made elsewhere
+        bare.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, bare)
+        fresh_cache(env)
+        for run in ("first", "second"):
+            check = cli("validate_main", "mrcr-validate", str(bare), "--json", str(work / "report.json"))
+            runs.setdefault(f"mrcr-validate, no sidecar, {run} run", []).append(measure(check, env=env, memory=False))
     print(f"\nv2: {args.v2_rows} rows at 1048576 tokens, 8 needles, {args.rounds} round(s)")
     loop_wall = median(runs["read_csv + tiktoken"], "wall")
     return {name: show(name, found, None if name.startswith("read_csv") else loop_wall) for name, found in runs.items()}

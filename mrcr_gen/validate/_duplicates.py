@@ -18,10 +18,15 @@ def _digest(text: str) -> str:
 
 
 def row_digests(record: dict[str, Any], prompt_column: str) -> tuple[str, str | None]:
-    """(the digest of the whole row, the digest of its prompt column, None when it holds no text)."""
-    whole = _digest(json.dumps(record, sort_keys=True, default=repr))
+    """(the digest of the whole row, the digest of its prompt column, None when it holds no text).
+    The whole row's covers the prompt by its digest: its text (megabytes in a long row) is hashed
+    once, never JSON-escaped."""
     prompt = record.get(prompt_column)
-    return whole, _digest(prompt) if isinstance(prompt, str) else None
+    if not isinstance(prompt, str):
+        return _digest(json.dumps(record, sort_keys=True, default=repr)), None
+    prompt_digest = _digest(prompt)
+    rest = {key: value for key, value in record.items() if key != prompt_column}
+    return _digest(prompt_digest + json.dumps(rest, sort_keys=True, default=repr)), prompt_digest
 
 
 class Duplicates:

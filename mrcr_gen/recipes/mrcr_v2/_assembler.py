@@ -21,6 +21,7 @@ import random
 import re
 import string
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
@@ -28,7 +29,7 @@ from typing import Protocol
 from ..._budget import AssemblyError, fill_budget, interleave, needle_slots
 from ..._models import Writing
 from ..._seeding import derived_rng
-from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch
+from ..._tokens import DEFAULT_TOKENIZER, count_tokens, count_tokens_batch, tokenizer_threads
 from ._catalog import V2Catalog, V2Key
 from ._rows import V2Row
 from ._text import HASH_LENGTH, HEADER, TRANSCRIPT_OPEN, example_close, example_open, query_text, turn_text
@@ -45,6 +46,10 @@ LAYOUT_REVISION = 2
 #: 800, at most 50 below), and the draws tried before taking the closest.
 FEWSHOT_TOKENS = (750, 800)
 FEWSHOT_ATTEMPTS = 128
+#: Turns counted by one task of the tokenizer threads (a key's needles, or a part of a filler batch).
+COUNTED_TOGETHER = 8
+#: Keys whose needle turns are composed ahead of the one being fitted, while its turns are counted.
+KEYS_AHEAD = 1
 
 
 def random_hash(rng: random.Random) -> str:
@@ -198,21 +203,43 @@ class V2Assembler:
     catalog: V2Catalog
     tokenizer: str = DEFAULT_TOKENIZER
     _turns: dict[tuple[V2Key, int], Turn] = field(default_factory=dict)
+    #: Turns composed whose counts a tokenizer thread is counting: (writing, text, counts, index in them).
+    _counting: dict[tuple[V2Key, int], tuple[str, str, Future[list[int]], int]] = field(default_factory=dict)
 
     @property
     def variants(self) -> int:
         return self.writer.variants_per_key
 
+    def compose(self, keys: Sequence[tuple[V2Key, int]]) -> None:
+        """Compose the writings of `keys` not yet turns, and count them on the tokenizer threads,
+        COUNTED_TOGETHER at a time: this thread composes the next ones meanwhile (see `_attempt`)."""
+        missing = list(dict.fromkeys(k for k in keys if k not in self._turns and k not in self._counting))
+        for start in range(0, len(missing), COUNTED_TOGETHER):
+            chunk = missing[start : start + COUNTED_TOGETHER]
+            writings = writing_texts(self.writer, chunk)
+            texts = [turn_text(key.ask, w) for (key, _), w in zip(chunk, writings, strict=True)]
+            counts = tokenizer_threads().submit(count_tokens_batch, texts, 1, self.tokenizer)
+            for index, (key, writing, text) in enumerate(zip(chunk, writings, texts, strict=True)):
+                self._counting[key] = (writing, text, counts, index)
+
     def turns(self, keys: Sequence[tuple[V2Key, int]]) -> list[Turn]:
-        missing = list(dict.fromkeys(k for k in keys if k not in self._turns))
-        if missing:
-            writings = writing_texts(self.writer, missing)
-            texts = [turn_text(key.ask, w) for (key, _), w in zip(missing, writings, strict=True)]
-            for (key, variant), writing, text, n in zip(
-                missing, writings, texts, count_tokens_batch(texts, tokenizer=self.tokenizer), strict=True
-            ):
-                self._turns[(key, variant)] = Turn(key, variant, text, n, writing, hash_windows(text))
+        self.compose(keys)
+        for key in keys:
+            if key in self._counting:
+                writing, text, counts, index = self._counting.pop(key)
+                self._turns[key] = Turn(key[0], key[1], text, counts.result()[index], writing, hash_windows(text))
         return [self._turns[k] for k in keys]
+
+    def _compose_ahead(self, rng: random.Random, upcoming: Sequence[V2Key], n_needles: int) -> None:
+        """Compose the needle turns of the `upcoming` keys while the tokenizer threads count the
+        current key's: their variants as a copy of `rng` draws them, each after the hash of the key
+        before it (a key passed over, or a hash drawn again, makes a guess wrong: that costs a
+        composition, never a change, as a writing depends on its key and variant alone)."""
+        ahead = random.Random()
+        ahead.setstate(rng.getstate())
+        for key in upcoming:
+            random_hash(ahead)
+            self.compose([(key, v) for v in ahead.sample(range(self.variants), n_needles)])
 
     def fewshot(self, rng: random.Random) -> tuple[str, int]:
         """The few-shot block and its tokens: drawn again until it takes FEWSHOT_TOKENS (as upstream,
@@ -287,16 +314,18 @@ class V2Assembler:
         query_tokens: dict[tuple[V2Key, int], int] = {}
         used = longest_query = misses = 0
         smallest_need = None
-        for key in keys:
-            turns = self.turns([(key, v) for v in rng.sample(range(self.variants), n_needles)])
+        for at, key in enumerate(keys):
+            variants = rng.sample(range(self.variants), n_needles)
+            self.compose([(key, v) for v in variants])
+            self._compose_ahead(rng, keys[at + 1 : at + 1 + KEYS_AHEAD], n_needles)
+            turns = self.turns([(key, v) for v in variants])
             if len({t.writing for t in turns}) < n_needles:
                 continue  # the writer repeated itself for this key
             secret = random_hash(rng)
             while secret in hashes.values():
                 secret = random_hash(rng)
-            counts = count_tokens_batch(
-                [query_text(secret, k, *key) for k in range(1, n_needles + 1)], tokenizer=self.tokenizer
-            )
+            queries = [query_text(secret, k, *key) for k in range(1, n_needles + 1)]
+            counts = count_tokens_batch(queries, num_threads=1, tokenizer=self.tokenizer)  # too short to share
             cost = sum(t.tokens for t in turns)
             need = used + cost + max(longest_query, *counts)
             if need > budget:
@@ -350,9 +379,21 @@ class V2Assembler:
         )
 
 
+def splits_at_turns(tokenizer: str) -> bool:
+    """Whether `tokenizer` is known to split wherever a line starts with a letter after a line
+    break, as every seam of a transcript does (a blank line, then "User:"): o200k's pre-tokenizer
+    never joins a line break to the letter after it (the pieces that can hold a letter start at a
+    letter or at one character that is not a line break, letter or digit), and its BPE works within
+    pieces, so the parts' counts always add up to the whole's. Nothing is known of others."""
+    return tokenizer == DEFAULT_TOKENIZER
+
+
 def counts_add_up(transcript: Transcript) -> bool:
     """Whether one row counted whole equals the added counts of the few-shot block, every turn and
-    its query: the tokenizer splits at each of those seams for this transcript."""
+    its query: the tokenizer splits at each of those seams for this transcript. Counted only for a
+    tokenizer not known to split there (`splits_at_turns`): o200k's rows are not counted twice."""
+    if splits_at_turns(transcript.tokenizer):
+        return True
     key, ordinal = transcript.pairs()[0]
     return count_tokens(transcript.text + transcript.query(key, ordinal), transcript.tokenizer) == transcript.parts_len(
         key, ordinal

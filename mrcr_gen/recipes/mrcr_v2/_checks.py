@@ -41,6 +41,8 @@ from ...validate._asks import (
     unencodable_at,
 )
 from ...validate._findings import OUT_OF_RANGE, Finding, RowResult, Severity
+from ._assembler import splits_at_turns
+from ._counted import KnownCounts, RowCounted, row_key
 from ._generate import v2_bucket_for
 from ._rows import coerce_record
 from ._text import HASH_PATTERN, ParsedQuery, ParsedTurn, parse_query, split_transcript
@@ -92,15 +94,21 @@ class V2FileState:
     tokenizer: str = DEFAULT_TOKENIZER
     #: False when the file's counts are another tokenizer's: only the buckets are checked.
     compare_counts: bool = True
+    #: Rows' counts counted before (the sealed sidecar, the cache); None: every row is counted.
+    known: KnownCounts | None = None
     _current: _Transcript | None = None
     _scanned: tuple[str, int | None] | None = None  # the last transcript text and `unencodable_at` of it
     hash_owner: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (transcript id, ask)
     #: The current row holds text UTF-8 cannot encode (`text_encoding`): it is counted with U+FFFD in its place.
     sanitize: bool = False
-    counter: RepeatedTextCounter = field(init=False)
+    _counter: RepeatedTextCounter | None = None
 
-    def __post_init__(self) -> None:
-        self.counter = RepeatedTextCounter(tokenizer=self.tokenizer)
+    @property
+    def counter(self) -> RepeatedTextCounter:
+        """Counts a transcript's turns (built on first use: a file whose counts are known loads no tokenizer)."""
+        if self._counter is None:
+            self._counter = RepeatedTextCounter(tokenizer=self.tokenizer)
+        return self._counter
 
     def count_whole(self, text: str) -> int:
         return count_tokens(encodable(text) if self.sanitize else text, self.tokenizer)
@@ -127,9 +135,9 @@ class V2FileState:
             at = len(text) + tail
         return at
 
-    def transcript(self, text: str, queries: str) -> _Transcript:
-        """The transcript `text` (a row's `queries` without its query), parsed and counted once for the
-        rows that share it; `queries` is the first such row's, counted whole beside the turns."""
+    def transcript(self, text: str) -> _Transcript:
+        """The transcript `text` (a row's `queries` without its query), parsed once for the rows
+        that share it (its turns are counted when a row first needs them: `count_turns`)."""
         if self._current is not None and self._current.text == text:
             return self._current
         tid = transcript_id(text)
@@ -146,23 +154,59 @@ class V2FileState:
             elif not text.endswith("\n\n") or any(not text[t.start : t.end].endswith("\n\n") for t in turns):
                 problem = "a turn does not end with a blank line"
             state = _Transcript(tid, turns, problem, text)
-            if self.count and problem is None:
-                parts = [text[t.start : t.end] for t in turns]
-                parts = list(map(encodable, parts)) if self.sanitize else parts
-                if self.threads > 1:
-                    # The whole row on one thread while the turns take the others: one count's time, not two.
-                    whole = tokenizer_threads().submit(self.count_whole, queries)
-                    counts = count_tokens_batch(parts, self.threads, self.tokenizer)
-                    state.first_row_tokens = whole.result()
-                else:
-                    counts = list(map(self.counter, parts))
-                at = self.count_whole(text[:body_start])
-                state.starts = [at]
-                for n in counts:
-                    at += n
-                    state.starts.append(at)
         self._current = state
         return state
+
+    def count_turns(self, transcript: _Transcript, queries: str) -> None:
+        """`transcript.starts`, counted once; `queries` is the first row's that needs them, counted
+        whole beside the turns to check that the parts add up (not for a tokenizer known to split
+        at every seam: `splits_at_turns`)."""
+        if transcript.starts is not None:
+            return
+        assert transcript.turns is not None
+        text, turns = transcript.text, transcript.turns
+        parts = [text[t.start : t.end] for t in turns]
+        parts = list(map(encodable, parts)) if self.sanitize else parts
+        if splits_at_turns(self.tokenizer):
+            transcript.additive = True
+        if self.threads > 1:
+            # The whole row on one thread while the turns take the others: one count's time, not two.
+            whole = None if transcript.additive else tokenizer_threads().submit(self.count_whole, queries)
+            counts = count_tokens_batch(parts, self.threads, self.tokenizer)
+            transcript.first_row_tokens = None if whole is None else whole.result()
+        else:
+            counts = list(map(self.counter, parts))
+        at = self.count_whole(text[: turns[0].start])
+        transcript.starts = [at]
+        for n in counts:
+            at += n
+            transcript.starts.append(at)
+
+    def row_counts(
+        self, row: int, transcript: _Transcript, rec: dict[str, Any], query: ParsedQuery, indices: list[int]
+    ) -> RowCounted:
+        """The row's counts: as counted before (`known`), else counted now (and remembered)."""
+        turns = transcript.turns or []
+        target = turns[indices[query.ordinal - 1]].text if query.ordinal <= len(indices) else None
+        key = None if self.known is None or self.sanitize else row_key(transcript.id, rec["view_ops"])
+        if key is not None:
+            assert self.known is not None
+            # A sidecar's answer count is its writing's: this target's only when the answer holds it.
+            found = self.known.get(row, key, sidecar=target is not None and rec["answer"] == query.hash + target)
+            if found is not None and found.fits(len(turns), indices, target is not None):
+                return found
+        self.count_turns(transcript, rec["queries"])
+        counted = RowCounted(
+            tokens=_recount(self, transcript, rec["queries"], rec["view_ops"]),
+            answer=None if target is None else self.count_whole(target),
+            n_turns=len(turns),
+            turns=tuple(indices),
+            positions=tuple((self.offset(transcript, i), self.offset(transcript, i + 1)) for i in indices),
+        )
+        if key is not None:
+            assert self.known is not None
+            self.known.put(key, counted)
+        return counted
 
 
 def _finding(file: str, row: int, check: str, message: str, severity: Severity = "error") -> Finding:
@@ -274,11 +318,15 @@ def check_v2_record(record: dict[str, Any], state: V2FileState, row: int) -> Row
     rec, text, query, transcript = parsed
     _hash_findings(state, checked, text, query, transcript)
     indices, target = _needle_findings(rec, checked, text, query, transcript)
-    if not state.count or transcript.starts is None:
+    if not state.count:
         return checked.result()
-    n_tokens = _recount(state, transcript, rec["queries"], rec["view_ops"])
     if state.compare_counts:
-        _count_findings(state, checked, rec, transcript, query, indices, target, n_tokens)
+        counted = state.row_counts(row, transcript, rec, query, indices)
+        n_tokens = counted.tokens
+        _count_findings(checked, rec, query, target, counted)
+    else:  # the file's counts are another tokenizer's: the recount decides the bucket alone
+        state.count_turns(transcript, rec["queries"])
+        n_tokens = _recount(state, transcript, rec["queries"], rec["view_ops"])
     found = v2_bucket_for(n_tokens)
     if found is None:
         checked.add("token_bin", f"{n_tokens} tokens lie outside the v2 buckets (4096, 8388608]")
@@ -312,7 +360,7 @@ def _parse(
         checked.add("final_query", f"view_ops is not an MRCR v2 query: {view_ops[:120]!r}")
         return None
     text = queries[: len(queries) - len(view_ops)]
-    transcript = state.transcript(text, queries)
+    transcript = state.transcript(text)
     if transcript.problem is not None or transcript.turns is None:
         checked.add("transcript", transcript.problem or "no turns")
         return None
@@ -403,24 +451,17 @@ def _recount(state: V2FileState, transcript: _Transcript, queries: str, view_ops
 
 
 def _count_findings(
-    state: V2FileState,
-    checked: _Row,
-    rec: dict[str, Any],
-    transcript: _Transcript,
-    query: ParsedQuery,
-    indices: list[int],
-    target: str | None,
-    n_tokens: int,
+    checked: _Row, rec: dict[str, Any], query: ParsedQuery, target: str | None, counted: RowCounted
 ) -> None:
-    """`context_len`, `answer_token_count` and the token spans against the recount."""
-    if rec.get("context_len") != n_tokens:
-        checked.add("context_len", f"context_len is {rec.get('context_len')}, queries has {n_tokens} tokens")
-    if target is not None and rec.get("answer_token_count") != (expected := state.count_whole(target)):
+    """`context_len`, `answer_token_count` and the token spans against the row's counts."""
+    if rec.get("context_len") != counted.tokens:
+        checked.add("context_len", f"context_len is {rec.get('context_len')}, queries has {counted.tokens} tokens")
+    if target is not None and rec.get("answer_token_count") != (expected := counted.answer):
         checked.add(
             "answer_token_count",
             f"answer_token_count is {rec.get('answer_token_count')}, the writing has {expected} tokens",
         )
-    spans = [(state.offset(transcript, i), state.offset(transcript, i + 1)) for i in indices]
+    spans = list(counted.positions)
     if tuple(map(tuple, rec.get("relevant_context_positions", ()))) != tuple(spans):
         checked.add("positions", f"relevant_context_positions disagree with the text: expected {spans[:4]}...")
     if (

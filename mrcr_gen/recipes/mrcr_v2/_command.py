@@ -4,6 +4,7 @@ a `V2Config`, and the writer chosen (offline, or a model's writings fetched up f
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -49,6 +50,26 @@ def plan_generation(request: GenerateRequest) -> GenerationJob:
         raise RequestError(option_error(exc)) from None
     check_out_folder(config.out)
     return v2_job(config, _writer(request, tokenizer))
+
+
+def one_unit(request: GenerateRequest) -> GenerateRequest:
+    """`request` on one local worker when this shard is at most one file: a file is one unit of
+    work, run in this process, so a pool's processes (and their fork server, which imports the
+    recipe and builds o200k again) would only take a core from the tokenizer threads. The files
+    are the same whatever the workers."""
+    if request.engine != "local" or request.workers == 1:
+        return request
+    try:
+        targets = (
+            1
+            if request.tokens is not None
+            else len(parse_bins(request.bins, v2_bucket, DEFAULT_V2_BUCKETS, V2_BUCKETS))
+        )
+        index, count = parse_shard(request.shard)
+    except RequestError:  # refused with its reason when the job is planned
+        return request
+    files = len(set(request.needles or (8,))) * targets
+    return replace(request, workers=1) if len(range(index - 1, files, count)) <= 1 else request
 
 
 def generation_summary(job: GenerationJob, result: GenerationResult) -> Generated:

@@ -43,6 +43,7 @@ from ...generate import (
 )
 from ._assembler import LAYOUT_REVISION, Transcript, V2Assembler, counts_add_up
 from ._catalog import V2Key, load_v2_catalog
+from ._counted import RowCounted
 from ._rows import V2FileWriter, V2Row
 
 #: (4096, 8192] ... (4194304, 8388608]: upstream's buckets, lower edge excluded.
@@ -128,10 +129,19 @@ class _Draft:
 
 
 def bucket_rows(assembler: V2Assembler, config: V2Config, n_needles: int, where: Bin) -> Iterator[tuple[int, V2Row]]:
-    """(transcript index, row) for exactly `config.samples` rows of one bucket, in write order.
+    """(transcript index, row) for exactly `config.samples` rows of one bucket, in write order."""
+    for index, _, row in transcript_rows(assembler, config, n_needles, where):
+        yield index, row
 
-    Transcript t+1 is built while transcript t's whole row is counted (one core each): what a
-    transcript is depends on its index alone, so building it early changes nothing."""
+
+def transcript_rows(
+    assembler: V2Assembler, config: V2Config, n_needles: int, where: Bin
+) -> Iterator[tuple[int, Transcript, V2Row]]:
+    """(transcript index, transcript, row) for exactly `config.samples` rows of one bucket, in write order.
+
+    Transcript t+1 is built while transcript t's whole row is counted (one core each; no count for
+    o200k: `splits_at_turns`): what a transcript is depends on its index alone, so building it early
+    changes nothing."""
     where_key = where.upper if config.tokens is None else f"tokens={config.tokens}"
     start = derived_rng("mrcr-v2 bucket", config.seed, n_needles, where_key).random()
     width = where.upper - where.smallest
@@ -165,7 +175,7 @@ def bucket_rows(assembler: V2Assembler, config: V2Config, n_needles: int, where:
                     ahead = draft(transcript_index + 1)
             transcript, pairs = _transcript_rows(assembler, n_needles, where, target, seed, wanted, current)
             for key, ordinal in pairs:
-                yield transcript_index, transcript.row(key, ordinal)
+                yield transcript_index, transcript, transcript.row(key, ordinal)
             written += len(pairs)
             transcript_index += 1
             current = ahead
@@ -308,7 +318,7 @@ _ASSEMBLERS: dict[str, V2Assembler] = {}
 
 @dataclass(frozen=True)
 class V2Builder:
-    """Makes a bucket's rows in a worker (the whole file in one sequence: see `bucket_rows`), and
+    """Makes a bucket's rows in a worker (the whole file in one sequence: see `transcript_rows`), and
     writes them as CSV or parquet; `run_key` keeps one assembler per run and process."""
 
     writer: Any
@@ -339,10 +349,10 @@ class V2Builder:
 
     def batches(self, file: PlannedFile, rows: tuple, store: Path | None) -> Iterator[RowBatch]:
         info: BucketFile = file.info
-        for transcript, row in bucket_rows(self._assembler(), self.config, info.n_needles, info.where):
+        for index, transcript, row in transcript_rows(self._assembler(), self.config, info.n_needles, info.where):
             record = {"bin": info.label, "prompt_tokens": row.context_len, "n_tokens": row.context_len}
             record["n_needles"] = info.n_needles
-            yield RowBatch([row], [record | {"transcript": transcript}])
+            yield RowBatch([row], [record | {"transcript": index, "counted": row_counted(row, len(transcript.turns))}])
 
     def open_file(self, path: Path) -> V2Sink:
         metadata = recipe_metadata("mrcr-v2", "1") if self.config.format == "parquet" else None
@@ -362,6 +372,12 @@ class V2Builder:
                 writer=self.writer, catalog=catalog, tokenizer=self.config.tokenizer_spec
             )
         return _ASSEMBLERS[self.run_key]
+
+
+def row_counted(row: V2Row, n_turns: int) -> dict:
+    """What the sidecar records of the counts a row's checks need (`_counted`), sealed with its totals."""
+    answer, positions = row.answer_token_count, row.relevant_context_positions
+    return RowCounted(row.context_len, answer, n_turns, row.index_positions_of_seeds, positions).record()
 
 
 class V2Sink:

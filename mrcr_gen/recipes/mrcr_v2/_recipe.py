@@ -21,7 +21,7 @@ from ...eval._items import UNKNOWN_BIN, EvalItem
 if TYPE_CHECKING:
     from ..._counts import RowCounts
     from ...eval._analysis import Transcript
-    from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption
+    from ...generate import Generated, GenerateRequest, GenerationJob, GenerationResult, GenOption, ProgressBar
     from ...pool._harvest import HarvestedPair
     from ...validate import CheckSpec
 
@@ -66,6 +66,12 @@ class MrcrV2(BaseRecipe):
 
         return worker_preload(request.tokenizer)
 
+    def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
+        from ...generate import generate_for
+        from ._command import one_unit
+
+        return generate_for(self, one_unit(request), progress)
+
     def plan_generation(self, request: GenerateRequest) -> GenerationJob:
         from ._command import plan_generation
 
@@ -96,13 +102,18 @@ class MrcrV2(BaseRecipe):
     # --- mrcr-grade --------------------------------------------------------------------------
 
     def grade_responses(
-        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+        self,
+        data: str | os.PathLike,
+        responses: str | os.PathLike,
+        *,
+        allow_missing: bool = False,
+        cache: bool = True,
     ) -> dict[str, Any]:
         from ...eval._responses import ResponsesError, read_responses
         from ._eval import grade_v2_responses
 
         try:
-            return grade_v2_responses(Path(data), read_responses(responses), allow_missing=allow_missing)
+            return grade_v2_responses(Path(data), read_responses(responses), allow_missing=allow_missing, cache=cache)
         except (ResponsesError, ValueError, OSError) as exc:
             raise RequestError(str(exc).splitlines()[0]) from None
 

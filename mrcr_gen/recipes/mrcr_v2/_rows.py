@@ -9,7 +9,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -296,6 +296,17 @@ def _quoted_csv_cell(text: str) -> str | None:
     return '"' + text.replace('"', '""') + '"'
 
 
+class _Utf8Lines:
+    """What the csv module writes to, for a file opened in binary: each line encoded as UTF-8 (the
+    bytes a text file opened with `encoding="utf-8", newline=""` would write)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        return self.raw.write(text.encode("utf-8"))
+
+
 class V2FileWriter:
     """Streams rows into a CSV or parquet file that appears atomically when closed without error."""
 
@@ -312,10 +323,12 @@ class V2FileWriter:
         self._tmp = self._atomic.__enter__()
         self._buffer: list[dict[str, Any]] = []
         self._buffered_bytes = 0
+        #: The last transcript (a `queries` cell without its `view_ops`) and its quoted cell's bytes.
+        self._shared: tuple[str, bytes] | None = None
         try:
             if format == "csv":
-                self._handle = open(self._tmp, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in close()
-                self._csv = csv.writer(self._handle)
+                self._handle = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()
+                self._csv = csv.writer(_Utf8Lines(self._handle))
                 self._csv.writerow(V2_COLUMNS)
             else:
                 schema = V2_SCHEMA.with_metadata(metadata) if metadata else V2_SCHEMA
@@ -329,17 +342,33 @@ class V2FileWriter:
         self.rows += 1
         if self.format == "csv":
             cells = [_csv_cell(name, record[name]) for name in V2_COLUMNS]
-            first = _quoted_csv_cell(cells[0]) if isinstance(cells[0], str) else None
-            if first is None:
+            if not self._write_queries(cells[0], record["view_ops"]):
                 self._csv.writerow(cells)
-            else:  # the same bytes: the first cell and its delimiter, then the rest of the row
-                self._handle.write(first + ",")
+            else:  # the same bytes: the first cell and its delimiter written, then the rest of the row
                 self._csv.writerow(cells[1:])
             return
         self._buffer.append(record)
         self._buffered_bytes += len(record["queries"])
         if self._buffered_bytes >= ROW_GROUP_BYTES:
             self._flush()
+
+    def _write_queries(self, queries: Any, view_ops: Any) -> bool:
+        """Write the `queries` cell and its delimiter as the csv module would (`_quoted_csv_cell`);
+        False, writing nothing, for a cell left to the csv module. Rows of one transcript share all
+        of `queries` but their `view_ops`: that part is quoted and encoded once, for the first."""
+        if not (isinstance(queries, str) and isinstance(view_ops, str) and queries.endswith(view_ops)):
+            return False
+        cut = len(queries) - len(view_ops)
+        if self._shared is None or len(self._shared[0]) != cut or not queries.startswith(self._shared[0]):
+            text = queries[:cut]
+            quoted = _quoted_csv_cell(text)
+            self._shared = None if quoted is None else (text, quoted[:-1].encode("utf-8"))
+        tail = _quoted_csv_cell("\n" + view_ops)  # (the line break only makes it quoted)
+        if self._shared is None or tail is None:
+            return False
+        self._handle.write(self._shared[1])
+        self._handle.write((tail[2:] + ",").encode("utf-8"))
+        return True
 
     def _flush(self) -> None:
         if not self._buffer:

@@ -17,6 +17,7 @@ from ..._bins import Bin
 from ..._card import sidecar_path
 from ...validate import CheckContext, CheckSpec, FileScan, Finding, RepairResult, RowResult, repair, validate_paths
 from ._checks import V2FileState, check_v2_record
+from ._counted import KnownCounts
 from ._generate import tokens_range
 from ._probes import PROBES
 from ._rows import V2_COLUMNS, V2FileWriter, coerce_record, iter_records
@@ -150,6 +151,7 @@ class V2Checker:
             threads=context.threads,
             tokenizer=context.tokenizer,
             compare_counts=_comparable(context),
+            known=None if context.counts is None else KnownCounts(context.counts),
         )
         # The bucket the file's name promises, unless a sidecar records each row's (checked by the core).
         self.named = None if sidecar_path(Path(context.file)).is_file() else named_range(context.file)
