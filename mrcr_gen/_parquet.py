@@ -175,7 +175,7 @@ class _HashingFile(io.FileIO):
         super().__init__(path, "wb")
         self.digest = hashlib.sha256()
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         self.digest.update(data)
         return super().write(data)
 
