@@ -385,7 +385,9 @@ def _poison_cache() -> None:
     for line in cache.path.read_text().splitlines():
         digest, prompt, total, _ = line.split("\t")
         wrong = (int(prompt) + 50_000, int(total) + 50_000)
-        poisoned.append("\t".join([digest, *map(str, wrong), _counts._check(cache.key, digest, *wrong)]) + "\n")
+        poisoned.append(
+            "\t".join([digest, *map(str, wrong), _counts._check(cache.key, digest, _counts.counts_value(wrong))]) + "\n"
+        )
     cache.path.write_text("".join(poisoned))
 
 
@@ -508,7 +510,7 @@ def _file_lines(cache: CountCache) -> list[tuple[str, tuple[int, int]]]:
     found = []
     for line in text.splitlines():
         digest, prompt, total, check = line.split("\t")
-        assert check == _counts._check(cache.key, digest, int(prompt), int(total)), line
+        assert check == _counts._check(cache.key, digest, f"{prompt}\t{total}"), line
         assert (int(prompt), int(total)) == _true_counts(digest), line
         found.append((digest, (int(prompt), int(total))))
     return found
@@ -518,7 +520,7 @@ def _append_raw(cache: CountCache, digests) -> None:
     cache.path.parent.mkdir(parents=True, exist_ok=True)
     with cache.path.open("ab") as handle:
         for digest in digests:
-            handle.write(_counts._line(cache.key, digest, _true_counts(digest)))
+            handle.write(_counts._line(cache.key, digest, _counts.counts_value(_true_counts(digest))))
 
 
 def test_compaction_keeps_the_most_recent_rows_once_each(tmp_path, monkeypatch):
@@ -531,7 +533,9 @@ def test_compaction_keeps_the_most_recent_rows_once_each(tmp_path, monkeypatch):
     assert _file_lines(cache) == [(_digest(i), _true_counts(_digest(i))) for i in (1, 0, 4)]
     assert cache.path.stat().st_mode & 0o777 == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{cache.key}.lock", f"{cache.key}.tsv"]
-    monkeypatch.setattr(_counts, "KEEP_BYTES", 2 * len(_counts._line(cache.key, _digest(0), (0, 1))))
+    monkeypatch.setattr(
+        _counts, "KEEP_BYTES", 2 * len(_counts._line(cache.key, _digest(0), _counts.counts_value((0, 1))))
+    )
     assert cache.compact() and [d for d, _ in _file_lines(cache)] == [_digest(0), _digest(4)]
 
 
@@ -550,7 +554,7 @@ def test_a_cache_of_many_duplicated_lines_is_compacted_by_the_next_write_never_b
 
 def test_a_cache_never_grows_past_its_bound(tmp_path, monkeypatch):
     cache = CountCache("o200k_base", tmp_path)
-    line_size = len(_counts._line(cache.key, _digest(0), (0, 1)))
+    line_size = len(_counts._line(cache.key, _digest(0), _counts.counts_value((0, 1))))
     monkeypatch.setattr(_counts, "KEEP_ENTRIES", 10)
     monkeypatch.setattr(_counts, "COMPACT_BYTES", 30 * line_size)
     for i in range(100):
@@ -653,7 +657,7 @@ def _reading_until(directory: str, stop: str, out: str, monotone: bool) -> None:
         digests = set()
         for line in text.split("\n")[:-1]:
             digest, prompt, total, check = line.split("\t")
-            assert check == _counts._check(cache.key, digest, int(prompt), int(total)), line
+            assert check == _counts._check(cache.key, digest, f"{prompt}\t{total}"), line
             assert (int(prompt), int(total)) == _true_counts(digest), line
             digests.add(digest)
         assert not monotone or seen <= digests, f"{len(seen - digests)} rows gone"
@@ -665,7 +669,7 @@ def _reading_until(directory: str, stop: str, out: str, monotone: bool) -> None:
 @pytest.mark.parametrize("keep", [10**6, 50])
 def test_runs_appending_and_compacting_at_once_lose_no_line_and_change_no_count(tmp_path, monkeypatch, keep):
     cache = CountCache("o200k_base", tmp_path / "cache")
-    line_size = len(_counts._line(cache.key, _digest(0), (0, 1)))
+    line_size = len(_counts._line(cache.key, _digest(0), _counts.counts_value((0, 1))))
     limits = {"KEEP_ENTRIES": keep, "COMPACT_BYTES": 120 * line_size, "DUPLICATE_SLACK": 20}
     context = multiprocessing.get_context("spawn")
     stop, folder = tmp_path / "stop", str(cache.path.parent)
