@@ -422,6 +422,11 @@ def _fork_server_running() -> bool:
 os.register_at_fork(after_in_child=_counting_pool.cache_clear)
 
 
+#: Text counted in the reading thread before the counting processes start (about 0.2 s of one core,
+#: less than their start costs, which blocks the reader: the fork server builds the tokenizer).
+INLINE_CHARS = 4_000_000
+
+
 def counted_in_order(
     rows: Iterator[T],
     texts_of: Callable[[T], Sequence[str] | None],
@@ -431,19 +436,21 @@ def counted_in_order(
     """Each of `rows` with the counts of `texts_of(row)` (None: nothing to count), in order.
 
     The counting runs in the counting processes (every core), up to `ahead` rows ahead of the
-    row yielded; the first row is counted here, while the processes start, so that it is never
-    later than counting it alone.
+    row yielded; the first row, and the rows up to `INLINE_CHARS` characters of text, are counted
+    here: the first is then never later than counting it alone, and a small job never waits for
+    the processes to start.
     """
     pending: deque[tuple[T, Sequence[str] | None, Future[list[int]] | list[int] | None]] = deque()
     limit = ahead if ahead is not None else 2 * (os.cpu_count() or 1)
-    first = True
+    inline = 0  # characters counted here so far
     try:
         for row in rows:
             texts = texts_of(row)
             counted: Future[list[int]] | list[int] | None = None
             if texts is not None:
-                pool = None if first else _counting_pool()
-                first = False
+                pool = _counting_pool() if inline and inline >= INLINE_CHARS else None
+                if pool is None:
+                    inline += max(1, sum(map(len, texts)))  # not 0 after the first row
                 counted = (
                     count_texts(tokenizer_spec, texts)
                     if pool is None

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import pickle
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,7 @@ def test_counts_come_in_order_and_rows_before_a_break_come_first():
 
 
 def test_counting_on_every_core_gives_the_counts_of_one(monkeypatch):
+    monkeypatch.setattr(_counts, "INLINE_CHARS", 0)  # every row after the first on the cores
     texts = [("word " * n, "x" * n) for n in range(1, 40)]
     expected = [_counts.count_texts("o200k_base", list(pair)) for pair in texts]
     found = [counted for _, counted in counted_in_order(iter(texts), list, "o200k_base", 4)]
@@ -723,6 +725,7 @@ def test_mrcr_v2_rows_left_to_count_are_counted_on_every_core_each_transcript_on
     cores = Cores(2)
     monkeypatch.setattr(_counts, "count_texts", recording)
     monkeypatch.setattr(_counts, "_counting_pool", lambda: cores)
+    monkeypatch.setattr(_counts, "INLINE_CHARS", 0)
     found = list(read_items(copy, recipes=RECIPES, cache=False))
     cores.shutdown()
     assert len(found) > len({item.group for item in found}) > 1 and all(item.error is None for item in found)
@@ -754,3 +757,28 @@ def test_a_cache_that_cannot_be_locked_or_written_is_no_error(tmp_path, monkeypa
     assert cache.compact()
     assert len(_file_lines(cache)) == 4
     assert CountCache("o200k_base", tmp_path).get(_digest(1)) == _true_counts(_digest(1))
+
+
+@pytest.mark.parametrize("inline", [0, 50, 10**9])
+def test_a_small_job_is_counted_here_and_a_large_one_on_the_cores_after_its_first_rows(monkeypatch, inline):
+    """The first row, and rows up to INLINE_CHARS characters, are counted in the reading thread
+    (a small job never waits for the counting processes to start); the rest on the cores; the
+    counts are the same either way."""
+    submitted = []
+
+    class Cores:
+        def submit(self, function, *args):
+            submitted.append(args[1])
+            done: Future = Future()
+            done.set_result(function(*args))
+            return done
+
+    monkeypatch.setattr(_counts, "INLINE_CHARS", inline)
+    monkeypatch.setattr(_counts, "_counting_pool", lambda: Cores())
+    texts = [["word " * n] for n in range(1, 30)]  # 5, 10, 15, ... characters
+    found = [counted for _, counted in counted_in_order(iter(texts), list, "o200k_base")]
+    assert found == [[count_tokens(t[0])] for t in texts]
+    here = len(texts) - len(submitted)
+    sizes = [len(text[0]) for text in texts]  # a row is counted here while less was counted before it
+    expected_here = next((k for k in range(1, len(texts)) if sum(sizes[:k]) >= inline), len(texts))
+    assert here == expected_here and submitted == texts[here:]
