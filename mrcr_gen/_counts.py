@@ -422,9 +422,9 @@ def _fork_server_running() -> bool:
 os.register_at_fork(after_in_child=_counting_pool.cache_clear)
 
 
-#: Text counted in the reading thread before the counting processes start (about 0.2 s of one core,
+#: Text counted in the reading thread before the counting processes start (about 0.1 s of one core,
 #: less than their start costs, which blocks the reader: the fork server builds the tokenizer).
-INLINE_CHARS = 4_000_000
+INLINE_CHARS = 2_000_000
 
 
 def counted_in_order(
