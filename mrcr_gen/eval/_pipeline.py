@@ -57,6 +57,7 @@ class Backlog:
         self.budget = BACKLOG_CHARS if budget is None else budget
         self.used = 0
         self._changed = asyncio.Event()
+        self._sizes: dict[int, int] = {}  # id of a reserved item -> its size, summed once (thousands of messages)
 
     @staticmethod
     def size(item: Any) -> int:
@@ -68,9 +69,10 @@ class Backlog:
             self._changed.clear()
             await self._changed.wait()
         self.used += size
+        self._sizes[id(item)] = size  # the item stays alive (its grade holds it) until `release`
 
     def release(self, item: Any) -> None:
-        self.used -= self.size(item)
+        self.used -= self._sizes.pop(id(item))
         self._changed.set()
 
 
