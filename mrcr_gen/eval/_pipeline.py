@@ -43,6 +43,10 @@ PROCESSES_AFTER_S = 3.0
 #: answers faster than one thread grades: the run is long enough to pay for them). While they
 #: start, the grades wait for them rather than taking this process's GIL from the requests.
 PROCESSES_AFTER_WAITING = 16
+#: Characters of prompt text of a row (some 250,000 tokens) whose request starts the worker
+#: processes at once: its grade alone (the failure analysis walks every writing of the row) takes
+#: tens of milliseconds, and in a thread of this process it takes them from the requests' GIL.
+PROCESSES_FOR_ROW_CHARS = 1_000_000
 #: Characters of prompt text the replies waiting for their grade may hold (each keeps its row in
 #: memory): about 2,800 rows of the 8k bin, or 25 of the 1M bin. Past it, new replies wait with their
 #: slot, so the requests slow down to the grading's pace instead of the memory growing.
@@ -74,6 +78,17 @@ class Backlog:
     def release(self, item: Any) -> None:
         self.used -= self._sizes.pop(id(item))
         self._changed.set()
+
+
+def holds_chars(item: Any, chars: int) -> bool:
+    """Whether the item's messages hold `chars` characters of content or more (`Backlog.size`),
+    counted only until they do."""
+    held = 0
+    for message in item.messages or ():
+        held += len(message.get("content") or "")
+        if held >= chars:
+            return True
+    return False
 
 
 def step_chars(step: tuple[str, Any] | None) -> int:
@@ -269,6 +284,15 @@ class GradePool:
         sender still has requests to make (their start would slow it) nor when the replies are back
         and waiting behind their start."""
         if self._long_run or replies < PROCESSES_AFTER_WAITING:
+            return
+        self._long_run = True
+        if self.processes and self._can_send(grader, recipe):
+            self._start_workers(recipe, grader)
+
+    def expect_row(self, item: Any, grader: Callable[..., Any], recipe: EvalRecipe) -> None:
+        """A request for `item` is sent: a row of `PROCESSES_FOR_ROW_CHARS` or more makes the run
+        long, and the worker processes start now, to be ready when its reply is back."""
+        if self._long_run or not holds_chars(item, PROCESSES_FOR_ROW_CHARS):
             return
         self._long_run = True
         if self.processes and self._can_send(grader, recipe):

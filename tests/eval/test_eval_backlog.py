@@ -235,6 +235,31 @@ def test_as_many_requests_in_flight_as_would_fill_the_backlog_start_the_worker_p
     assert asyncio.run(graded_after(_pipeline.PROCESSES_AFTER_WAITING)) != os.getpid()
 
 
+def test_a_request_for_a_long_row_starts_the_worker_processes_before_its_reply():
+    # Its grade alone takes tens of milliseconds: in this process's thread it would take them
+    # from the requests, however few rows the run has.
+    from types import SimpleNamespace
+
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: grading stays in a thread")
+    half = _pipeline.PROCESSES_FOR_ROW_CHARS // 2
+    short = SimpleNamespace(messages=[{"role": "user", "content": "x" * half}, {"role": "assistant"}])
+    long = SimpleNamespace(messages=[{"role": "user", "content": "x" * half}] * 2)
+
+    async def graded_after(item: SimpleNamespace) -> int:
+        pool = _pipeline.GradePool()
+        try:
+            pool.expect_row(item, grading_process, RECIPE)
+            return await pool.grade(grading_process, item, RECIPE)
+        finally:
+            pool.close()
+
+    assert asyncio.run(graded_after(short)) == os.getpid()
+    assert asyncio.run(graded_after(long)) != os.getpid()
+
+
 def test_the_worker_processes_start_in_a_thread_not_on_the_event_loop(monkeypatch):
     # Their start blocks for most of a second (the fork server imports the package): on the loop it
     # would stop every request in flight meanwhile.
