@@ -19,7 +19,7 @@ import pickle
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -198,7 +198,8 @@ class _Workers:
         if context.get_start_method() == "forkserver":
             # Imported once by the fork server (when this starts it), not by every worker: each
             # worker's own import of the package is most of a second of CPU, taken from the requests.
-            context.set_forkserver_preload([grader.__module__, type(recipe).__module__])
+            # matplotlib too: the workers draw the report's plots side by side at the run's end.
+            context.set_forkserver_preload([grader.__module__, type(recipe).__module__, "matplotlib.pyplot"])
             ensure_fork_server()  # the one fork server of this process, whoever starts it first
         # Only this process holds the write end: the workers end when it does, however it ends.
         self._caller_alive = context.Pipe(duplex=False)
@@ -238,6 +239,28 @@ def _forget_workers_in_child() -> None:
 
 # A forked child has none of its parent's processes: it starts its own when it needs them.
 os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
+def run_side_by_side(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+    """Each `function(*args)` of `calls`: in this process's grading processes when a run started
+    them (side by side, on every core: the report's plots at the end of a long run), else here,
+    one after another. The first exception is raised, once all are done."""
+    workers = _workers
+    if workers is None or not workers.ready() or len(calls) < 2:
+        for function, args in calls:
+            function(*args)
+        return
+    futures = [workers.executor.submit(function, *args) for function, args in calls]
+    failed: BaseException | None = None
+    for future, (function, args) in zip(futures, calls, strict=True):
+        try:
+            future.result()
+        except BrokenProcessPool:  # a worker was killed: this call here
+            function(*args)
+        except BaseException as exc:  # raised once every call is done, as the first of them
+            failed = failed or exc
+    if failed is not None:
+        raise failed
 
 
 class GradePool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,10 @@ from .._usage import cost, ledger_usage
 from ._auc import auc_fields
 from ._ci import bootstrap, format_interval
 from ._control import control_test
-from ._failures import OUTCOMES, failure_summary, prefix_kept, target_share, write_failure_plots
+from ._failures import OUTCOMES, failure_plots, failure_summary, prefix_kept, target_share
 from ._floors import Floor, control_floors, declared_floors
 from ._items import EvalRecipe
+from ._pipeline import run_side_by_side
 from ._results import (
     PLOT_NAME,
     RESULTS_NAME,
@@ -582,8 +584,11 @@ def write_report(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -
     run_dir = Path(run_dir)
     summary = summarize(run_dir, recipes=recipes)
     write_text_atomic(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2) + "\n")
-    plot_summary(summary, run_dir / PLOT_NAME, floors=declared_floors(recipes))
-    write_failure_plots(summary["failures"], run_dir, f"MRCR - {summary.get('model') or 'model'}")
+    plots: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (functools.partial(plot_summary, floors=declared_floors(recipes)), (summary, run_dir / PLOT_NAME))
+    ]
+    plots += failure_plots(summary["failures"], run_dir, f"MRCR - {summary.get('model') or 'model'}")
+    run_side_by_side(plots)  # a long run's grading processes draw them (matplotlib imported there)
     return summary
 
 

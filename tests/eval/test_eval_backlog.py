@@ -320,3 +320,33 @@ def test_replies_survive_kill_9_before_their_grade(small_data, tmp_path, api_key
     records = results(out)
     assert len(records) == ROWS_OF_SMALL_DATA and all(r["status"] == "ok" and r["score"] == 1.0 for r in records)
     assert not (out / JOURNAL_NAME).exists()
+
+
+def test_the_grading_processes_draw_the_report_plots_byte_for_byte_as_this_process(
+    small_data, tmp_path, api_key, monkeypatch
+):
+    # A long run's grading processes draw them side by side at its end (matplotlib imported once,
+    # by their fork server, not by this process after the last reply): the same files.
+    from mrcr_gen import write_report
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: no grading processes")
+    out = tmp_path / "run"
+    with ChatServer("first_needle") as server:  # scores of all sorts: every plot has something to draw
+        run_eval(config(small_data, out, server))
+    plots = ("plot.png", "plot_outcomes.png", "plot_ordinals.png", "plot_depth.png")
+    monkeypatch.setattr(_pipeline, "_workers", None)  # none: drawn here
+    here = write_report(out)
+    drawn_here = {name: (out / name).read_bytes() for name in plots}
+    for name in plots:
+        (out / name).unlink()
+    workers = _pipeline._process_workers(RECIPE, real_scored_record)
+    for started in workers.warming:
+        started.result()
+    sent = []
+    submit = workers.executor.submit
+    monkeypatch.setattr(workers.executor, "submit", lambda *args: sent.append(args[0]) or submit(*args))
+    assert write_report(out) == here
+    assert len(sent) == len(plots)
+    assert {name: (out / name).read_bytes() for name in plots} == drawn_here
