@@ -268,6 +268,8 @@ def evaluate(
 
 
 def _check_bins(bins: list[int]) -> None:
+    if not bins:
+        return  # (the recipes' bins are not loaded for nothing: MRCR v2's come with its generator)
     from ..recipes import RECIPES
 
     edges = sorted({upper for recipe in RECIPES for upper in recipe.bin_uppers()})
