@@ -202,9 +202,9 @@ class _Workers:
             context.set_forkserver_preload([grader.__module__, type(recipe).__module__, "matplotlib.pyplot"])
             ensure_fork_server()  # the one fork server of this process, whoever starts it first
         # Only this process holds the write end: the workers end when it does, however it ends.
-        self._caller_alive = context.Pipe(duplex=False)
+        self.caller_alive = context.Pipe(duplex=False)
         self.executor = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_start_grading_worker, initargs=(self._caller_alive[0],)
+            workers, mp_context=context, initializer=_start_grading_worker, initargs=(self.caller_alive[0],)
         )
         self.warming = [self.executor.submit(_warm, recipe) for _ in range(workers)]
 
@@ -242,23 +242,32 @@ os.register_at_fork(after_in_child=_forget_workers_in_child)
 
 
 def run_side_by_side(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
-    """Each `function(*args)` of `calls`: in this process's grading processes when a run started
-    them (side by side, on every core: the report's plots at the end of a long run), else here,
-    one after another. The first exception is raised, once all are done."""
+    """Each `function(*args)` of `calls`: side by side, on every core, in processes the fork server
+    of a run's grading processes starts (it imported matplotlib: the report's plots at the end of
+    a long run), at this process's priority (not the grading's: a report on a busy machine must not
+    wait for idle cores); else here, one after another. The first exception is raised, once all
+    are done."""
     workers = _workers
-    if workers is None or not workers.ready() or len(calls) < 2:
+    context = _grader_context()
+    if workers is None or len(calls) < 2 or context.get_start_method() != "forkserver":
         for function, args in calls:
             function(*args)
         return
-    futures = [workers.executor.submit(function, *args) for function, args in calls]
-    failed: BaseException | None = None
-    for future, (function, args) in zip(futures, calls, strict=True):
-        try:
-            future.result()
-        except BrokenProcessPool:  # a worker was killed: this call here
-            function(*args)
-        except BaseException as exc:  # raised once every call is done, as the first of them
-            failed = failed or exc
+    with ProcessPoolExecutor(
+        min(len(calls), available_cores()),
+        mp_context=context,
+        initializer=_die_with_caller,
+        initargs=(workers.caller_alive[0],),
+    ) as executor:
+        futures = [executor.submit(function, *args) for function, args in calls]
+        failed: BaseException | None = None
+        for future, (function, args) in zip(futures, calls, strict=True):
+            try:
+                future.result()
+            except BrokenProcessPool:  # a process was killed: this call here
+                function(*args)
+            except BaseException as exc:  # raised once every call is done, as the first of them
+                failed = failed or exc
     if failed is not None:
         raise failed
 
