@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import gc
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -328,10 +325,11 @@ def _run(
     import asyncio
 
     from .._api import run_eval_async, write_report
+    from ..eval._pipeline import frozen_heap
 
     on_record = _progress(quiet)
     try:
-        with _frozen_heap():
+        with frozen_heap():
             if batch:
                 return asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet, keep))
             return asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
@@ -342,25 +340,6 @@ def _run(
         raise CommandError(str(exc)) from None
     except EvalError as exc:
         raise CommandError(str(exc)) from None
-
-
-@contextlib.contextmanager
-def _frozen_heap() -> Iterator[None]:
-    """What is alive as the run starts (the modules, their classes: about 120,000 objects) kept out
-    of the collector's passes while it runs, which would walk it again and again as the rows'
-    messages come and go; and, as the process ends, everything (its last collection walks nothing).
-    Together a third of a second of a 1M-bin job's CPU. A program that froze objects of its own
-    (`gc.freeze`) keeps its heap as it is."""
-    if gc.get_freeze_count():
-        yield
-        return
-    atexit.unregister(gc.freeze)
-    atexit.register(gc.freeze)  # once, whatever the commands this process runs
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()  # the objects frozen become collectable again: nothing is kept past the run
 
 
 def _finish(out: Path, stats: Any, quiet: bool) -> None:

@@ -353,3 +353,21 @@ def test_the_grading_processes_draw_the_report_plots_byte_for_byte_as_this_proce
     assert write_report(out) == here
     assert len(sent) == len(plots)
     assert {name: (out / name).read_bytes() for name in plots} == drawn_here
+
+
+def test_the_heap_is_frozen_for_the_run_only_and_a_program_s_own_freeze_is_left_alone():
+    import gc
+
+    if gc.get_freeze_count():
+        pytest.skip("this test process froze its heap")
+    with _pipeline.frozen_heap():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0  # thawed: what died in the run can be collected
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with _pipeline.frozen_heap():
+            pass
+        assert gc.get_freeze_count() == frozen  # the program's own: not thawed
+    finally:
+        gc.unfreeze()
