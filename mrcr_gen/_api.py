@@ -96,9 +96,11 @@ def run_view(run_dir: str | os.PathLike) -> ViewReport:
     return _run_view.run_view(run_dir, recipes=RECIPES)
 
 
-def graded_view(data: str | os.PathLike, responses: dict[int, str], result: dict[str, Any]) -> ViewReport:
-    """The HTML report of replies `grade_responses` graded."""
-    return _run_view.graded_view(data, responses, result, recipes=RECIPES)
+def graded_view(
+    data: str | os.PathLike, responses: dict[int, str], result: dict[str, Any], *, cache: bool = True
+) -> ViewReport:
+    """The HTML report of replies `grade_responses` graded (`cache`: as it was given)."""
+    return _run_view.graded_view(data, responses, result, recipes=RECIPES, cache=cache)
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
@@ -107,10 +109,14 @@ def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
 
 
 def grade_responses(
-    data: str | os.PathLike, responses: str | os.PathLike | dict[int, str], *, allow_missing: bool = False
+    data: str | os.PathLike,
+    responses: str | os.PathLike | dict[int, str],
+    *,
+    allow_missing: bool = False,
+    cache: bool = True,
 ) -> dict[str, Any]:
     """Grade responses against DATA with its recipe's official grader (see `mrcr_gen.eval.grade_responses`)."""
-    return _responses.grade_responses(data, responses, recipes=RECIPES, allow_missing=allow_missing)
+    return _responses.grade_responses(data, responses, recipes=RECIPES, allow_missing=allow_missing, cache=cache)
 
 
 def harvest(

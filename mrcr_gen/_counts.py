@@ -11,16 +11,19 @@ core (`counted_in_order`), and add the counts to the cache.
 Nothing here can change a result: a sidecar whose file changed, whose tokenizer differs or
 whose numbers were edited fails its seal and is ignored; a cache line is keyed by the digest of
 the row's content (what the counts are a function of) and carries a check over its key and
-numbers, so a torn or corrupted line is ignored too. The cache is one append-only file per
-tokenizer; each line is one `write` of a file opened with O_APPEND, so concurrent runs never
-interleave lines, and a reader ignores a line a crash tore.
+numbers, so a torn or corrupted line is ignored too. The cache is one file per tokenizer, appended
+to; each line is one `write` of a file opened with O_APPEND, so concurrent runs never interleave
+lines, and a reader ignores a line a crash tore. It is compacted (rewritten whole, then renamed over
+the old one) when it grows large or holds many duplicated lines: see `CountCache`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -133,29 +136,90 @@ def _check(key: str, digest: str, prompt: int, total: int) -> str:
     return hashlib.blake2b(f"{key}\t{digest}\t{prompt}\t{total}".encode(), digest_size=8).hexdigest()
 
 
+def _line(key: str, digest: str, counts: Counts) -> bytes:
+    """A cache file's line: the row's digest, its counts and a check over them and the tokenizer."""
+    prompt, total = counts
+    return f"{digest}\t{prompt}\t{total}\t{_check(key, digest, prompt, total)}\n".encode()
+
+
+#: What a compaction keeps: the most recently added rows' counts, at most this many...
+KEEP_ENTRIES = 100_000
+#: ... in at most this many bytes (100,000 lines of sha256 digests take about 9.5 MB).
+KEEP_BYTES = 10_000_000
+#: A cache file is compacted when it grows past this size ...
+COMPACT_BYTES = 20_000_000
+#: ... or holds this many more lines than twice its distinct rows (runs that counted the same rows at once).
+DUPLICATE_SLACK = 1_000
+
+
+def _parse(key: str, text: str) -> tuple[dict[str, Counts], int]:
+    """The valid lines of a cache file's text ({digest: counts}, in the order of their last line)
+    and how many lines it holds (torn and duplicated ones too)."""
+    counts: dict[str, Counts] = {}
+    lines = 0
+    for line in text.split("\n"):  # the last piece: empty, or a line a crash tore
+        lines += bool(line)
+        parts = line.split("\t")
+        if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
+            continue
+        digest, prompt, total, check = parts[0], int(parts[1]), int(parts[2]), parts[3]
+        if check == _check(key, digest, prompt, total):
+            counts.pop(digest, None)  # a later line is a more recent one
+            counts[digest] = (prompt, total)
+    return counts, lines
+
+
+def _compaction_due(size: int, lines: int, distinct: int) -> bool:
+    return size > COMPACT_BYTES or lines > 2 * distinct + DUPLICATE_SLACK
+
+
+@contextlib.contextmanager
+def _flock(path: Path, operation: int) -> Iterator[bool]:
+    """Hold `fcntl.flock(operation)` on the lock file `path` for the body; False when a
+    non-blocking lock is held by another process, or the file system has no locks. The lock dies
+    with its process."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, operation)
+            held = True
+        except OSError:  # BlockingIOError: another holder; ENOLCK and the like: no locks here
+            held = False
+        yield held
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 class CountCache:
     """Counts of rows by the digest of their content, for one tokenizer, in the user cache folder
-    (`default_cache_dir() / token-counts / <tokenizer key>.tsv`); loaded on first use."""
+    (`default_cache_dir() / token-counts / <tokenizer key>.tsv`); loaded on first use.
+
+    Appends hold a shared lock on `<key>.lock` from opening the file to their write; a compaction
+    holds it exclusively while it rewrites the file to a temporary file and `os.replace`s it: so a
+    line appended is in the file the compaction reads (never lost, unless it is among the oldest a
+    compaction drops), and a reader, which takes no lock, sees the old file or the new, whole.
+    A compaction keeps the `KEEP_ENTRIES` rows added most recently (within `KEEP_BYTES`), once
+    each; a process that writes runs it when the file outgrows `COMPACT_BYTES` or holds many
+    duplicated lines, and skips it when another process holds the lock (a later write retries).
+    """
 
     def __init__(self, tokenizer_spec: str, directory: str | os.PathLike | None = None) -> None:
         self.key = tokenizer_key(tokenizer_spec)
         folder = Path(directory) if directory is not None else default_cache_dir() / COUNTS_FOLDER
         self.path = folder / f"{self.key}.tsv"
+        self.lock_path = folder / f"{self.key}.lock"
         self._counts: dict[str, Counts] | None = None
+        self._compact = False  # compaction due (found when loading)
 
     def _load(self) -> dict[str, Counts]:
-        counts: dict[str, Counts] = {}
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
+            data = self.path.read_bytes()
         except OSError:
-            text = ""
-        for line in text.split("\n"):  # the last piece: empty, or a line a crash tore
-            parts = line.split("\t")
-            if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
-                continue
-            digest, prompt, total, check = parts[0], int(parts[1]), int(parts[2]), parts[3]
-            if check == _check(self.key, digest, prompt, total):
-                counts[digest] = (prompt, total)
+            data = b""
+        counts, lines = _parse(self.key, data.decode("utf-8", errors="replace"))
+        self._compact = _compaction_due(len(data), lines, len(counts))
         return counts
 
     def get(self, digest: str) -> Counts | None:
@@ -165,22 +229,69 @@ class CountCache:
 
     def put(self, digest: str, counts: Counts) -> None:
         """Remember `counts` (best effort: a cache that cannot be written is no cache)."""
+        import fcntl
+
         if self._counts is None:
             self._counts = self._load()
         if self._counts.get(digest) == counts or "\t" in digest or "\n" in digest:
             return
         self._counts[digest] = counts
-        prompt, total = counts
-        line = f"{digest}\t{prompt}\t{total}\t{_check(self.key, digest, prompt, total)}\n".encode()
+        line = _line(self.key, digest, counts)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)  # one write of an O_APPEND file: whole, never interleaved
-            finally:
-                os.close(fd)
+            # No compaction between the open and the write (without locks, no compaction at all).
+            with _flock(self.lock_path, fcntl.LOCK_SH):
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, line)  # one write of an O_APPEND file: whole, never interleaved
+                    size = os.fstat(fd).st_size
+                finally:
+                    os.close(fd)
+        except OSError:
+            return
+        if self._compact or size > COMPACT_BYTES:
+            self._compact = not self.compact(only_if_due=True)
+
+    def compact(self, *, only_if_due: bool = False) -> bool:
+        """Rewrite the file with each valid row once, the most recent `KEEP_ENTRIES` (within
+        `KEEP_BYTES`); with `only_if_due`, only when it is due (see the class). False when
+        another process holds the lock (nothing done); True otherwise (best effort: a file that
+        cannot be rewritten is left as it is)."""
+        import fcntl
+
+        try:
+            with _flock(self.lock_path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+                if not held:
+                    return False
+                data = self.path.read_bytes()
+                counts, lines = _parse(self.key, data.decode("utf-8", errors="replace"))
+                if not only_if_due or _compaction_due(len(data), lines, len(counts)):
+                    self._rewrite(counts)
         except OSError:
             pass
+        return True
+
+    def _rewrite(self, counts: dict[str, Counts]) -> None:
+        """The file replaced by `counts`' most recent entries (under the exclusive lock)."""
+        kept: list[bytes] = []
+        size = 0
+        for digest, found in reversed(counts.items()):
+            line = _line(self.key, digest, found)
+            if len(kept) == KEEP_ENTRIES or size + len(line) > KEEP_BYTES:
+                break
+            kept.append(line)
+            size += len(line)
+        for stale in self.path.parent.glob(f".{self.key}.*.tmp"):  # a compaction killed midway
+            stale.unlink(missing_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.key}.", suffix=".tmp")
+        try:  # (OSError before it: the caller's)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(b"".join(reversed(kept)))
+                os.fchmod(handle.fileno(), 0o644)
+            os.replace(temporary, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
 
 
 class RowCounts:

@@ -81,10 +81,17 @@ class Recipe(RecipeFiles, GenerationRecipe, CheckingRecipe, EvalRecipe, Protocol
     `mrcr-grade` (`grade_responses`, `grade_report`)."""
 
     def grade_responses(
-        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+        self,
+        data: str | os.PathLike,
+        responses: str | os.PathLike,
+        *,
+        allow_missing: bool = False,
+        cache: bool = True,
     ) -> dict[str, Any]:
         """`mrcr-grade`: the replies of RESPONSES.jsonl graded against DATA, with per-bin means
-        (`rows`, `cells`, `mean`, `n_rows`, `missing`); RequestError naming what does not match."""
+        (`rows`, `cells`, `mean`, `n_rows`, `missing`); RequestError naming what does not match.
+        `cache` False (`--no-cache`): the rows' token counts neither read from nor added to the
+        count cache (the sidecar's sealed counts are still used)."""
         ...
 
     def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
@@ -97,14 +104,19 @@ class GradeDefaults:
     and a headline line."""
 
     def grade_responses(
-        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+        self,
+        data: str | os.PathLike,
+        responses: str | os.PathLike,
+        *,
+        allow_missing: bool = False,
+        cache: bool = True,
     ) -> dict[str, Any]:
         from ._errors import RequestError
         from .eval._items import FileError
         from .eval._responses import ResponsesError, grade_responses
 
         try:
-            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing)  # type: ignore[arg-type]
+            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing, cache=cache)  # type: ignore[arg-type]
         except (ResponsesError, FileError) as exc:
             raise RequestError(str(exc)) from None
         except (OSError, ValueError) as exc:

@@ -18,7 +18,7 @@ server no longer has (HTTP 404) makes its part `vanished`: the outcomes already 
 kept, its other requests have none (the consumer sends them again), never an error that blocks
 every rerun; an uploaded file gone before its batch was made is uploaded again. Once a batch
 ended and its files are downloaded, its input, output and error files are deleted from the
-account (`keep_files` keeps them).
+account (`keep_files` keeps them); the next `submit` deletes those a killed or keeping run left.
 """
 
 from __future__ import annotations
@@ -276,7 +276,9 @@ class BatchFolder:
     async def submit(self, client: Any, *, max_retries: int) -> tuple[int, int]:
         """Upload each part not uploaded yet and make each uploaded part a batch (or adopt the one a
         killed run made), recording each id at once; (batches, requests) submitted now. An uploaded
-        file the server no longer has (404) is uploaded again from the part's requests."""
+        file the server no longer has (404) is uploaded again from the part's requests. First, the
+        files of batches collected by a run killed before it deleted them are deleted."""
+        await self._delete_left_files(client, max_retries)
         batches = requests = 0
         for part in self.state.parts:
             if part.batch_id is not None:
@@ -386,6 +388,22 @@ class BatchFolder:
         part.status, part.failure = part.status or "vanished", why
         self.save()
         self.notes.append(f"{part.name}: {why}; its requests without a downloaded reply are sent again")
+
+    async def _delete_left_files(self, client: Any, max_retries: int) -> None:
+        """Delete the files of every collected batch whose files are still in the account (a run
+        killed between collecting it and deleting them, or one that kept them: `keep_files`)."""
+        for part in self.state.parts:
+            if self.keep_files or not part.done or part.vanished or part.files_deleted or part.batch_id is None:
+                continue
+            try:
+                batch = await api_call(functools.partial(client.batches.retrieve, part.batch_id), max_retries=1)
+            except ChatError as exc:  # hygiene, not the run's work: said (unless gone), not tried again
+                if exc.status != 404:
+                    self.notes.append(f"{part.name}: cannot look up batch {part.batch_id} to delete its files: {exc}")
+                part.files_deleted = True
+                self.save()
+                continue
+            await self._delete_files(client, part, batch, max_retries)
 
     async def _delete_files(self, client: Any, part: Part, batch: Any, max_retries: int) -> None:
         """Delete the batch's files from the account once they are downloaded and recorded (the run

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .._bins import bin_sort_key
 from ..recipes import recipe_claiming
-from ._common import CommandError, data_inputs, print_warnings, run_app
+from ._common import NO_CACHE_HELP, CommandError, data_inputs, print_warnings, run_app
 
 app = typer.Typer(
     add_completion=False,
@@ -50,6 +50,7 @@ def grade(
     html: Path | None = typer.Option(
         None, "--html", help="Also write one self-contained HTML report of the graded replies (see mrcr-eval view)."
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ) -> None:
     if data.startswith("hf://") or Path(data).is_dir() or glob.has_magic(data):
         files = data_inputs([data], with_csv=True)
@@ -60,13 +61,19 @@ def grade(
         if not path.is_file():
             raise CommandError(f"file not found: {path}")
     recipe = recipe_claiming(data)
-    result = recipe.grade_responses(data, responses, allow_missing=allow_missing)
+    from ..eval._items import takes_keyword
+
+    if no_cache and not takes_keyword(recipe.grade_responses, "cache"):
+        raise CommandError(f"--no-cache: the {recipe.name} recipe's grader cannot skip the count cache")
+    result = recipe.grade_responses(
+        data, responses, allow_missing=allow_missing, **({"cache": False} if no_cache else {})
+    )
     if html is not None:
         from .._api import graded_view
         from ..eval import read_responses, render_view, write_html
 
         try:
-            report = graded_view(data, read_responses(responses), result)
+            report = graded_view(data, read_responses(responses), result, cache=not no_cache)
             print_warnings(report.warnings)
             write_html(render_view(report), html)
         except OSError as exc:

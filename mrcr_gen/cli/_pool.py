@@ -403,12 +403,12 @@ def import_results_command(
     from .._prices import PriceError
     from ..pool import PoolError
     from ..pool._batchfiles import read_manifest
-    from ..recipes.openai_mrcr import import_results, results_price
+    from ..recipes.openai_mrcr import BuildError, import_results, results_price
 
     try:
         price = results_price(read_manifest(requests).model, price_in, price_out)
         report = import_results(results, requests, out, cache_dir=cache_dir, price=price, compare=compare)
-    except (PoolError, PriceError) as exc:
+    except (BuildError, PoolError, PriceError) as exc:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None

@@ -108,9 +108,18 @@ def _summary_tables(report: ValidationReport, console: Console, max_findings: in
 
 
 def _shortcut_table(shortcuts: ShortcutReport, console: Console) -> None:
-    table = Table(title="shortcut probes: mean official score per bin x needles (expected: uniform placement)")
-    for column in ("bin", "needles", "probe", "rows", "score", "expected", "excess", "z", "writing floor"):
-        table.add_column(column, justify="left" if column in ("bin", "probe") else "right")
+    from rich import box
+
+    # Fits 80 columns (a pipe's width) with the widest bin and probe names: no cell wraps.
+    table = Table(
+        title="shortcut probes: mean official score per bin x needles",
+        caption="n: needles; expect: the score under uniform placement; floor: a random writing's",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for column in ("bin", "n", "probe", "rows", "score", "expect", "excess", "z", "floor"):
+        table.add_column(column, justify="left" if column in ("bin", "probe") else "right", no_wrap=True)
     for g in shortcuts.groups:
         flag = "[red]" if g.shortcut else ""
         floor = "-" if g.floor is None else f"{g.floor:.3f}"

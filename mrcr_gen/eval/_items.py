@@ -239,18 +239,19 @@ def read_items(
     vouches for them (`data_sha256`: the file's, when the caller has it), else from the count
     cache unless `cache` is False (`--no-cache`), else are counted (and cached)."""
     recipe = recipe_for_file(path, recipes)
-    if not _takes_counts(recipe.read_items):  # a plugin's reader made before `counts`: it counts itself
+    if not takes_keyword(recipe.read_items, "counts"):  # a plugin's reader made before `counts`: it counts itself
         yield from recipe.read_items(path, tokenizer_spec=tokenizer_spec, skip=skip)  # type: ignore[call-arg]
         return
     counts = RowCounts(path, tokenizer_spec, data_sha256=data_sha256, cache=cache)
     yield from recipe.read_items(path, tokenizer_spec=tokenizer_spec, skip=skip, counts=counts)
 
 
-def _takes_counts(reader: Callable[..., Any]) -> bool:
+def takes_keyword(function: Callable[..., Any], name: str) -> bool:
+    """Whether `function` takes the keyword argument `name` (a plugin's method may predate it)."""
     import inspect
 
     try:
-        parameters = inspect.signature(reader).parameters
+        parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):
         return False
-    return "counts" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())

@@ -63,6 +63,7 @@ def grade_responses(
     *,
     recipes: Sequence[EvalRecipe],
     allow_missing: bool = False,
+    cache: bool = True,
 ) -> dict[str, Any]:
     """Grade responses against DATA with the official grader.
 
@@ -71,13 +72,14 @@ def grade_responses(
     `failures`: what they add up to, see `_failures.failure_summary`). Every row of DATA needs
     exactly one response unless `allow_missing`; a response for a row DATA lacks is always an error. A DATA file or row
     that cannot be read, or a row that cannot be graded, raises `FileError` (a ValueError) naming
-    it and the validator's check.
+    it and the validator's check. A row's token counts (its bin) come from the file's sealed
+    sidecar, else the count cache (unless `cache` is False: `--no-cache`), else are counted.
     """
     given = responses if isinstance(responses, dict) else read_responses(responses)
     rows_out: list[GradedRow] = []
     missing: list[int] = []
     n_data = 0
-    for item in read_items(data, recipes=recipes, skip=lambda row, digest: row not in given):
+    for item in read_items(data, recipes=recipes, skip=lambda row, digest: row not in given, cache=cache):
         n_data += 1
         if item.row not in given:
             missing.append(item.row)

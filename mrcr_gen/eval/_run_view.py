@@ -41,12 +41,12 @@ UNANALYSED = "unanalysed"  # a scored row whose conversation could not be read a
 FLAGS = ("repeated", "case_changed", "before_prefix", "more_writings")
 
 
-def _items_of(path: str, rows: set[int], recipes: Sequence[EvalRecipe]) -> dict[int, EvalItem]:
+def _items_of(path: str, rows: set[int], recipes: Sequence[EvalRecipe], cache: bool = True) -> dict[int, EvalItem]:
     """The items of `rows` of one data file ({} when the file cannot be read any more)."""
     try:
         return {
             item.row: item
-            for item in read_items(path, recipes=recipes, skip=lambda row, digest: row not in rows)
+            for item in read_items(path, recipes=recipes, skip=lambda row, digest: row not in rows, cache=cache)
             if item.row in rows and item.messages
         }
     except (FileError, OSError):
@@ -262,11 +262,17 @@ def records_view(
 
 
 def graded_view(
-    data: str | os.PathLike, responses: dict[int, str], result: dict[str, Any], *, recipes: Sequence[EvalRecipe]
+    data: str | os.PathLike,
+    responses: dict[int, str],
+    result: dict[str, Any],
+    *,
+    recipes: Sequence[EvalRecipe],
+    cache: bool = True,
 ) -> ViewReport:
-    """The HTML report of replies graded by `grade_responses` (`mrcr-grade --html`)."""
+    """The HTML report of replies graded by `grade_responses` (`mrcr-grade --html`; `cache`: as
+    the grading was given it, `--no-cache`)."""
     source = str(os.path.realpath(data))
-    items = _items_of(source, {r["row"] for r in result["rows"]}, recipes)
+    items = _items_of(source, {r["row"] for r in result["rows"]}, recipes, cache)
     records = [
         {
             "file": source,

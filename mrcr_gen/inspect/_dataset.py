@@ -287,11 +287,12 @@ def _row_metadata(item: EvalItem, sha: str, control: str | None) -> dict[str, An
     return metadata
 
 
-def _items(path: str, tokenizer: str) -> Iterator[EvalItem]:
+def _items(path: str, tokenizer: str, sha: str, cache: bool) -> Iterator[EvalItem]:
+    """The file's items; its sha256 (`sha`, hashed once) checks its sidecar's counts."""
     from ..eval._items import read_items
 
     try:
-        yield from read_items(path, recipes=RECIPES, tokenizer_spec=tokenizer)
+        yield from read_items(path, recipes=RECIPES, tokenizer_spec=tokenizer, cache=cache, data_sha256=sha)
     except FileError as exc:
         raise DataError(str(exc)) from None
 
@@ -370,11 +371,13 @@ def mrcr_dataset(
     *,
     recipe: str,
     tokenizer: str = "o200k_base",
+    cache: bool = True,
     **arguments: Any,
 ) -> MrcrDataset:
     """The rows of `data` of recipe `recipe` (a registered recipe's name) that `mrcr-eval` would
     take with the same filters (`arguments`: those of `selection`); DataError for bad arguments
-    or files of another recipe."""
+    or files of another recipe. Token counts: a file's sealed sidecar's, else the count cache's
+    (unless `cache` is False: `-T no_cache=true`), else counted on every core and cached."""
     own = recipe_named(recipe)
     chosen = selection(own, **arguments)
     try:  # before any file is read: a bad tokenizer is the argument's fault, not the first file's
@@ -393,7 +396,7 @@ def mrcr_dataset(
     for path in files:
         if enough():
             break
-        for item in _items(path, tokenizer):
+        for item in _items(path, tokenizer, shas[path], cache):
             if enough():
                 break
             if item.recipe != own.name:

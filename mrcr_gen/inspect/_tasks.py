@@ -309,11 +309,20 @@ def _extra_body(value: Any) -> dict[str, Any] | None:
     raise DataError(f'extra_body: expected a mapping such as {{"top_k": 20}}, got {value!r}')
 
 
-def _task(recipe: Any, data: Any, tokenizer: str, strip_think: Any, extra_body: Any, **selection: Any) -> Task:
-    if not isinstance(strip_think, bool):
-        raise DataError(f"strip_think: expected true or false, got {strip_think!r}")
+def _flag(name: str, value: Any) -> bool:
+    """A true/false task argument (`-T NAME=true`: Inspect reads `-T` values as YAML)."""
+    if not isinstance(value, bool):
+        raise DataError(f"{name}: expected true or false, got {value!r}")
+    return value
+
+
+def _task(
+    recipe: Any, data: Any, tokenizer: str, strip_think: Any, extra_body: Any, no_cache: Any, **selection: Any
+) -> Task:
+    _flag("strip_think", strip_think)
+    cache = not _flag("no_cache", no_cache)
     body = _extra_body(extra_body)
-    dataset = mrcr_dataset(data, recipe=recipe.name, tokenizer=tokenizer, **selection)
+    dataset = mrcr_dataset(data, recipe=recipe.name, tokenizer=tokenizer, cache=cache, **selection)
     window = None if selection.get("max_context_window") is None else int(selection["max_context_window"])
     return Task(
         dataset=dataset,
@@ -351,6 +360,7 @@ def _recipe_task(recipe: Any) -> Any:
         control: str | None = None,
         strip_think: bool = False,
         extra_body: dict[str, Any] | None = None,
+        no_cache: bool = False,
     ) -> Task:
         return _task(
             recipe,
@@ -358,6 +368,7 @@ def _recipe_task(recipe: Any) -> Any:
             tokenizer,
             strip_think,
             extra_body,
+            no_cache,
             needles=needles,
             bins=bins,
             limit=limit,
@@ -384,6 +395,7 @@ def _recipe_task(recipe: Any) -> Any:
         control: "query-only": send each row's final query alone (a memorization control, not a score).
         strip_think: grade replies without their <think> blocks (NOT official).
         extra_body: merged into every request body (e.g. {{"chat_template_kwargs": {{"enable_thinking": false}}}}).
+        no_cache: count the rows a sidecar does not vouch for anew, neither reading nor adding to the count cache.
     """
     return task(recipe_task)
 

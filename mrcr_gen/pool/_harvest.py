@@ -23,7 +23,6 @@ from .._models import Ask, _Frozen
 from .._paths import hub_source
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
 from ._pool import PoolError, PoolWriting, catalog_summary, check_pool_out, dedupe, dumps_json, write_pool
-from ._quality import quality_report_path
 
 
 class HarvestedPair(NamedTuple):
@@ -96,7 +95,7 @@ def _checked_inputs(paths: Sequence[str | os.PathLike], out: str | os.PathLike) 
     for path in files:
         if not path.is_file():
             raise PoolError(f"{path} does not exist")
-    check_pool_out(out, [catalog_path(out), quality_report_path(out)])
+    check_pool_out(out, [catalog_path(out)])
     return files
 
 

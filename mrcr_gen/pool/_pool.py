@@ -55,17 +55,23 @@ def is_pool_file(path: Path) -> bool:
         return False
 
 
+def quality_report_path(pool: str | os.PathLike) -> Path:
+    """`pool.parquet` -> `pool.quality.json`, beside the pool."""
+    pool = Path(pool)
+    return pool.with_name(pool.name.removesuffix(".parquet") + ".quality.json")
+
+
 def check_pool_out(out: str | os.PathLike, companions: Iterable[Path] = ()) -> None:
     """PoolError before a pool is written to `out`: `out` exists and is not a pool mrcr-gen wrote,
-    or one of its `companions` (catalog, build report, lock) exists beside no such pool. Lock
-    files (`.lock`) left by a run that was killed before it wrote the pool are ours (they hold
-    the JSON of their last holder)."""
+    or its quality report or one of its other `companions` (catalog, build report, lock) exists
+    beside no such pool. Lock files (`.lock`) left by a run that was killed before it wrote the
+    pool are ours (they hold the JSON of their last holder)."""
     out = Path(out)
     if out.exists() or out.is_symlink():
         if not is_pool_file(out):
             raise PoolError(str(ForeignFile(out, "move it away or choose another --out")))
         return
-    for path in companions:
+    for path in [quality_report_path(out), *companions]:
         if (path.exists() or path.is_symlink()) and not (path.suffix == ".lock" and is_lock_file(path)):
             raise PoolError(str(ForeignFile(path, "move it away or choose another --out")))
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 from .._files import write_text_atomic
 from .._models import _Frozen, normalize_writing
 from ._flags import FlagKind, flag
-from ._pool import PoolWriting, read_pool
+from ._pool import PoolWriting, quality_report_path, read_pool
 
 LISTED = 50  # flagged writings and duplicate groups listed in the report, at most, per kind
 
@@ -73,12 +72,6 @@ class QualityReport(_Frozen):
     near_duplicates: int  # writings equal to another up to case and whitespace, not identical (beyond the first)
     flagged: tuple[Flagged, ...]  # the first LISTED of them
     duplicate_groups: tuple[tuple[str, ...], ...]  # ids of writings with equal or near-equal text, first LISTED groups
-
-
-def quality_report_path(pool: str | os.PathLike) -> Path:
-    """`pool.parquet` -> `pool.quality.json`, beside the pool."""
-    pool = Path(pool)
-    return pool.with_name(pool.name.removesuffix(".parquet") + ".quality.json")
 
 
 def reference_of(writings: Iterable[PoolWriting]) -> dict[str, TokenFigures]:

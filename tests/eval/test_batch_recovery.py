@@ -165,6 +165,13 @@ def test_the_batches_files_are_deleted_from_the_account_once_downloaded(small_da
         args = command(small_data, tmp_path / "kept", server, "--keep-batch-files")
         assert call(eval_main, args, capsys)[0] == 1
         assert sum(not f.get("_gone") for f in server.files.values()) == 3 and server.api_calls["delete"] == 3
+        # a rerun without the option (or after a kill between collecting and deleting) deletes them
+        kept = [f for f in server.files if not server.files[f].get("_gone")]
+        assert call(eval_main, command(small_data, tmp_path / "kept", server), capsys)[0] == 0  # expired rows resent
+        assert all(f.get("_gone") for f in server.files.values()) and all(f in server.files for f in kept)
+        deleted = server.api_calls["delete"]
+        assert call(eval_main, command(small_data, tmp_path / "kept", server), capsys)[0] == 0
+        assert server.api_calls["delete"] == deleted  # each file once
     online = [str(small_data), "-m", "test-model", "-o", str(tmp_path / "x"), "--keep-batch-files"]
     code, _, err = call(eval_main, online, capsys)
     assert code == 2 and "--keep-batch-files needs --batch" in err

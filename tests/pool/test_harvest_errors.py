@@ -16,6 +16,7 @@ import mrcr_gen
 from mrcr_gen import GenerateConfig, OfflineWriter, bin_by_upper, generate_dataset
 from mrcr_gen.cli import gen_main
 from mrcr_gen.pool import PoolError, read_pool
+from mrcr_gen.pool._pool import quality_report_path
 from mrcr_gen.recipes.mrcr_v2 import V2Config, V2OfflineWriter, generate_v2, v2_bucket
 from mrcr_gen.recipes.mrcr_v2._rows import V2_COLUMNS
 from mrcr_gen.recipes.mrcr_v2._text import ask_text
@@ -106,12 +107,13 @@ def test_a_refusal_leaves_an_existing_pool_alone(openai_file, empty_file, tmp_pa
     assert (out.read_bytes(), catalog_path(out).read_bytes()) == before
 
 
-@pytest.mark.parametrize("which", ["pool", "catalog"])
+@pytest.mark.parametrize("which", ["pool", "catalog", "quality report"])
 def test_a_file_we_did_not_write_at_the_pool_or_its_catalog_is_refused(openai_file, tmp_path, capsys, which):
-    """Issue 33 item 4: a foreign file named like the pool (or its catalog, beside no pool of ours):
-    one line naming it, exit 2, nothing written; a pool of ours is replaced by the next harvest."""
+    """Issue 33 item 4: a foreign file named like the pool (or its catalog or quality report, beside
+    no pool of ours): one line naming it, exit 2, nothing written; a pool of ours is replaced by the
+    next harvest."""
     out = tmp_path / "pool.parquet"
-    foreign = out if which == "pool" else catalog_path(out)
+    foreign = {"pool": out, "catalog": catalog_path(out), "quality report": quality_report_path(out)}[which]
     foreign.write_bytes(b"not ours")
     code, stdout, err = run_harvest(capsys, openai_file, "--out", out)
     assert (code, stdout) == (2, "")

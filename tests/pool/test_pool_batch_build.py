@@ -234,6 +234,17 @@ def test_a_folder_of_other_files_is_refused(tmp_path, capsys):
     assert (folder / "mine.txt").read_text() == "mine"
 
 
+@pytest.mark.parametrize("foreign", ["p.parquet", "p.build.json", "p.quality.json"])
+def test_a_pool_or_report_we_did_not_write_is_refused_before_any_upload(tmp_path, capsys, foreign):
+    (tmp_path / foreign).write_text("not ours")
+    with ChatServer(writer_policy) as server:
+        args = ["pool", "build", "--batch", "--model", MODEL, "--base-url", server.base_url, "--out", tmp_path / "p.parquet"]
+        code, err = run([str(a) for a in [*args, *PLAN_ARGS]], capsys)
+        assert server.stats()["total_requests"] == 0
+    assert code == 2 and f"refusing to overwrite {tmp_path / foreign}" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [foreign] and (tmp_path / foreign).read_text() == "not ours"
+
+
 def test_a_failed_batch_is_reported_and_its_writings_resent_by_a_rerun(tmp_path, capsys):
     out = tmp_path / "p.parquet"
     with ChatServer(writer_policy, batches=BatchBehaviour(fail="token_limit_exceeded")) as server:

@@ -306,3 +306,34 @@ def test_put_all_stores_all_or_nothing(tmp_path):
         assert len(cache) == 1
     finally:
         cache.close()
+
+
+@pytest.mark.parametrize("foreign", ["p.parquet", "p.build.json", "p.quality.json"])
+def test_import_refuses_an_out_or_companion_it_did_not_write(tmp_path, capsys, foreign):
+    export(tmp_path, capsys)
+    results = write_lines(tmp_path / "results.jsonl", [vllm_line(r, n) for n, r in enumerate(requests_of(tmp_path))])
+    (tmp_path / foreign).write_text("someone else's\n")
+    code, _, err = import_free(tmp_path, results, capsys)
+    assert code == 2 and foreign in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / foreign).read_text() == "someone else's\n"
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "requests.jsonl",
+        "requests.manifest.json",
+        "results.jsonl",
+        "cache",
+        foreign,
+    }
+    assert cached(tmp_path) == 0  # nothing stored either: a refused import leaves no trace
+
+
+def test_import_waits_for_no_build_of_the_same_pool(tmp_path, capsys):
+    from mrcr_gen._files import exclusive_lock
+    from mrcr_gen.recipes.openai_mrcr._pool_llm import pool_lock_path
+
+    export(tmp_path, capsys)
+    results = write_lines(tmp_path / "results.jsonl", [vllm_line(r, n) for n, r in enumerate(requests_of(tmp_path))])
+    with exclusive_lock(pool_lock_path(tmp_path / "p.parquet"), "the pool p.parquet"):
+        code, _, err = import_free(tmp_path, results, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "p.parquet" in err
+    assert not (tmp_path / "p.parquet").exists() and cached(tmp_path) == 0
+    assert import_free(tmp_path, results, capsys)[0] == 0 and len(read_pool(tmp_path / "p.parquet")) == 6

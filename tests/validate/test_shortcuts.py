@@ -195,3 +195,29 @@ def test_every_outcome_is_a_score_with_its_moments(data, n: int, extra: int) -> 
         assert outcome.variance[probe] >= 0
     if n == 1:  # one needle: every needle probe is right
         assert all(outcome.observed[p] == outcome.expected[p] == 1 for p in PROBES if p != "final_turn")
+
+
+def test_the_probe_table_fits_a_pipe_s_80_columns_without_cutting_a_cell():
+    import io
+
+    from rich.console import Console
+
+    from mrcr_gen.cli._validate import _shortcut_table
+    from mrcr_gen.validate._shortcuts import ShortcutGroup, ShortcutReport
+
+    group = ShortcutGroup(
+        probe="final_turn",
+        bin="(524288, 1048576]",
+        n_needles="8",
+        rows=120,
+        observed_sum=-12.0,
+        expected_sum=60.0,
+        variance_sum=30.0,
+        floor_sum=2.0,
+        floor_rows=120,
+    )
+    buffer = io.StringIO()
+    _shortcut_table(ShortcutReport(groups=[group]), Console(file=buffer, width=80))
+    lines = buffer.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80 and "…" not in buffer.getvalue()
+    assert any("(524288, 1048576]" in line and "final_turn" in line and "-0.100" in line for line in lines)

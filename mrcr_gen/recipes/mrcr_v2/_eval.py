@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..._counts import Counts, RowCounts
+from ..._counts import RowCounts, counted_in_order
 from ..._tokens import count_tokens
 from ...eval._auc import auc_fields
 from ...eval._items import EvalItem, FileError, ItemError
@@ -63,84 +63,114 @@ def read_v2_items(
     """One item per row, in row order; FileError when the file cannot be read. The prompt is
     counted exactly: each transcript once, plus each row's final query (a split the tokenizer
     always makes, see `_checks`), unless `counts` has the row's counts (its sidecar, the cache),
-    where those counted now are kept. `skip(row, digest)` true yields a bare item without parsing."""
-    source = str(os.path.realpath(path))
-    transcript_tokens: dict[str, int] = {}  # the current transcript only: its rows are consecutive
-    index = -1
+    where those counted now are kept. The counting runs on every core, a few rows ahead
+    (`counted_in_order`). `skip(row, digest)` true yields a bare item without parsing."""
+    read = _Read()
+    transcript_tokens = 0  # the count of the transcript a row's NEW_TRANSCRIPT counted last
     try:
-        for index, record in enumerate(iter_records(path)):
-            queries, answer = record.get("queries"), record.get("answer")
-            digest = row_digest(queries, answer)
-            if skip is not None and skip(index, digest):
-                yield EvalItem(source=source, row=index, digest=digest, recipe=RECIPE)
-            else:
-                known = counts.get(index, digest) if counts is not None else None
-                item = make_v2_item(source, index, record, digest, transcript_tokens, tokenizer_spec, known)
-                if counts is not None and known is None and item.error is None:
-                    counts.put(digest, (item.prompt_tokens, item.total_tokens))
-                yield item
+        pending = _pending_v2_items(str(os.path.realpath(path)), path, skip, counts, tokenizer_spec, read)
+        for (item, kind, _), counted in counted_in_order(pending, lambda entry: entry[2], tokenizer_spec):
+            if counted is not None:
+                if kind == NEW_TRANSCRIPT:
+                    transcript_tokens = counted[0]
+                item = _with_prompt(item, counted[0] if kind == WHOLE else transcript_tokens + counted[-1])
+                if counts is not None:
+                    counts.put(item.digest, (item.prompt_tokens, item.total_tokens))
+            yield item
     except (OSError, ValueError, csv.Error, pa.ArrowException) as exc:
-        where = "cannot read" if index < 0 else f"cannot read past row {index}"
+        where = "cannot read" if read.index < 0 else f"cannot read past row {read.index}"
         lines = str(exc).strip().splitlines()
         raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
 
 
-def make_v2_item(
+#: What a row's texts to count are: its transcript and final query (the first row of a
+#: transcript), its final query (the transcript counted for an earlier row), its whole prompt.
+NEW_TRANSCRIPT, SAME_TRANSCRIPT, WHOLE = "new transcript", "same transcript", "whole"
+
+
+class _Read:
+    index = -1  # the last row read
+
+
+def _pending_v2_items(
     source: str,
-    index: int,
-    record: dict,
-    digest: str,
-    transcript_tokens: dict[str, int],
-    tokenizer_spec: str = "o200k_base",
-    known: Counts | None = None,
-) -> EvalItem:
-    """The item of one raw v2 record; a row that cannot be sent gets `error` (the validator's check)
-    and, where they can be told, its needle count and length, so it counts 0 in its bucket.
+    path: str | os.PathLike,
+    skip: Callable[[int, str], bool] | None,
+    counts: RowCounts | None,
+    tokenizer_spec: str,
+    read: _Read,
+) -> Iterator[tuple[EvalItem, str | None, list[str] | None]]:
+    """Each row's item, with its counts where they are known already (else the kind and the texts
+    that `read_v2_items` counts for it)."""
+    counted_transcript = None  # the transcript an earlier row's texts count
+    for index, record in enumerate(iter_records(path)):
+        read.index = index
+        queries, answer = record.get("queries"), record.get("answer")
+        digest = row_digest(queries, answer)
+        if skip is not None and skip(index, digest):
+            yield EvalItem(source=source, row=index, digest=digest, recipe=RECIPE), None, None
+            continue
+        item, transcript = make_v2_item(source, index, record, digest, tokenizer_spec)
+        known = counts.get(index, digest) if counts is not None and transcript is not None else None
+        if transcript is None:
+            yield item, None, None
+        elif known is not None:
+            yield _with_prompt(item, known[0]), None, None
+        elif tokenizer_spec != "o200k_base":
+            yield item, WHOLE, [item.messages[0]["content"]]
+        else:
+            view_ops = item.messages[0]["content"][len(transcript) :]
+            if item.group == counted_transcript:
+                yield item, SAME_TRANSCRIPT, [view_ops]
+            else:
+                counted_transcript = item.group
+                yield item, NEW_TRANSCRIPT, [transcript, view_ops]
+
+
+def _with_prompt(item: EvalItem, prompt_tokens: int) -> EvalItem:
+    return item.model_copy(
+        update={
+            "bin_upper": bucket_upper(prompt_tokens),
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens,  # v2 lengths count the text sent, not the answer
+        }
+    )
+
+
+def make_v2_item(
+    source: str, index: int, record: dict, digest: str, tokenizer_spec: str = "o200k_base"
+) -> tuple[EvalItem, str | None]:
+    """The item of one raw v2 record, with its transcript, its prompt not counted yet (see
+    `_with_prompt`); a row that cannot be sent gets `error` (the validator's check) and, where they
+    can be told, its needle count and length, so it counts 0 in its bucket (and no transcript).
     With another tokenizer than o200k, whose splits at turn seams are not known, each row is
-    counted whole. `known`: the row's (prompt, total) counts as counted before, not counted again."""
+    counted whole."""
     base: dict[str, Any] = {"source": source, "row": index, "digest": digest, "recipe": RECIPE}
     try:
         rec = coerce_record(record)
     except ValueError as exc:
-        return EvalItem(**base, **_measured(record, tokenizer_spec), error=ItemError(check="v2_row", message=str(exc)))
+        item = EvalItem(**base, **_measured(record, tokenizer_spec), error=ItemError(check="v2_row", message=str(exc)))
+        return item, None
     queries, answer, view_ops = rec.get("queries"), rec.get("answer"), rec.get("view_ops")
     if not (isinstance(queries, str) and isinstance(answer, str) and isinstance(view_ops, str)) or not queries.endswith(
         view_ops
     ):
-        return EvalItem(
-            **base,
-            **_measured(rec, tokenizer_spec),
-            error=ItemError(check="view_ops", message="view_ops is not the tail of queries"),
-        )
+        error = ItemError(check="view_ops", message="view_ops is not the tail of queries")
+        return EvalItem(**base, **_measured(rec, tokenizer_spec), error=error), None
     query = parse_query(view_ops)
     if query is None or not HASH_PATTERN.fullmatch(query.hash):
-        return EvalItem(
-            **base,
-            **_measured(rec, tokenizer_spec),
-            error=ItemError(check="final_query", message="view_ops is not an MRCR v2 query"),
-        )
+        error = ItemError(check="final_query", message="view_ops is not an MRCR v2 query")
+        return EvalItem(**base, **_measured(rec, tokenizer_spec), error=error), None
     transcript = queries[: len(queries) - len(view_ops)]
-    group = transcript_id(transcript)
-    if known is not None:
-        prompt_tokens = known[0]
-    elif tokenizer_spec != "o200k_base":
-        prompt_tokens = count_tokens(queries, tokenizer_spec)
-    else:
-        if group not in transcript_tokens:
-            transcript_tokens.clear()
-            transcript_tokens[group] = count_tokens(transcript)
-        prompt_tokens = transcript_tokens[group] + count_tokens(view_ops)
-    return EvalItem(
+    item = EvalItem(
         **base,
         messages=[{"role": "user", "content": queries}],
         answer=answer,
         prefix=query.hash,
         n_needles=int(rec.get("num_relevant") or 0),
-        bin_upper=bucket_upper(prompt_tokens),
-        prompt_tokens=prompt_tokens,
-        total_tokens=prompt_tokens,  # v2 lengths count the text sent, not the answer
-        group=group,
+        group=transcript_id(transcript),
     )
+    return item, transcript
 
 
 def _measured(record: dict, tokenizer_spec: str) -> dict[str, Any]:
@@ -282,11 +312,13 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
 
 
 def grade_v2_responses(
-    data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False
+    data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False, cache: bool = True
 ) -> dict[str, Any]:
     """`mrcr-grade` for a v2 file: every row needs one response unless `allow_missing`;
-    ValueError naming the rows otherwise."""
-    items = list(read_v2_items(data))
+    ValueError naming the rows otherwise. Token counts: the sealed sidecar's, else the count
+    cache's (unless `cache` is False), else counted and cached."""
+    counts = RowCounts(data, "o200k_base", cache=cache)
+    items = list(read_v2_items(data, skip=lambda row, digest: row not in responses, counts=counts))
     extra = sorted(set(responses) - set(range(len(items))))
     if extra:
         raise ValueError(f"responses name rows the data file lacks: {extra[:5]}")

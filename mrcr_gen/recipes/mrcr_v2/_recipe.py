@@ -96,13 +96,18 @@ class MrcrV2(BaseRecipe):
     # --- mrcr-grade --------------------------------------------------------------------------
 
     def grade_responses(
-        self, data: str | os.PathLike, responses: str | os.PathLike, *, allow_missing: bool = False
+        self,
+        data: str | os.PathLike,
+        responses: str | os.PathLike,
+        *,
+        allow_missing: bool = False,
+        cache: bool = True,
     ) -> dict[str, Any]:
         from ...eval._responses import ResponsesError, read_responses
         from ._eval import grade_v2_responses
 
         try:
-            return grade_v2_responses(Path(data), read_responses(responses), allow_missing=allow_missing)
+            return grade_v2_responses(Path(data), read_responses(responses), allow_missing=allow_missing, cache=cache)
         except (ResponsesError, ValueError, OSError) as exc:
             raise RequestError(str(exc).splitlines()[0]) from None
 

@@ -33,7 +33,7 @@ from ...pool._cache import WritingCache, default_cache_dir
 from ...pool._pool import PoolError, write_pool_of
 from ...pool._quality import write_quality_report
 from ._catalog import writing_reference
-from ._pool_llm import GPT4O_REFERENCE, Failure, build_report_path
+from ._pool_llm import GPT4O_REFERENCE, Failure, _one_build_per_pool, build_report_path
 
 
 class ImportReport(_Frozen):
@@ -149,6 +149,7 @@ def results_price(model: str, price_in: float | None, price_out: float | None) -
     return ledger_price(model, price_in, price_out, discounted=price_in is None and price_out is None)
 
 
+@_one_build_per_pool
 def import_results(
     results: str | os.PathLike,
     requests: str | os.PathLike,

@@ -38,7 +38,7 @@ from ..._usage import Usage, cost
 from ...pool._batchbuild import BatchFigures, batches_path, refuse_held_writings, running_requests
 from ...pool._cache import WritingCache, cache_key, default_cache_dir
 from ...pool._pool import PoolError, check_pool_out, write_pool_of
-from ...pool._quality import quality_report_path, write_quality_report
+from ...pool._quality import write_quality_report
 from ._catalog import Catalog, load_catalog, writing_reference
 
 # Statuses that make every further request pointless (bad key, unknown model, bad parameters).
@@ -170,7 +170,7 @@ def _one_build_per_pool(build: Callable[..., Built]) -> Callable[..., Built]:
         out = bound.arguments["out"]
         lock = pool_lock_path(out)
         # before the lock file is made: nothing written
-        check_pool_out(out, [lock, build_report_path(out), quality_report_path(out)])
+        check_pool_out(out, [lock, build_report_path(out)])
         lock.parent.mkdir(parents=True, exist_ok=True)
         try:
             with exclusive_lock(lock, f"the pool {bound.arguments['out']}"):
