@@ -261,14 +261,21 @@ def run_side_by_side(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]
         initializer=_die_with_caller,
         initargs=(workers.caller_alive[0],),
     ) as executor:
-        futures = [executor.submit(function, *args) for function, args in calls]
-        failed: BaseException | None = None
-        for future, (function, args) in zip(futures, calls, strict=True):
+        futures = []
+        with contextlib.suppress(OSError, RuntimeError, BrokenProcessPool):  # no process starts: drawn here
+            for function, args in calls:
+                futures.append(executor.submit(function, *args))
+        failed: Exception | None = None
+        for i, (function, args) in enumerate(calls):
             try:
-                future.result()
-            except BrokenProcessPool:  # a process was killed: this call here
-                function(*args)
-            except BaseException as exc:  # raised once every call is done, as the first of them
+                if i >= len(futures):
+                    function(*args)
+                    continue
+                try:
+                    futures[i].result()
+                except BrokenProcessPool:  # a process was killed: this call here
+                    function(*args)
+            except Exception as exc:  # raised once every call is done, as the first of them
                 failed = failed or exc
     if failed is not None:
         raise failed

@@ -370,3 +370,20 @@ def test_the_heap_is_frozen_for_the_run_only_and_a_program_s_own_freeze_is_left_
         assert gc.get_freeze_count() > 0  # the program's own: not thawed
     finally:
         gc.unfreeze()
+
+
+def test_plots_whose_processes_cannot_start_are_drawn_here(tmp_path, monkeypatch):
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: no grading processes")
+    _pipeline._process_workers(RECIPE, real_scored_record)
+
+    class Executor(_pipeline.ProcessPoolExecutor):
+        def submit(self, function, *args):
+            raise OSError("no processes here")
+
+    monkeypatch.setattr(_pipeline, "ProcessPoolExecutor", Executor)
+    drawn = tmp_path / "drawn"
+    _pipeline.run_side_by_side([(drawn.mkdir, ()), ((drawn / "here").mkdir, ())])
+    assert (drawn / "here").is_dir()
