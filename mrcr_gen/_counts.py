@@ -148,28 +148,13 @@ class SidecarCounts:
         return found
 
 
-def append_line(path: Path, line: bytes) -> None:
-    """Append `line` to `path` (its folders made), best effort: one `write` of a file opened with
-    O_APPEND, so lines of concurrent writers are whole and never interleaved."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+def _check(tokenizer: str, key: str, value: str) -> str:
+    return hashlib.blake2b(f"{tokenizer}\t{key}\t{value}".encode(), digest_size=8).hexdigest()
 
 
-def _check(key: str, digest: str, prompt: int, total: int) -> str:
-    return hashlib.blake2b(f"{key}\t{digest}\t{prompt}\t{total}".encode(), digest_size=8).hexdigest()
-
-
-def _line(key: str, digest: str, counts: Counts) -> bytes:
-    """A cache file's line: the row's digest, its counts and a check over them and the tokenizer."""
-    prompt, total = counts
-    return f"{digest}\t{prompt}\t{total}\t{_check(key, digest, prompt, total)}\n".encode()
+def _line(tokenizer: str, key: str, value: str) -> bytes:
+    """A cache file's line: a key, its value (no line break) and a check over them and the tokenizer."""
+    return f"{key}\t{value}\t{_check(tokenizer, key, value)}\n".encode()
 
 
 #: What a compaction keeps: the most recently added rows' counts, at most this many...
@@ -182,21 +167,20 @@ COMPACT_BYTES = 20_000_000
 DUPLICATE_SLACK = 1_000
 
 
-def _parse(key: str, text: str) -> tuple[dict[str, Counts], int]:
-    """The valid lines of a cache file's text ({digest: counts}, in the order of their last line)
-    and how many lines it holds (torn and duplicated ones too)."""
-    counts: dict[str, Counts] = {}
+def _parse(tokenizer: str, text: str) -> tuple[dict[str, str], int]:
+    """The valid lines of a cache file's text ({key: value}, in the order of their last line) and
+    how many lines it holds (torn and duplicated ones too). A value may hold tabs: the key ends at
+    the first, the check starts after the last."""
+    values: dict[str, str] = {}
     lines = 0
     for line in text.split("\n"):  # the last piece: empty, or a line a crash tore
         lines += bool(line)
-        parts = line.split("\t")
-        if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
-            continue
-        digest, prompt, total, check = parts[0], int(parts[1]), int(parts[2]), parts[3]
-        if check == _check(key, digest, prompt, total):
-            counts.pop(digest, None)  # a later line is a more recent one
-            counts[digest] = (prompt, total)
-    return counts, lines
+        key, _, rest = line.partition("\t")
+        value, _, check = rest.rpartition("\t")
+        if key and value and check == _check(tokenizer, key, value):
+            values.pop(key, None)  # a later line is a more recent one
+            values[key] = value
+    return values, lines
 
 
 def _compaction_due(size: int, lines: int, distinct: int) -> bool:
@@ -222,58 +206,52 @@ def _flock(path: Path, operation: int) -> Iterator[bool]:
         os.close(fd)  # closing releases the lock
 
 
-class CountCache:
-    """Counts of rows by the digest of their content, for one tokenizer, in the user cache folder
-    (`default_cache_dir() / token-counts / <tokenizer key>.tsv`); loaded on first use.
+class CheckedLines:
+    """A cache file of `key \t value \t check` lines for one tokenizer (`tokenizer`: its
+    `tokenizer_key`, part of each check), read whole on first use (`values`) and appended to by
+    concurrent runs; a torn or edited line fails its check and is ignored.
 
-    Appends hold a shared lock on `<key>.lock` from opening the file to their write; a compaction
-    holds it exclusively while it rewrites the file to a temporary file and `os.replace`s it: so a
-    line appended is in the file the compaction reads (never lost, unless it is among the oldest a
+    Appends hold a shared lock on the file's `.lock` from opening the file to their write (one
+    `write` of a file opened with O_APPEND: lines are never interleaved); a compaction holds it
+    exclusively while it rewrites the file to a temporary file and `os.replace`s it: so a line
+    appended is in the file the compaction reads (never lost, unless it is among the oldest a
     compaction drops), and a reader, which takes no lock, sees the old file or the new, whole.
-    A compaction keeps the `KEEP_ENTRIES` rows added most recently (within `KEEP_BYTES`), once
+    A compaction keeps the `KEEP_ENTRIES` keys added most recently (within `KEEP_BYTES`), once
     each; a process that writes runs it when the file outgrows `COMPACT_BYTES` or holds many
     duplicated lines, and skips it when another process holds the lock (a later write retries).
     """
 
-    def __init__(self, tokenizer_spec: str, directory: str | os.PathLike | None = None) -> None:
-        self.key = tokenizer_key(tokenizer_spec)
-        folder = Path(directory) if directory is not None else default_cache_dir() / COUNTS_FOLDER
-        self.path = folder / f"{self.key}.tsv"
-        self.lock_path = folder / f"{self.key}.lock"
-        self._counts: dict[str, Counts] | None = None
+    def __init__(self, path: Path, tokenizer: str) -> None:
+        self.path, self.tokenizer = path, tokenizer
+        self.lock_path = path.with_suffix(".lock")
+        self._values: dict[str, str] | None = None
         self._compact = False  # compaction due (found when loading)
 
-    def _load(self) -> dict[str, Counts]:
-        try:
-            data = self.path.read_bytes()
-        except OSError:
-            data = b""
-        counts, lines = _parse(self.key, data.decode("utf-8", errors="replace"))
-        self._compact = _compaction_due(len(data), lines, len(counts))
-        return counts
+    def values(self) -> dict[str, str]:
+        if self._values is None:
+            try:
+                data = self.path.read_bytes()
+            except OSError:
+                data = b""
+            self._values, lines = _parse(self.tokenizer, data.decode("utf-8", errors="replace"))
+            self._compact = _compaction_due(len(data), lines, len(self._values))
+        return self._values
 
-    def get(self, digest: str) -> Counts | None:
-        if self._counts is None:
-            self._counts = self._load()
-        return self._counts.get(digest)
-
-    def put(self, digest: str, counts: Counts) -> None:
-        """Remember `counts` (best effort: a cache that cannot be written is no cache)."""
+    def append(self, key: str, value: str) -> None:
+        """Add `key`'s `value` (best effort: a cache that cannot be written is no cache); a key or
+        value with a line break, or a key with a tab, is not kept."""
         import fcntl
 
-        if self._counts is None:
-            self._counts = self._load()
-        if self._counts.get(digest) == counts or "\t" in digest or "\n" in digest:
+        if "\t" in key or "\n" in key or "\n" in value or not key or not value:
             return
-        self._counts[digest] = counts
-        line = _line(self.key, digest, counts)
+        self.values()[key] = value
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # No compaction between the open and the write (without locks, no compaction at all).
             with _flock(self.lock_path, fcntl.LOCK_SH):
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
-                    os.write(fd, line)  # one write of an O_APPEND file: whole, never interleaved
+                    os.write(fd, _line(self.tokenizer, key, value))  # one write: whole, never interleaved
                     size = os.fstat(fd).st_size
                 finally:
                     os.close(fd)
@@ -283,7 +261,7 @@ class CountCache:
             self._compact = not self.compact(only_if_due=True)
 
     def compact(self, *, only_if_due: bool = False) -> bool:
-        """Rewrite the file with each valid row once, the most recent `KEEP_ENTRIES` (within
+        """Rewrite the file with each valid key once, the most recent `KEEP_ENTRIES` (within
         `KEEP_BYTES`); with `only_if_due`, only when it is due (see the class). False when
         another process holds the lock (nothing done); True otherwise (best effort: a file that
         cannot be rewritten is left as it is)."""
@@ -294,26 +272,27 @@ class CountCache:
                 if not held:
                     return False
                 data = self.path.read_bytes()
-                counts, lines = _parse(self.key, data.decode("utf-8", errors="replace"))
-                if not only_if_due or _compaction_due(len(data), lines, len(counts)):
-                    self._rewrite(counts)
+                values, lines = _parse(self.tokenizer, data.decode("utf-8", errors="replace"))
+                if not only_if_due or _compaction_due(len(data), lines, len(values)):
+                    self._rewrite(values)
         except OSError:
             pass
         return True
 
-    def _rewrite(self, counts: dict[str, Counts]) -> None:
-        """The file replaced by `counts`' most recent entries (under the exclusive lock)."""
+    def _rewrite(self, values: dict[str, str]) -> None:
+        """The file replaced by `values`' most recent entries (under the exclusive lock)."""
         kept: list[bytes] = []
         size = 0
-        for digest, found in reversed(counts.items()):
-            line = _line(self.key, digest, found)
+        for key, value in reversed(values.items()):
+            line = _line(self.tokenizer, key, value)
             if len(kept) == KEEP_ENTRIES or size + len(line) > KEEP_BYTES:
                 break
             kept.append(line)
             size += len(line)
-        for stale in self.path.parent.glob(f".{self.key}.*.tmp"):  # a compaction killed midway
+        stem = self.path.stem
+        for stale in self.path.parent.glob(f".{stem}.*.tmp"):  # a compaction killed midway
             stale.unlink(missing_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.key}.", suffix=".tmp")
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{stem}.", suffix=".tmp")
         try:  # (OSError before it: the caller's)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(b"".join(reversed(kept)))
@@ -322,6 +301,47 @@ class CountCache:
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+
+
+def counts_value(counts: Counts) -> str:
+    """How a count cache line holds a row's counts: `prompt \t total`."""
+    return f"{counts[0]}\t{counts[1]}"
+
+
+def _counts_of(value: str) -> Counts | None:
+    prompt, _, total = value.partition("\t")
+    return (int(prompt), int(total)) if prompt.isdigit() and total.isdigit() else None
+
+
+class CountCache:
+    """Counts of rows by the digest of their content, for one tokenizer, in the user cache folder
+    (`default_cache_dir() / token-counts / <tokenizer key>.tsv`, a `CheckedLines` file, compacted
+    as it says); loaded on first use."""
+
+    def __init__(self, tokenizer_spec: str, directory: str | os.PathLike | None = None) -> None:
+        self.key = tokenizer_key(tokenizer_spec)
+        self.folder = Path(directory) if directory is not None else default_cache_dir() / COUNTS_FOLDER
+        self.lines = CheckedLines(self.folder / f"{self.key}.tsv", self.key)
+        self.path, self.lock_path = self.lines.path, self.lines.lock_path
+        self._counts: dict[str, Counts] | None = None
+
+    def get(self, digest: str) -> Counts | None:
+        if self._counts is None:
+            found = ((digest, _counts_of(value)) for digest, value in self.lines.values().items())
+            self._counts = {digest: counts for digest, counts in found if counts is not None}
+        return self._counts.get(digest)
+
+    def put(self, digest: str, counts: Counts) -> None:
+        """Remember `counts` (best effort: a cache that cannot be written is no cache)."""
+        if self.get(digest) == counts or "\t" in digest or "\n" in digest:
+            return
+        assert self._counts is not None
+        self._counts[digest] = counts
+        self.lines.append(digest, counts_value(counts))
+
+    def compact(self, *, only_if_due: bool = False) -> bool:
+        """See `CheckedLines.compact`."""
+        return self.lines.compact(only_if_due=only_if_due)
 
 
 class RowCounts:
@@ -405,6 +425,11 @@ def _fork_server_running() -> bool:
 os.register_at_fork(after_in_child=_counting_pool.cache_clear)
 
 
+#: Text counted in the reading thread before the counting processes start (about 0.1 s of one core,
+#: less than their start costs, which blocks the reader: the fork server builds the tokenizer).
+INLINE_CHARS = 2_000_000
+
+
 def counted_in_order(
     rows: Iterator[T],
     texts_of: Callable[[T], Sequence[str] | None],
@@ -414,19 +439,21 @@ def counted_in_order(
     """Each of `rows` with the counts of `texts_of(row)` (None: nothing to count), in order.
 
     The counting runs in the counting processes (every core), up to `ahead` rows ahead of the
-    row yielded; the first row is counted here, while the processes start, so that it is never
-    later than counting it alone.
+    row yielded; the first row, and the rows up to `INLINE_CHARS` characters of text, are counted
+    here: the first is then never later than counting it alone, and a small job never waits for
+    the processes to start.
     """
     pending: deque[tuple[T, Sequence[str] | None, Future[list[int]] | list[int] | None]] = deque()
     limit = ahead if ahead is not None else 2 * (os.cpu_count() or 1)
-    first = True
+    inline = 0  # characters counted here so far
     try:
         for row in rows:
             texts = texts_of(row)
             counted: Future[list[int]] | list[int] | None = None
             if texts is not None:
-                pool = None if first else _counting_pool()
-                first = False
+                pool = _counting_pool() if inline and inline >= INLINE_CHARS else None
+                if pool is None:
+                    inline += max(1, sum(map(len, texts)))  # not 0 after the first row
                 counted = (
                     count_texts(tokenizer_spec, texts)
                     if pool is None

@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._json_text import compact_object
+
 #: `chat.completions.create` arguments that are request options, not fields of the JSON body.
 REQUEST_OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
 #: Bodies with fewer characters of message content are encoded on the event loop (well under a
@@ -35,15 +37,28 @@ def encode_json(body: Mapping[str, Any]) -> bytes:
     fields = []
     for name, value in body.items():
         if isinstance(value, list):
-            encoded = b"[" + b",".join(_compact_json(item).encode() for item in value) + b"]"
+            encoded = b"[" + b",".join(_compact_item(item).encode() for item in value) + b"]"
         else:
             encoded = _compact_json(value).encode()
         fields.append(_compact_json(str(name)).encode() + b":" + encoded)
     return b"{" + b",".join(fields) + b"}"
 
 
-def _content_chars(messages: Sequence[dict]) -> int:
-    return sum(len(m.get("content") or "") for m in messages if isinstance(m, dict))
+def _compact_item(item: Any) -> str:
+    """`_compact_json(item)`; a message (a dict of strings) by `compact_object`, in half the time."""
+    return compact_object(item) if type(item) is dict else _compact_json(item)
+
+
+def _long_content(messages: Sequence[dict]) -> bool:
+    """Whether the messages hold `ENCODE_INLINE_CHARS` characters of content or more: counted
+    until they do (on the event loop: a few messages of a long prompt, not its thousands)."""
+    chars = 0
+    for message in messages:
+        if isinstance(message, dict):
+            chars += len(message.get("content") or "")
+            if chars >= ENCODE_INLINE_CHARS:
+                return True
+    return False
 
 
 _POSTS_BYTES: dict[type, bool] = {}
@@ -122,7 +137,7 @@ def chat_request(client: Any, model: str, messages: Sequence[dict], kwargs: dict
 async def encoded_request(model: str, messages: Sequence[dict], params: Mapping[str, Any]) -> bytes:
     """The encoded body of a request, made in a worker thread when the prompt is long."""
     body = request_body(model, messages, params)
-    if _content_chars(messages) < ENCODE_INLINE_CHARS:
+    if not _long_content(messages):
         return encode_json(body)
     return await asyncio.to_thread(encode_json, body)
 

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import pickle
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,7 @@ def test_counts_come_in_order_and_rows_before_a_break_come_first():
 
 
 def test_counting_on_every_core_gives_the_counts_of_one(monkeypatch):
+    monkeypatch.setattr(_counts, "INLINE_CHARS", 0)  # every row after the first on the cores
     texts = [("word " * n, "x" * n) for n in range(1, 40)]
     expected = [_counts.count_texts("o200k_base", list(pair)) for pair in texts]
     found = [counted for _, counted in counted_in_order(iter(texts), list, "o200k_base", 4)]
@@ -385,7 +387,9 @@ def _poison_cache() -> None:
     for line in cache.path.read_text().splitlines():
         digest, prompt, total, _ = line.split("\t")
         wrong = (int(prompt) + 50_000, int(total) + 50_000)
-        poisoned.append("\t".join([digest, *map(str, wrong), _counts._check(cache.key, digest, *wrong)]) + "\n")
+        poisoned.append(
+            "\t".join([digest, *map(str, wrong), _counts._check(cache.key, digest, _counts.counts_value(wrong))]) + "\n"
+        )
     cache.path.write_text("".join(poisoned))
 
 
@@ -508,7 +512,7 @@ def _file_lines(cache: CountCache) -> list[tuple[str, tuple[int, int]]]:
     found = []
     for line in text.splitlines():
         digest, prompt, total, check = line.split("\t")
-        assert check == _counts._check(cache.key, digest, int(prompt), int(total)), line
+        assert check == _counts._check(cache.key, digest, f"{prompt}\t{total}"), line
         assert (int(prompt), int(total)) == _true_counts(digest), line
         found.append((digest, (int(prompt), int(total))))
     return found
@@ -518,7 +522,7 @@ def _append_raw(cache: CountCache, digests) -> None:
     cache.path.parent.mkdir(parents=True, exist_ok=True)
     with cache.path.open("ab") as handle:
         for digest in digests:
-            handle.write(_counts._line(cache.key, digest, _true_counts(digest)))
+            handle.write(_counts._line(cache.key, digest, _counts.counts_value(_true_counts(digest))))
 
 
 def test_compaction_keeps_the_most_recent_rows_once_each(tmp_path, monkeypatch):
@@ -531,7 +535,9 @@ def test_compaction_keeps_the_most_recent_rows_once_each(tmp_path, monkeypatch):
     assert _file_lines(cache) == [(_digest(i), _true_counts(_digest(i))) for i in (1, 0, 4)]
     assert cache.path.stat().st_mode & 0o777 == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{cache.key}.lock", f"{cache.key}.tsv"]
-    monkeypatch.setattr(_counts, "KEEP_BYTES", 2 * len(_counts._line(cache.key, _digest(0), (0, 1))))
+    monkeypatch.setattr(
+        _counts, "KEEP_BYTES", 2 * len(_counts._line(cache.key, _digest(0), _counts.counts_value((0, 1))))
+    )
     assert cache.compact() and [d for d, _ in _file_lines(cache)] == [_digest(0), _digest(4)]
 
 
@@ -550,7 +556,7 @@ def test_a_cache_of_many_duplicated_lines_is_compacted_by_the_next_write_never_b
 
 def test_a_cache_never_grows_past_its_bound(tmp_path, monkeypatch):
     cache = CountCache("o200k_base", tmp_path)
-    line_size = len(_counts._line(cache.key, _digest(0), (0, 1)))
+    line_size = len(_counts._line(cache.key, _digest(0), _counts.counts_value((0, 1))))
     monkeypatch.setattr(_counts, "KEEP_ENTRIES", 10)
     monkeypatch.setattr(_counts, "COMPACT_BYTES", 30 * line_size)
     for i in range(100):
@@ -653,7 +659,7 @@ def _reading_until(directory: str, stop: str, out: str, monotone: bool) -> None:
         digests = set()
         for line in text.split("\n")[:-1]:
             digest, prompt, total, check = line.split("\t")
-            assert check == _counts._check(cache.key, digest, int(prompt), int(total)), line
+            assert check == _counts._check(cache.key, digest, f"{prompt}\t{total}"), line
             assert (int(prompt), int(total)) == _true_counts(digest), line
             digests.add(digest)
         assert not monotone or seen <= digests, f"{len(seen - digests)} rows gone"
@@ -665,7 +671,7 @@ def _reading_until(directory: str, stop: str, out: str, monotone: bool) -> None:
 @pytest.mark.parametrize("keep", [10**6, 50])
 def test_runs_appending_and_compacting_at_once_lose_no_line_and_change_no_count(tmp_path, monkeypatch, keep):
     cache = CountCache("o200k_base", tmp_path / "cache")
-    line_size = len(_counts._line(cache.key, _digest(0), (0, 1)))
+    line_size = len(_counts._line(cache.key, _digest(0), _counts.counts_value((0, 1))))
     limits = {"KEEP_ENTRIES": keep, "COMPACT_BYTES": 120 * line_size, "DUPLICATE_SLACK": 20}
     context = multiprocessing.get_context("spawn")
     stop, folder = tmp_path / "stop", str(cache.path.parent)
@@ -719,6 +725,7 @@ def test_mrcr_v2_rows_left_to_count_are_counted_on_every_core_each_transcript_on
     cores = Cores(2)
     monkeypatch.setattr(_counts, "count_texts", recording)
     monkeypatch.setattr(_counts, "_counting_pool", lambda: cores)
+    monkeypatch.setattr(_counts, "INLINE_CHARS", 0)
     found = list(read_items(copy, recipes=RECIPES, cache=False))
     cores.shutdown()
     assert len(found) > len({item.group for item in found}) > 1 and all(item.error is None for item in found)
@@ -750,3 +757,28 @@ def test_a_cache_that_cannot_be_locked_or_written_is_no_error(tmp_path, monkeypa
     assert cache.compact()
     assert len(_file_lines(cache)) == 4
     assert CountCache("o200k_base", tmp_path).get(_digest(1)) == _true_counts(_digest(1))
+
+
+@pytest.mark.parametrize("inline", [0, 50, 10**9])
+def test_a_small_job_is_counted_here_and_a_large_one_on_the_cores_after_its_first_rows(monkeypatch, inline):
+    """The first row, and rows up to INLINE_CHARS characters, are counted in the reading thread
+    (a small job never waits for the counting processes to start); the rest on the cores; the
+    counts are the same either way."""
+    submitted = []
+
+    class Cores:
+        def submit(self, function, *args):
+            submitted.append(args[1])
+            done: Future = Future()
+            done.set_result(function(*args))
+            return done
+
+    monkeypatch.setattr(_counts, "INLINE_CHARS", inline)
+    monkeypatch.setattr(_counts, "_counting_pool", lambda: Cores())
+    texts = [["word " * n] for n in range(1, 30)]  # 5, 10, 15, ... characters
+    found = [counted for _, counted in counted_in_order(iter(texts), list, "o200k_base")]
+    assert found == [[count_tokens(t[0])] for t in texts]
+    here = len(texts) - len(submitted)
+    sizes = [len(text[0]) for text in texts]  # a row is counted here while less was counted before it
+    expected_here = next((k for k in range(1, len(texts)) if sum(sizes[:k]) >= inline), len(texts))
+    assert here == expected_here and submitted == texts[here:]

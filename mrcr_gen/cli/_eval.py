@@ -264,6 +264,8 @@ def evaluate(
 
 
 def _check_bins(bins: list[int]) -> None:
+    if not bins:
+        return  # (the recipes' bins are not loaded for nothing: MRCR v2's come with its generator)
     from ..recipes import RECIPES
 
     edges = sorted({upper for recipe in RECIPES for upper in recipe.bin_uppers()})
@@ -323,12 +325,14 @@ def _run(
     import asyncio
 
     from .._api import run_eval_async, write_report
+    from ..eval._pipeline import frozen_heap
 
     on_record = _progress(quiet)
     try:
-        if batch:
-            return asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet, keep))
-        return asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
+        with frozen_heap():
+            if batch:
+                return asyncio.run(_run_batch(config, on_record, too_long, poll_interval, wait, quiet, keep))
+            return asyncio.run(run_eval_async(config, on_record=on_record, too_long=too_long))
     except EvalFatal as exc:
         if not quiet and stderr.is_terminal:
             stderr.print()

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from ._failures import analyse_item, failure_summary, write_failure_plots
     from ._fit import TooLong, chat_template_counter, prompt_counter, rows_over_window, server_counter
     from ._items import EvalItem, EvalRecipe, FileError, ItemError, read_items
-    from ._report import plot_summary, print_report, render_table, summarize, summarize_records, write_report
+    from ._plots import plot_summary
+    from ._report import print_report, render_table, summarize, summarize_records, write_report
     from ._responses import ResponsesError, grade_responses, read_responses
     from ._run_view import add_analyses, graded_view, records_view, run_view, view_samples
     from ._runner import RunStats, preflight, run_eval, run_eval_async
@@ -45,9 +46,10 @@ __getattr__ = lazy_exports(
         ),
         **dict.fromkeys(["EvalItem", "EvalRecipe", "FileError", "ItemError", "read_items"], "._items"),
         **dict.fromkeys(
-            ["plot_summary", "print_report", "render_table", "summarize", "summarize_records", "write_report"],
+            ["print_report", "render_table", "summarize", "summarize_records", "write_report"],
             "._report",
         ),
+        **dict.fromkeys(["plot_summary"], "._plots"),
         **dict.fromkeys(["ResponsesError", "grade_responses", "read_responses"], "._responses"),
         **dict.fromkeys(["add_analyses", "graded_view", "records_view", "run_view", "view_samples"], "._run_view"),
         **dict.fromkeys(["RunStats", "preflight", "run_eval", "run_eval_async"], "._runner"),

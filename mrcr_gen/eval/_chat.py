@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._counts import Counts, RowCounts, count_texts, counted_in_order
+from .._json_text import json_string
 from ._items import EvalItem, FileError, ItemError, bin_upper_of_tokens
 
 REQUIRED_COLUMNS = ("prompt", "answer", "random_string_to_prepend")
@@ -39,8 +40,18 @@ class ChatRows:
 
 
 def row_digest(prompt: Any, answer: Any, random_string: Any) -> str:
-    """sha256 over what the grade depends on: the prompt sent, the answer and the random string."""
-    return hashlib.sha256(json.dumps([prompt, answer, random_string], ensure_ascii=False).encode("utf-8")).hexdigest()
+    """sha256 over what the grade depends on: the prompt sent, the answer and the random string
+    (the UTF-8 of their `json.dumps([...], ensure_ascii=False)`)."""
+    columns = (prompt, answer, random_string)
+    if not all(type(column) is str for column in columns):
+        return hashlib.sha256(json.dumps(list(columns), ensure_ascii=False).encode("utf-8")).hexdigest()
+    # The same text, in half the time (a long row's: milliseconds), hashed piece by piece, never joined.
+    hasher = hashlib.sha256(b"[")
+    for i, column in enumerate(columns):
+        hasher.update(b", " if i else b"")
+        hasher.update(json_string(column).encode("utf-8"))
+    hasher.update(b"]")
+    return hasher.hexdigest()
 
 
 def prompt_messages(prompt: str) -> list[dict]:

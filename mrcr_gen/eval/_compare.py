@@ -15,15 +15,8 @@ from ._control import ALPHA, pair_controls, test_name
 from ._failures import prefix_kept, target_share
 from ._floors import Floor, control_floors
 from ._items import EvalRecipe
-from ._report import (
-    _fmt,
-    bin_headers,
-    counted_scores,
-    finish_bin_plot,
-    read_run_dir,
-    shade_intervals,
-    summarize_records,
-)
+from ._plots import finish_bin_plot, shade_intervals
+from ._report import _fmt, bin_headers, counted_scores, read_run_dir, summarize_records
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike], *, recipes: Sequence[EvalRecipe]) -> list[dict[str, Any]]:

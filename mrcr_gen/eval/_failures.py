@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._bins import bin_headers, bin_sort_key
@@ -312,10 +312,17 @@ PLOTTERS = ((OUTCOMES_PLOT, plot_outcomes, "what the replies returned"),
 def write_failure_plots(summary: dict[str, Any], run_dir: str | os.PathLike, title: str) -> list[str]:
     """The three plots beside the run's `plot.png` (a panel per needle count, one above the
     other); returns their file names."""
-    run_dir = os.fspath(run_dir)
-    for name, plot, caption in PLOTTERS:
-        plot(summary, os.path.join(run_dir, name), f"{title}: {caption}")
+    for plot, args in failure_plots(summary, run_dir, title):
+        plot(*args)
     return [name for name, _, _ in PLOTTERS]
+
+
+def failure_plots(
+    summary: dict[str, Any], run_dir: str | os.PathLike, title: str
+) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+    """The calls that draw `write_failure_plots`'s plots: (the plotter, its arguments)."""
+    run_dir = os.fspath(run_dir)
+    return [(plot, (summary, os.path.join(run_dir, name), f"{title}: {caption}")) for name, plot, caption in PLOTTERS]
 
 
 def write_panel_plots(summary: dict[str, Any], folder: str | os.PathLike, title: str) -> list[str]:

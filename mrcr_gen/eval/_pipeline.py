@@ -11,15 +11,17 @@ in flight; the grading runs in worker processes instead, on every core.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
+import gc
 import multiprocessing
 import os
 import pickle
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -43,6 +45,10 @@ PROCESSES_AFTER_S = 3.0
 #: answers faster than one thread grades: the run is long enough to pay for them). While they
 #: start, the grades wait for them rather than taking this process's GIL from the requests.
 PROCESSES_AFTER_WAITING = 16
+#: Characters of prompt text of a row (some 250,000 tokens) whose request starts the worker
+#: processes at once: its grade alone (the failure analysis walks every writing of the row) takes
+#: tens of milliseconds, and in a thread of this process it takes them from the requests' GIL.
+PROCESSES_FOR_ROW_CHARS = 1_000_000
 #: Characters of prompt text the replies waiting for their grade may hold (each keeps its row in
 #: memory): about 2,800 rows of the 8k bin, or 25 of the 1M bin. Past it, new replies wait with their
 #: slot, so the requests slow down to the grading's pace instead of the memory growing.
@@ -57,6 +63,7 @@ class Backlog:
         self.budget = BACKLOG_CHARS if budget is None else budget
         self.used = 0
         self._changed = asyncio.Event()
+        self._sizes: dict[int, int] = {}  # id of a reserved item -> its size, summed once (thousands of messages)
 
     @staticmethod
     def size(item: Any) -> int:
@@ -68,10 +75,22 @@ class Backlog:
             self._changed.clear()
             await self._changed.wait()
         self.used += size
+        self._sizes[id(item)] = size  # the item stays alive (its grade holds it) until `release`
 
     def release(self, item: Any) -> None:
-        self.used -= self.size(item)
+        self.used -= self._sizes.pop(id(item))
         self._changed.set()
+
+
+def holds_chars(item: Any, chars: int) -> bool:
+    """Whether the item's messages hold `chars` characters of content or more (`Backlog.size`),
+    counted only until they do."""
+    held = 0
+    for message in item.messages or ():
+        held += len(message.get("content") or "")
+        if held >= chars:
+            return True
+    return False
 
 
 def step_chars(step: tuple[str, Any] | None) -> int:
@@ -181,12 +200,13 @@ class _Workers:
         if context.get_start_method() == "forkserver":
             # Imported once by the fork server (when this starts it), not by every worker: each
             # worker's own import of the package is most of a second of CPU, taken from the requests.
-            context.set_forkserver_preload([grader.__module__, type(recipe).__module__])
+            # matplotlib too: the workers draw the report's plots side by side at the run's end.
+            context.set_forkserver_preload([grader.__module__, type(recipe).__module__, "matplotlib.pyplot"])
             ensure_fork_server()  # the one fork server of this process, whoever starts it first
         # Only this process holds the write end: the workers end when it does, however it ends.
-        self._caller_alive = context.Pipe(duplex=False)
+        self.caller_alive = context.Pipe(duplex=False)
         self.executor = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_start_grading_worker, initargs=(self._caller_alive[0],)
+            workers, mp_context=context, initializer=_start_grading_worker, initargs=(self.caller_alive[0],)
         )
         self.warming = [self.executor.submit(_warm, recipe) for _ in range(workers)]
 
@@ -221,6 +241,63 @@ def _forget_workers_in_child() -> None:
 
 # A forked child has none of its parent's processes: it starts its own when it needs them.
 os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
+def run_side_by_side(calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+    """Each `function(*args)` of `calls`: side by side, on every core, in processes the fork server
+    of a run's grading processes starts (it imported matplotlib: the report's plots at the end of
+    a long run), at this process's priority (not the grading's: a report on a busy machine must not
+    wait for idle cores); else here, one after another. The first exception is raised, once all
+    are done."""
+    workers = _workers
+    context = _grader_context()
+    if workers is None or len(calls) < 2 or context.get_start_method() != "forkserver":
+        for function, args in calls:
+            function(*args)
+        return
+    with ProcessPoolExecutor(
+        min(len(calls), available_cores()),
+        mp_context=context,
+        initializer=_die_with_caller,
+        initargs=(workers.caller_alive[0],),
+    ) as executor:
+        futures = []
+        with contextlib.suppress(OSError, RuntimeError, BrokenProcessPool):  # no process starts: drawn here
+            for function, args in calls:
+                futures.append(executor.submit(function, *args))
+        failed: Exception | None = None
+        for i, (function, args) in enumerate(calls):
+            try:
+                if i >= len(futures):
+                    function(*args)
+                    continue
+                try:
+                    futures[i].result()
+                except BrokenProcessPool:  # a process was killed: this call here
+                    function(*args)
+            except Exception as exc:  # raised once every call is done, as the first of them
+                failed = failed or exc
+    if failed is not None:
+        raise failed
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """What is alive as the run starts (the modules, their classes: about 120,000 objects) kept out
+    of the collector's passes while it runs, which would walk it again and again as the rows'
+    messages come and go; and, as the process ends, everything (its last collection walks nothing).
+    Together a third of a second of a 1M-bin job's CPU. A program that froze objects of its own
+    (`gc.freeze`) keeps its heap as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)  # once, whatever the commands this process runs
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()  # the objects frozen become collectable again: nothing is kept past the run
 
 
 class GradePool:
@@ -267,6 +344,15 @@ class GradePool:
         sender still has requests to make (their start would slow it) nor when the replies are back
         and waiting behind their start."""
         if self._long_run or replies < PROCESSES_AFTER_WAITING:
+            return
+        self._long_run = True
+        if self.processes and self._can_send(grader, recipe):
+            self._start_workers(recipe, grader)
+
+    def expect_row(self, item: Any, grader: Callable[..., Any], recipe: EvalRecipe) -> None:
+        """A request for `item` is sent: a row of `PROCESSES_FOR_ROW_CHARS` or more makes the run
+        long, and the worker processes start now, to be ready when its reply is back."""
+        if self._long_run or not holds_chars(item, PROCESSES_FOR_ROW_CHARS):
             return
         self._long_run = True
         if self.processes and self._can_send(grader, recipe):

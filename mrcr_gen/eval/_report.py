@@ -15,16 +15,16 @@ from rich.console import Console
 from rich.table import Table
 
 from .._bins import bin_headers, bin_sort_key, bin_upper
-from .._files import save_figure, write_text_atomic
+from .._files import write_text_atomic
 from .._usage import cost, ledger_usage
 from ._auc import auc_fields
 from ._ci import bootstrap, format_interval
 from ._control import control_test
-from ._failures import OUTCOMES, failure_summary, prefix_kept, target_share, write_failure_plots
+from ._failures import OUTCOMES, failure_summary, prefix_kept, target_share
 from ._floors import Floor, control_floors, declared_floors
 from ._items import EvalRecipe
+from ._plots import write_plots
 from ._results import (
-    PLOT_NAME,
     RESULTS_NAME,
     RUN_NAME,
     STATUS_ERROR,
@@ -508,82 +508,13 @@ def _not_official(summary: dict[str, Any], floors: Sequence[Floor]) -> str:
     return f"; NOT A SCORE: --control {control} ({verdict}{note})"
 
 
-def plot_summary(summary: dict[str, Any], path: str | os.PathLike, *, floors: Sequence[Floor] = ()) -> None:
-    """Mean score against context bin, one line per needle count (dotted: each of `floors` that is
-    `plotted`, e.g. the random-needle floor)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    bins = sorted({c["bin"] for c in summary["cells"]}, key=bin_sort_key)
-    position = {label: i for i, label in enumerate(bins)}
-    figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
-    try:
-        colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
-        for i, n_needles in enumerate(sorted({c["n_needles"] for c in summary["cells"]})):
-            cells = [c for c in summary["cells"] if c["n_needles"] == n_needles]
-            cells.sort(key=lambda c: bin_sort_key(c["bin"]))
-            xs = [position[c["bin"]] for c in cells]
-            color = colors[i % len(colors)]
-            axes.plot(xs, [c["mean_score"] for c in cells], marker="o", color=color, label=f"{n_needles} needles")
-            for floor in floors:
-                points = [(x, c[floor.name]) for x, c in zip(xs, cells, strict=True) if c.get(floor.name) is not None]
-                if floor.plotted and points:
-                    axes.plot(
-                        [x for x, _ in points],
-                        [y for _, y in points],
-                        linestyle=":",
-                        color=color,
-                        alpha=0.6,
-                        label=f"{n_needles} needles: {floor.title}",
-                    )
-        means = {b["bin"]: b["mean_score"] for b in summary["bins"]}
-        shade_intervals(axes, bins, means, (summary.get("ci") or {}).get("bins"), "all rows", "black")
-        finish_bin_plot(figure, axes, bins, f"MRCR - {summary.get('model') or 'model'}", bool(summary["cells"]), path)
-    finally:
-        plt.close(figure)
-
-
-def shade_intervals(
-    axes: Any, bins: list[str], means: dict[str, float | None], intervals: dict[str, list[float]] | None, label: str,
-    color: Any,
-) -> None:  # fmt: skip
-    """Shade each bin's bootstrap 95% interval around the line of its means (the bins that have
-    one); `label` names the line in the legend ("" when a line of `means` is drawn already)."""
-    bands = intervals or {}
-    points = [(i, b) for i, b in enumerate(bins) if bands.get(b) and means.get(b) is not None]
-    if not points:
-        return
-    xs = [x for x, _ in points]
-    if label:
-        ys = [means[b] for _, b in points]
-        axes.plot(xs, ys, color=color, linewidth=1, alpha=0.7, label=f"{label} (shaded: 95% interval)")
-    axes.fill_between(xs, [bands[b][0] for _, b in points], [bands[b][1] for _, b in points], color=color, alpha=0.12)
-
-
-def finish_bin_plot(figure: Any, axes: Any, bins: list[str], title: str, legend: bool, path: str | os.PathLike) -> None:
-    """Label a score-by-bin chart (x: the bins in order) and write it atomically as PNG."""
-    axes.set_xticks(range(len(bins)))
-    axes.set_xticklabels(bin_headers(bins))
-    axes.set_xlabel("context length bin (o200k tokens, upper edge)")
-    axes.set_ylabel("mean score (official grader; errors and skipped rows count 0)")
-    axes.set_ylim(0, 1.02)
-    axes.grid(True, alpha=0.3)
-    axes.set_title(title)
-    if legend:
-        axes.legend(fontsize="small")
-    save_figure(figure, path)
-
-
 def write_report(run_dir: str | os.PathLike, *, recipes: Sequence[EvalRecipe]) -> dict[str, Any]:
     """Write RUN_DIR/summary.json, RUN_DIR/plot.png and the failure plots beside it
-    (`_failures.write_failure_plots`); return the summary."""
+    (`_plots.write_plots`); return the summary."""
     run_dir = Path(run_dir)
     summary = summarize(run_dir, recipes=recipes)
     write_text_atomic(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2) + "\n")
-    plot_summary(summary, run_dir / PLOT_NAME, floors=declared_floors(recipes))
-    write_failure_plots(summary["failures"], run_dir, f"MRCR - {summary.get('model') or 'model'}")
+    write_plots(summary, run_dir, declared_floors(recipes))
     return summary
 
 

@@ -22,7 +22,8 @@ from ._failures import failure_summary, write_panel_plots
 from ._floors import Floor, declared_floors
 from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 from ._planner import graded_text
-from ._report import plot_summary, read_run_dir, run_rows, summarize_records
+from ._plots import plot_summary
+from ._report import read_run_dir, run_rows, summarize_records
 from ._results import (
     LOCK_NAME,
     PLOT_NAME,

@@ -173,6 +173,7 @@ class Session:
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.in_flight)
         if self.in_flight == config.concurrency:  # every slot taken: the sender waits for the server
             self.grader.expect(self.in_flight, scored_record, recipe)
+        self.grader.expect_row(item, scored_record, recipe)
         try:
             messages = sent_messages(item, recipe, config.control)
             result = await chat_completion(

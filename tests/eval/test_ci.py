@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from mrcr_gen import compare_runs
 from mrcr_gen.eval._ci import bootstrap, paired_difference, within_noise
 from mrcr_gen.eval._compare import noise_verdict, plot_compare
-from mrcr_gen.eval._report import plot_summary, summarize_records
+from mrcr_gen.eval._plots import plot_summary
+from mrcr_gen.eval._report import summarize_records
 
 SMALL, LARGE = "(4096, 8192]", "(8192, 16384]"
 

@@ -235,6 +235,31 @@ def test_as_many_requests_in_flight_as_would_fill_the_backlog_start_the_worker_p
     assert asyncio.run(graded_after(_pipeline.PROCESSES_AFTER_WAITING)) != os.getpid()
 
 
+def test_a_request_for_a_long_row_starts_the_worker_processes_before_its_reply():
+    # Its grade alone takes tens of milliseconds: in this process's thread it would take them
+    # from the requests, however few rows the run has.
+    from types import SimpleNamespace
+
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: grading stays in a thread")
+    half = _pipeline.PROCESSES_FOR_ROW_CHARS // 2
+    short = SimpleNamespace(messages=[{"role": "user", "content": "x" * half}, {"role": "assistant"}])
+    long = SimpleNamespace(messages=[{"role": "user", "content": "x" * half}] * 2)
+
+    async def graded_after(item: SimpleNamespace) -> int:
+        pool = _pipeline.GradePool()
+        try:
+            pool.expect_row(item, grading_process, RECIPE)
+            return await pool.grade(grading_process, item, RECIPE)
+        finally:
+            pool.close()
+
+    assert asyncio.run(graded_after(short)) == os.getpid()
+    assert asyncio.run(graded_after(long)) != os.getpid()
+
+
 def test_the_worker_processes_start_in_a_thread_not_on_the_event_loop(monkeypatch):
     # Their start blocks for most of a second (the fork server imports the package): on the loop it
     # would stop every request in flight meanwhile.
@@ -295,3 +320,70 @@ def test_replies_survive_kill_9_before_their_grade(small_data, tmp_path, api_key
     records = results(out)
     assert len(records) == ROWS_OF_SMALL_DATA and all(r["status"] == "ok" and r["score"] == 1.0 for r in records)
     assert not (out / JOURNAL_NAME).exists()
+
+
+def test_the_grading_processes_draw_the_report_plots_byte_for_byte_as_this_process(
+    small_data, tmp_path, api_key, monkeypatch
+):
+    # A long run's grading processes draw them side by side at its end (matplotlib imported once,
+    # by their fork server, not by this process after the last reply): the same files.
+    from mrcr_gen import write_report
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: no grading processes")
+    out = tmp_path / "run"
+    with ChatServer("first_needle") as server:  # scores of all sorts: every plot has something to draw
+        run_eval(config(small_data, out, server))
+    plots = ("plot.png", "plot_outcomes.png", "plot_ordinals.png", "plot_depth.png")
+    monkeypatch.setattr(_pipeline, "_workers", None)  # none: drawn here
+    here = write_report(out)
+    drawn_here = {name: (out / name).read_bytes() for name in plots}
+    for name in plots:
+        (out / name).unlink()
+    _pipeline._process_workers(RECIPE, real_scored_record)  # as a long run starts them
+    sent = []
+
+    class Executor(_pipeline.ProcessPoolExecutor):
+        def submit(self, function, *args):
+            sent.append(function)
+            return super().submit(function, *args)
+
+    monkeypatch.setattr(_pipeline, "ProcessPoolExecutor", Executor)
+    assert write_report(out) == here
+    assert len(sent) == len(plots)
+    assert {name: (out / name).read_bytes() for name in plots} == drawn_here
+
+
+def test_the_heap_is_frozen_for_the_run_only_and_a_program_s_own_freeze_is_left_alone():
+    import gc
+
+    if gc.get_freeze_count():
+        pytest.skip("this test process froze its heap")
+    with _pipeline.frozen_heap():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0  # thawed: what died in the run can be collected
+    gc.freeze()
+    try:
+        with _pipeline.frozen_heap():
+            pass
+        assert gc.get_freeze_count() > 0  # the program's own: not thawed
+    finally:
+        gc.unfreeze()
+
+
+def test_plots_whose_processes_cannot_start_are_drawn_here(tmp_path, monkeypatch):
+    from mrcr_gen.recipes.openai_mrcr._recipe import RECIPE
+
+    if _pipeline.available_cores() < 2:
+        pytest.skip("one core: no grading processes")
+    _pipeline._process_workers(RECIPE, real_scored_record)
+
+    class Executor(_pipeline.ProcessPoolExecutor):
+        def submit(self, function, *args):
+            raise OSError("no processes here")
+
+    monkeypatch.setattr(_pipeline, "ProcessPoolExecutor", Executor)
+    drawn = tmp_path / "drawn"
+    _pipeline.run_side_by_side([(drawn.mkdir, ()), ((drawn / "here").mkdir, ())])
+    assert (drawn / "here").is_dir()

@@ -256,3 +256,29 @@ def test_the_needle_turns_composed_ahead_are_those_used(n_needles):
     assembler = V2Assembler(writer=V2OfflineWriter(3), catalog=load_v2_catalog())
     transcript = assembler.build(n_needles=n_needles, target=65536, lowest=62000, seed=(3, 0))
     assert transcript.hashes and len(assembler._counting) <= n_needles
+
+
+def test_the_v2_cache_is_bounded_as_the_count_cache_is(tmp_path, monkeypatch):
+    """The same `CheckedLines` file as the count cache: duplicated lines (runs that counted the same
+    rows at once) are compacted by the next run that writes, each row kept once, its counts intact."""
+    from mrcr_gen import _counts
+
+    monkeypatch.setattr(_counts, "DUPLICATE_SLACK", 0)
+    for _ in range(3):  # three runs each added rows 0-9
+        _put_many_rows(tmp_path, range(10))  # 10, 20, 30 lines: never more than 2 x 10 + 0 when loaded
+    cache = CountedCache(tmp_path, tokenizer_key("o200k_base"))
+    assert len(cache.path.read_text().splitlines()) == 30
+    cache.put(f"{10:032x}", _row(10))  # a fourth run writes: 31 lines > 2 x 11 rows
+    assert len(cache.path.read_text().splitlines()) == 11
+    again = CountedCache(tmp_path, tokenizer_key("o200k_base"))
+    assert all(again.get(f"{i:032x}") == _row(i) for i in range(11))
+
+
+def _row(i: int) -> RowCounted:
+    return RowCounted(i, None, 3, (0, 2), ((5, 9), (12, 20)))
+
+
+def _put_many_rows(folder: Path, rows) -> None:
+    cache = CountedCache(folder, tokenizer_key("o200k_base"))
+    for i in rows:  # appended even where the run already has the row (what concurrent runs do)
+        cache.lines.append(f"{i:032x}", json.dumps({"tokens": i, **_row(i).record()}, separators=(",", ":")))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ..._counts import RowCounts, append_line
+from ..._counts import CheckedLines, RowCounts
 
 #: The cache's folder inside the token-count cache's (one file per tokenizer).
 FOLDER = "mrcr-v2"
@@ -82,40 +82,18 @@ def row_key(transcript_id: str, view_ops: str) -> str:
 
 class CountedCache:
     """Rows' counts by `row_key`, for one tokenizer, beside the token-count cache (`CountCache`'s
-    folder / mrcr-v2 / <tokenizer key>.tsv); loaded on first use. One line per row, appended with
-    one write of a file opened with O_APPEND (concurrent runs never interleave lines), with a check
-    over its key and counts: a line a crash tore or that was edited is ignored."""
+    folder / mrcr-v2 / <tokenizer key>.tsv): a `CheckedLines` file (one checked line per row,
+    appended by concurrent runs, compacted), loaded on first use."""
 
     def __init__(self, folder: Path, tokenizer_key: str) -> None:
-        self.key = tokenizer_key
-        self.path = folder / FOLDER / f"{tokenizer_key}.tsv"
+        self.lines = CheckedLines(folder / FOLDER / f"{tokenizer_key}.tsv", tokenizer_key)
+        self.path = self.lines.path
         self._rows: dict[str, RowCounted] | None = None
-
-    def _check(self, key: str, counted: str) -> str:
-        return hashlib.blake2b(f"{self.key}\t{key}\t{counted}".encode(), digest_size=8).hexdigest()
-
-    def _load(self) -> dict[str, RowCounted]:
-        rows: dict[str, RowCounted] = {}
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return rows
-        for line in text.split("\n"):  # the last piece: empty, or a line a crash tore
-            parts = line.split("\t")
-            if len(parts) != 3 or parts[2] != self._check(parts[0], parts[1]):
-                continue
-            try:
-                record = json.loads(parts[1])
-                found = RowCounted.from_record(record["tokens"], record) if _is_int(record.get("tokens")) else None
-            except (ValueError, TypeError, AttributeError):
-                continue
-            if found is not None:
-                rows[parts[0]] = found
-        return rows
 
     def get(self, key: str) -> RowCounted | None:
         if self._rows is None:
-            self._rows = self._load()
+            found = ((key, _row_of(value)) for key, value in self.lines.values().items())
+            self._rows = {key: row for key, row in found if row is not None}
         return self._rows.get(key)
 
     def put(self, key: str, counted: RowCounted) -> None:
@@ -124,8 +102,16 @@ class CountedCache:
             return
         assert self._rows is not None
         self._rows[key] = counted
-        text = json.dumps({"tokens": counted.tokens, **counted.record()}, separators=(",", ":"))
-        append_line(self.path, f"{key}\t{text}\t{self._check(key, text)}\n".encode())
+        self.lines.append(key, json.dumps({"tokens": counted.tokens, **counted.record()}, separators=(",", ":")))
+
+
+def _row_of(value: str) -> RowCounted | None:
+    """The counts a cache line's value holds, or None when it is not their shape."""
+    try:
+        record = json.loads(value)
+        return RowCounted.from_record(record["tokens"], record) if _is_int(record.get("tokens")) else None
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return None
 
 
 class KnownCounts:
@@ -134,7 +120,7 @@ class KnownCounts:
 
     def __init__(self, counts: RowCounts) -> None:
         self.sidecar = counts.sidecar
-        self.cache = None if counts.cache is None else CountedCache(counts.cache.path.parent, counts.cache.key)
+        self.cache = None if counts.cache is None else CountedCache(counts.cache.folder, counts.cache.key)
 
     def get(self, row: int, key: str, sidecar: bool = True) -> RowCounted | None:
         """The counts of row `row` (`key`: its `row_key`); not its sidecar line's unless `sidecar`."""
