@@ -102,6 +102,24 @@ def claim_folder(
     lists is refused (ForeignFile) when mrcr-gen did not write it, whatever `overwrite` says; when
     it did (its sidecar records a build) but for other options, and its card is gone, it is refused
     unless `overwrite` (FolderTaken). Nothing is removed before every check has passed."""
+    root = out.resolve()
+    for card, files in check_folder(out, generation, overwrite, targets, builds):
+        for name in files:
+            path = (out / name).resolve()
+            if path.is_relative_to(root) and path != root:  # a card names files inside its folder only
+                path.unlink(missing_ok=True)
+        card.unlink(missing_ok=True)
+
+
+def check_folder(
+    out: Path,
+    generation: dict,
+    overwrite: bool,
+    targets: Sequence[str] = (),
+    builds: Mapping[str, str] | None = None,
+) -> list[tuple[Path, list[str]]]:
+    """`claim_folder`'s checks, with nothing removed (a command runs them before its work starts):
+    the cards of other generations `overwrite` replaces, with the files each lists."""
     listed: set[str] = set()
     replaced: list[tuple[Path, list[str]]] = []
     for card in card_names(out):
@@ -125,13 +143,7 @@ def claim_folder(
         replaced.append((card, files))
     for name in targets:
         _check_unlisted(out, name, listed, overwrite, builds or {})
-    root = out.resolve()
-    for card, files in replaced:
-        for name in files:
-            path = (out / name).resolve()
-            if path.is_relative_to(root) and path != root:  # a card names files inside its folder only
-                path.unlink(missing_ok=True)
-        card.unlink(missing_ok=True)
+    return replaced
 
 
 def _check_unlisted(out: Path, name: str, listed: set[str], overwrite: bool, builds: Mapping[str, str]) -> None:

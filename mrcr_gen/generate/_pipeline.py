@@ -11,7 +11,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .._card import claim_folder, sidecar_path
+from .._card import check_folder, claim_folder, sidecar_path
 from .._files import remove_partials, write_text_atomic
 from ..engines import Engine, LocalEngine, TaskFailed
 from ..writers._base import SharingWriter
@@ -63,6 +63,13 @@ class PendingFile:
     @property
     def parts(self) -> Path | None:
         return parts_dir(self.path, self.build, self.chunks) if len(self.chunks) > 1 else None
+
+
+def check_job_folder(job: GenerationJob, overwrite: bool = False) -> None:
+    """`run_job`'s refusals of its folder (`FolderTaken`, `ForeignFile`), with nothing written or
+    removed: a command makes them before it starts its work (a progress bar, a check's notes)."""
+    builds = {planned.relative_path: build_fingerprint(job.builder, planned) for planned in job.files}
+    check_folder(job.out, job.generation, overwrite, [job.card_name, *planned_names(job)], builds)
 
 
 def run_job(

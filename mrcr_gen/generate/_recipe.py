@@ -85,6 +85,7 @@ def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: P
     )
     try:
         job = recipe.plan_generation(request)
+        _check_folder(job, request)
         if early is None:  # before a cluster starts: a request it cannot meet must not wait for one
             _check(job, None, request)
         engine = early or open_engine(request.engine, request.workers, request.address, preload=preload)
@@ -97,6 +98,17 @@ def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: P
     with engine, progress(sum(len(f.rows) for f in job.files)) as advance:
         result = _run(job, engine, advance, request)
     return recipe.generation_summary(job, result)
+
+
+def _check_folder(job: GenerationJob, request: GenerateRequest) -> None:
+    """The folder's refusals (another generation's, a file we did not write) before any work: no
+    note, no progress bar, before the one-line error."""
+    from ._pipeline import check_job_folder  # here: a command's --help never loads the pipeline
+
+    try:
+        check_job_folder(job, request.overwrite)
+    except (FolderTaken, ForeignFile) as exc:
+        raise RequestError(str(exc)) from None
 
 
 def _check(job: GenerationJob, engine: Engine | None, request: GenerateRequest) -> None:
