@@ -68,8 +68,13 @@ class PendingFile:
 def check_job_folder(job: GenerationJob, overwrite: bool = False) -> None:
     """`run_job`'s refusals of its folder (`FolderTaken`, `ForeignFile`), with nothing written or
     removed: a command makes them before it starts its work (a progress bar, a check's notes)."""
+    check_folder(job.out, job.generation, overwrite, *_claimed(job))
+
+
+def _claimed(job: GenerationJob) -> tuple[list[str], dict[str, str]]:
+    """What a job's folder claim covers: its card and files, and each data file's build fingerprint."""
     builds = {planned.relative_path: build_fingerprint(job.builder, planned) for planned in job.files}
-    check_folder(job.out, job.generation, overwrite, [job.card_name, *planned_names(job)], builds)
+    return [job.card_name, *planned_names(job)], builds
 
 
 def run_job(
@@ -91,8 +96,8 @@ def run_job(
     another one's card there is refused (`FolderTaken`), unless `overwrite`, which first removes
     the files that card lists. A file in the way that mrcr-gen did not write is refused
     (`ForeignFile`), with or without `overwrite`."""
-    builds = {planned.relative_path: build_fingerprint(job.builder, planned) for planned in job.files}
-    claim_folder(job.out, job.generation, overwrite, [job.card_name, *planned_names(job)], builds)
+    targets, builds = _claimed(job)
+    claim_folder(job.out, job.generation, overwrite, targets, builds)
     remove_partials(job.out / job.card_name)  # what a run killed before this one left (the folder is ours now)
     writer = job.builder.sharing_writer()
     store = writings_store(writer, job.out, job.tokenizer) if isinstance(writer, SharingWriter) else None
