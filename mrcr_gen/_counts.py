@@ -30,7 +30,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from ._card import sidecar_path
 from ._files import default_cache_dir, file_sha256, finished_path
@@ -313,7 +313,35 @@ def _counts_of(value: str) -> Counts | None:
     return (int(prompt), int(total)) if prompt.isdigit() and total.isdigit() else None
 
 
-class CountCache:
+V = TypeVar("V")
+
+
+class CheckedCache(Generic[V]):
+    """Values by key in a `CheckedLines` file, read on first use: `parse` makes a line's value a
+    `V` (None: not one's shape, ignored), `form` makes a `V` a line's value."""
+
+    def __init__(self, lines: CheckedLines, parse: Callable[[str], V | None], form: Callable[[V], str]) -> None:
+        self.lines, self.path = lines, lines.path
+        self._parse, self._form = parse, form
+        self._values: dict[str, V] | None = None
+
+    def get(self, key: str) -> V | None:
+        if self._values is None:
+            found = ((key, self._parse(value)) for key, value in self.lines.values().items())
+            self._values = {key: value for key, value in found if value is not None}
+        return self._values.get(key)
+
+    def put(self, key: str, value: V) -> None:
+        """Remember `value` (best effort: a cache that cannot be written is no cache); a key with a
+        tab or a line break is not kept."""
+        if self.get(key) == value or "\t" in key or "\n" in key:
+            return
+        assert self._values is not None
+        self._values[key] = value
+        self.lines.append(key, self._form(value))
+
+
+class CountCache(CheckedCache[Counts]):
     """Counts of rows by the digest of their content, for one tokenizer, in the user cache folder
     (`default_cache_dir() / token-counts / <tokenizer key>.tsv`, a `CheckedLines` file, compacted
     as it says); loaded on first use."""
@@ -321,23 +349,8 @@ class CountCache:
     def __init__(self, tokenizer_spec: str, directory: str | os.PathLike | None = None) -> None:
         self.key = tokenizer_key(tokenizer_spec)
         self.folder = Path(directory) if directory is not None else default_cache_dir() / COUNTS_FOLDER
-        self.lines = CheckedLines(self.folder / f"{self.key}.tsv", self.key)
-        self.path, self.lock_path = self.lines.path, self.lines.lock_path
-        self._counts: dict[str, Counts] | None = None
-
-    def get(self, digest: str) -> Counts | None:
-        if self._counts is None:
-            found = ((digest, _counts_of(value)) for digest, value in self.lines.values().items())
-            self._counts = {digest: counts for digest, counts in found if counts is not None}
-        return self._counts.get(digest)
-
-    def put(self, digest: str, counts: Counts) -> None:
-        """Remember `counts` (best effort: a cache that cannot be written is no cache)."""
-        if self.get(digest) == counts or "\t" in digest or "\n" in digest:
-            return
-        assert self._counts is not None
-        self._counts[digest] = counts
-        self.lines.append(digest, counts_value(counts))
+        super().__init__(CheckedLines(self.folder / f"{self.key}.tsv", self.key), _counts_of, counts_value)
+        self.lock_path = self.lines.lock_path
 
     def compact(self, *, only_if_due: bool = False) -> bool:
         """See `CheckedLines.compact`."""

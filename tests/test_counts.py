@@ -162,14 +162,19 @@ def _put_many(directory: str, start: int) -> None:
         cache.put(f"{i:064x}", (i, i + 1))
 
 
-def test_concurrent_writers_never_tear_the_cache(tmp_path):
+def in_processes(target, folder, starts) -> None:
+    """`target(folder, start)` in a spawned process for each of `starts`, all at once; each exits 0."""
     context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=_put_many, args=(str(tmp_path), k * 300)) for k in range(3)]
+    writers = [context.Process(target=target, args=(str(folder), start)) for start in starts]
     for writer in writers:
         writer.start()
     for writer in writers:
         writer.join(60)
         assert writer.exitcode == 0
+
+
+def test_concurrent_writers_never_tear_the_cache(tmp_path):
+    in_processes(_put_many, tmp_path, [0, 300, 600])
     cache = CountCache("o200k_base", tmp_path)
     assert all(cache.get(f"{i:064x}") == (i, i + 1) for i in range(900))
     assert len(cache.path.read_text().splitlines()) == 900

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import multiprocessing
 import shutil
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from mrcr_gen.recipes.mrcr_v2._counted import FOLDER, CountedCache, RowCounted
 from mrcr_gen.recipes.mrcr_v2._rows import V2_COLUMNS, V2FileWriter, _csv_cell
 from mrcr_gen.recipes.mrcr_v2._validate import SPEC
 from mrcr_gen.validate import validate_paths
-from tests.test_counts import _rewrite, no_counting
+from tests.test_counts import _rewrite, in_processes, no_counting
 
 
 @pytest.fixture(scope="module")
@@ -210,13 +209,7 @@ def _put_many(folder: str, start: int) -> None:
 
 
 def test_concurrent_validations_never_tear_the_cache(tmp_path):
-    context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=_put_many, args=(str(tmp_path), k * 200)) for k in range(3)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(60)
-        assert writer.exitcode == 0
+    in_processes(_put_many, tmp_path, [0, 200, 400])
     cache = CountedCache(tmp_path, tokenizer_key("o200k_base"))
     assert all(cache.get(f"{i:032x}") == RowCounted(i, None, 3, (0, 2), ((5, 9), (12, 20))) for i in range(600))
     assert len(cache.path.read_text().splitlines()) == 600

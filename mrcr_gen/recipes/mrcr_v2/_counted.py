@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ..._counts import CheckedLines, RowCounts
+from ..._counts import CheckedCache, CheckedLines, RowCounts
 
 #: The cache's folder inside the token-count cache's (one file per tokenizer).
 FOLDER = "mrcr-v2"
@@ -80,29 +80,18 @@ def row_key(transcript_id: str, view_ops: str) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-class CountedCache:
+class CountedCache(CheckedCache[RowCounted]):
     """Rows' counts by `row_key`, for one tokenizer, beside the token-count cache (`CountCache`'s
     folder / mrcr-v2 / <tokenizer key>.tsv): a `CheckedLines` file (one checked line per row,
     appended by concurrent runs, compacted), loaded on first use."""
 
     def __init__(self, folder: Path, tokenizer_key: str) -> None:
-        self.lines = CheckedLines(folder / FOLDER / f"{tokenizer_key}.tsv", tokenizer_key)
-        self.path = self.lines.path
-        self._rows: dict[str, RowCounted] | None = None
+        super().__init__(CheckedLines(folder / FOLDER / f"{tokenizer_key}.tsv", tokenizer_key), _row_of, _row_value)
 
-    def get(self, key: str) -> RowCounted | None:
-        if self._rows is None:
-            found = ((key, _row_of(value)) for key, value in self.lines.values().items())
-            self._rows = {key: row for key, row in found if row is not None}
-        return self._rows.get(key)
 
-    def put(self, key: str, counted: RowCounted) -> None:
-        """Remember `counted` (best effort: a cache that cannot be written is no cache)."""
-        if self.get(key) == counted:
-            return
-        assert self._rows is not None
-        self._rows[key] = counted
-        self.lines.append(key, json.dumps({"tokens": counted.tokens, **counted.record()}, separators=(",", ":")))
+def _row_value(counted: RowCounted) -> str:
+    """What a cache line holds of a row's counts: their JSON, `tokens` beside the sidecar's record."""
+    return json.dumps({"tokens": counted.tokens, **counted.record()}, separators=(",", ":"))
 
 
 def _row_of(value: str) -> RowCounted | None:
