@@ -12,3 +12,10 @@ class RequestError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, for a one-line error; its type's name when the
+    message is empty."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

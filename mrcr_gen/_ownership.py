@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from ._errors import first_line
+
 METADATA_KEY = b"mrcr_gen"
 
 
@@ -137,8 +139,7 @@ def unreadable(path: str | os.PathLike) -> str:
     try:
         pq.read_schema(path)
     except (OSError, pa.ArrowException) as exc:
-        lines = str(exc).strip().splitlines()
-        return f"{path}: cannot read as parquet: {lines[0] if lines else type(exc).__name__}"
+        return f"{path}: cannot read as parquet: {first_line(exc)}"
     return f"{path}: cannot read as parquet"
 
 

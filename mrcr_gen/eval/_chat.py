@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._counts import Counts, RowCounts, count_texts, counted_in_order
+from .._errors import first_line
 from .._json_text import json_string
 from ._items import EvalItem, FileError, ItemError, bin_upper_of_tokens
 
@@ -172,8 +173,7 @@ def read_chat_items(
         raise
     except (OSError, ValueError, pa.ArrowException) as exc:
         where = "cannot read as parquet" if read.rows == 0 else f"cannot read past row {read.rows - 1}"
-        lines = str(exc).strip().splitlines()
-        raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
+        raise FileError(f"{path}: {where}: {first_line(exc)}") from None
 
 
 class _ReadState:

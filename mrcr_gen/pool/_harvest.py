@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from .._errors import first_line
 from .._files import write_text_atomic
 from .._models import Ask, _Frozen
 from .._paths import hub_source
@@ -147,8 +148,7 @@ def harvest_files(
         except PoolError:
             raise
         except (OSError, ValueError, KeyError) as exc:  # a recipe's reader says what it knows; this is the rest
-            lines = str(exc).splitlines()
-            raise PoolError(f"{path} cannot be harvested: {lines[0] if lines else type(exc).__name__}") from None
+            raise PoolError(f"{path} cannot be harvested: {first_line(exc)}") from None
         if rows == rows_before:
             empty.append(path)
     writings, dropped = dedupe(writings)

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..._counts import RowCounts, counted_in_order
+from ..._errors import first_line
 from ..._tokens import count_tokens
 from ...eval._auc import auc_fields
 from ...eval._items import EvalItem, FileError, ItemError
@@ -79,8 +80,7 @@ def read_v2_items(
             yield item
     except (OSError, ValueError, csv.Error, pa.ArrowException) as exc:
         where = "cannot read" if read.index < 0 else f"cannot read past row {read.index}"
-        lines = str(exc).strip().splitlines()
-        raise FileError(f"{path}: {where}: {lines[0] if lines else type(exc).__name__}") from None
+        raise FileError(f"{path}: {where}: {first_line(exc)}") from None
 
 
 #: What a row's texts to count are: its transcript and final query (the first row of a

@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..._errors import first_line
 from ..._models import Ask
 from ..._paths import file_columns
 from ...pool._harvest import HarvestedPair
@@ -52,8 +53,7 @@ def check_columns(path: Path) -> None:
         try:
             names = pq.read_schema(path).names
         except (OSError, ValueError, pa.ArrowException) as exc:
-            lines = str(exc).splitlines()
-            raise PoolError(f"{path} is not an MRCR v2 file: {lines[0] if lines else type(exc).__name__}") from None
+            raise PoolError(f"{path} is not an MRCR v2 file: {first_line(exc)}") from None
     missing = [name for name in V2_COLUMNS if name not in names]
     if missing:
         raise PoolError(f"{path} is not an MRCR v2 file: missing column(s) {', '.join(missing)}")
@@ -91,5 +91,4 @@ def harvest_rows(path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]
     except PoolError:
         raise
     except (OSError, ValueError, KeyError, csv.Error) as exc:
-        lines = str(exc).splitlines()
-        raise PoolError(f"{path} is not an MRCR v2 file: {lines[0] if lines else type(exc).__name__}") from None
+        raise PoolError(f"{path} is not an MRCR v2 file: {first_line(exc)}") from None

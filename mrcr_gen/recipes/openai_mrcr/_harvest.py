@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from ..._errors import first_line
 from ..._tokens import DEFAULT_TOKENIZER
 from ...pool._harvest import HarvestedPair, HarvestReport, catalog_path, harvest_files, source_label
 from ...pool._pool import PoolError, parse_ask
@@ -56,8 +57,7 @@ def check_columns(path: Path) -> None:
     try:
         names = pq.read_schema(path).names
     except (OSError, ValueError, pa.ArrowException) as exc:
-        lines = str(exc).splitlines()
-        raise PoolError(f"{path} is not an MRCR parquet file: {lines[0] if lines else type(exc).__name__}") from None
+        raise PoolError(f"{path} is not an MRCR parquet file: {first_line(exc)}") from None
     if V2_COLUMN in names:
         raise PoolError(f"{path} is an MRCR v2 file (column '{V2_COLUMN}'), not an openai/mrcr one")
     missing = [name for name in MRCR_COLUMNS if name not in names]
@@ -87,8 +87,7 @@ def harvest_rows(path: str | os.PathLike) -> Iterator[list[HarvestedPair | None]
         detail = f"{where}: {problem}" if where else problem
         raise PoolError(f"{path} row {row} is not an openai/mrcr row: {detail}") from None
     except (OSError, ValueError, KeyError) as exc:
-        lines = str(exc).splitlines()
-        raise PoolError(f"{path} is not an MRCR parquet file: {lines[0] if lines else type(exc).__name__}") from None
+        raise PoolError(f"{path} is not an MRCR parquet file: {first_line(exc)}") from None
 
 
 def harvest(
