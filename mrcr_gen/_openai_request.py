@@ -49,14 +49,14 @@ def _compact_item(item: Any) -> str:
     return compact_object(item) if type(item) is dict else _compact_json(item)
 
 
-def _long_content(messages: Sequence[dict]) -> bool:
-    """Whether the messages hold `ENCODE_INLINE_CHARS` characters of content or more: counted
-    until they do (on the event loop: a few messages of a long prompt, not its thousands)."""
-    chars = 0
+def content_reaches(messages: Sequence[dict], chars: int) -> bool:
+    """Whether the messages hold `chars` characters of content or more: counted until they do (on
+    the event loop: a few messages of a long prompt, not its thousands)."""
+    held = 0
     for message in messages:
         if isinstance(message, dict):
-            chars += len(message.get("content") or "")
-            if chars >= ENCODE_INLINE_CHARS:
+            held += len(message.get("content") or "")
+            if held >= chars:
                 return True
     return False
 
@@ -137,7 +137,7 @@ def chat_request(client: Any, model: str, messages: Sequence[dict], kwargs: dict
 async def encoded_request(model: str, messages: Sequence[dict], params: Mapping[str, Any]) -> bytes:
     """The encoded body of a request, made in a worker thread when the prompt is long."""
     body = request_body(model, messages, params)
-    if not _long_content(messages):
+    if not content_reaches(messages, ENCODE_INLINE_CHARS):
         return encode_json(body)
     return await asyncio.to_thread(encode_json, body)
 

@@ -26,6 +26,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from .._openai_request import content_reaches
 from ..engines._base import available_cores, warn_if_unguarded_main
 from ..engines._local import _die_with_caller, ensure_fork_server
 from ._items import EvalRecipe
@@ -80,17 +81,6 @@ class Backlog:
     def release(self, item: Any) -> None:
         self.used -= self._sizes.pop(id(item))
         self._changed.set()
-
-
-def holds_chars(item: Any, chars: int) -> bool:
-    """Whether the item's messages hold `chars` characters of content or more (`Backlog.size`),
-    counted only until they do."""
-    held = 0
-    for message in item.messages or ():
-        held += len(message.get("content") or "")
-        if held >= chars:
-            return True
-    return False
 
 
 def step_chars(step: tuple[str, Any] | None) -> int:
@@ -352,7 +342,7 @@ class GradePool:
     def expect_row(self, item: Any, grader: Callable[..., Any], recipe: EvalRecipe) -> None:
         """A request for `item` is sent: a row of `PROCESSES_FOR_ROW_CHARS` or more makes the run
         long, and the worker processes start now, to be ready when its reply is back."""
-        if self._long_run or not holds_chars(item, PROCESSES_FOR_ROW_CHARS):
+        if self._long_run or not content_reaches(item.messages or (), PROCESSES_FOR_ROW_CHARS):
             return
         self._long_run = True
         if self.processes and self._can_send(grader, recipe):
