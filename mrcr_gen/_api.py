@@ -97,10 +97,16 @@ def run_view(run_dir: str | os.PathLike) -> ViewReport:
 
 
 def graded_view(
-    data: str | os.PathLike, responses: dict[int, str], result: dict[str, Any], *, cache: bool = True
+    data: str | os.PathLike,
+    responses: dict[int, str],
+    result: dict[str, Any],
+    *,
+    cache: bool = True,
+    items: dict[int, EvalItem] | None = None,
 ) -> ViewReport:
-    """The HTML report of replies `grade_responses` graded (`cache`: as it was given)."""
-    return _run_view.graded_view(data, responses, result, recipes=RECIPES, cache=cache)
+    """The HTML report of replies `grade_responses` graded (`cache`: as it was given; `items`: those
+    it gave, which are then neither read nor counted again)."""
+    return _run_view.graded_view(data, responses, result, recipes=RECIPES, cache=cache, items=items)
 
 
 def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
@@ -114,9 +120,31 @@ def grade_responses(
     *,
     allow_missing: bool = False,
     cache: bool = True,
+    items: dict[int, EvalItem] | None = None,
 ) -> dict[str, Any]:
-    """Grade responses against DATA with its recipe's official grader (see `mrcr_gen.eval.grade_responses`)."""
-    return _responses.grade_responses(data, responses, recipes=RECIPES, allow_missing=allow_missing, cache=cache)
+    """Grade replies (a RESPONSES.jsonl file, or row -> reply) against DATA with the grader of the
+    recipe that owns DATA: exactly what `mrcr-grade DATA RESPONSES --json` prints. Every recipe
+    gives `mean`, `n_rows`, `missing`, `rows` (`row`, `score`, `bin`, `n_needles`) and `cells`
+    (per bin and needle count); openai/mrcr adds each row's failure `analysis` and their
+    `failures`, MRCR v2 each row's `score_lenient`, `context_len` and floors, and its `report`
+    (Google's summary numbers). Every row needs one reply unless `allow_missing`.
+
+    `cache` False (`--no-cache`): the rows' token counts neither read from nor added to the count
+    cache. `items`, when given, receives each graded row's item, for `graded_view`.
+    RequestError, one line, for replies that do not match DATA, a row that cannot be graded, a
+    file that cannot be read or an option the recipe's grader cannot honour; UnclaimedFile for
+    a file no recipe owns."""
+    from ._errors import RequestError
+
+    recipe = recipe_claiming(data)
+    options: dict[str, Any] = {"allow_missing": allow_missing}
+    if not cache:
+        if not _items.takes_keyword(recipe.grade_responses, "cache"):
+            raise RequestError(f"--no-cache: the {recipe.name} recipe's grader cannot skip the count cache")
+        options["cache"] = False
+    if items is not None and _items.takes_keyword(recipe.grade_responses, "items"):
+        options["items"] = items  # (a plugin's grader made before `items`: `graded_view` reads its rows)
+    return recipe.grade_responses(data, responses, **options)
 
 
 def harvest(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from ._ownership import FileSignature
-from .eval._items import EvalDefaults, EvalRecipe
+from .eval._items import EvalDefaults, EvalItem, EvalRecipe
 from .generate import GenerationDefaults, GenerationRecipe
 from .validate import CheckingDefaults, CheckingRecipe
 
@@ -83,15 +83,18 @@ class Recipe(RecipeFiles, GenerationRecipe, CheckingRecipe, EvalRecipe, Protocol
     def grade_responses(
         self,
         data: str | os.PathLike,
-        responses: str | os.PathLike,
+        responses: str | os.PathLike | dict[int, str],
         *,
         allow_missing: bool = False,
         cache: bool = True,
+        items: dict[int, EvalItem] | None = None,
     ) -> dict[str, Any]:
-        """`mrcr-grade`: the replies of RESPONSES.jsonl graded against DATA, with per-bin means
-        (`rows`, `cells`, `mean`, `n_rows`, `missing`); RequestError naming what does not match.
-        `cache` False (`--no-cache`): the rows' token counts neither read from nor added to the
-        count cache (the sidecar's sealed counts are still used)."""
+        """`mrcr-grade` and `mrcr_gen.grade_responses`: the replies (RESPONSES.jsonl, or row ->
+        reply) graded against DATA, with per-bin means (`rows`, `cells`, `mean`, `n_rows`,
+        `missing`); RequestError naming what does not match. `cache` False (`--no-cache`): the
+        rows' token counts neither read from nor added to the count cache (the sidecar's sealed
+        counts are still used). `items`, when given, receives each graded row's item (row ->
+        item), which the HTML page then shows without reading or counting the row again."""
         ...
 
     def grade_report(self, result: dict[str, Any]) -> tuple[list[str], list[Any]]:
@@ -106,17 +109,20 @@ class GradeDefaults:
     def grade_responses(
         self,
         data: str | os.PathLike,
-        responses: str | os.PathLike,
+        responses: str | os.PathLike | dict[int, str],
         *,
         allow_missing: bool = False,
         cache: bool = True,
+        items: dict[int, EvalItem] | None = None,
     ) -> dict[str, Any]:
         from ._errors import RequestError
         from .eval._items import FileError
         from .eval._responses import ResponsesError, grade_responses
 
         try:
-            return grade_responses(data, responses, recipes=(self,), allow_missing=allow_missing, cache=cache)  # type: ignore[arg-type]
+            return grade_responses(
+                data, responses, recipes=(self,), allow_missing=allow_missing, cache=cache, items=items  # type: ignore[arg-type]
+            )
         except (ResponsesError, FileError) as exc:
             raise RequestError(str(exc)) from None
         except (OSError, ValueError) as exc:

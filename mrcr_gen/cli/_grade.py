@@ -60,20 +60,16 @@ def grade(
     for path in (Path(data), responses):
         if not path.is_file():
             raise CommandError(f"file not found: {path}")
-    recipe = recipe_claiming(data)
-    from ..eval._items import takes_keyword
+    from .._api import grade_responses
 
-    if no_cache and not takes_keyword(recipe.grade_responses, "cache"):
-        raise CommandError(f"--no-cache: the {recipe.name} recipe's grader cannot skip the count cache")
-    result = recipe.grade_responses(
-        data, responses, allow_missing=allow_missing, **({"cache": False} if no_cache else {})
-    )
+    items: dict | None = {} if html is not None else None  # the graded rows, for the page
+    result = grade_responses(data, responses, allow_missing=allow_missing, cache=not no_cache, items=items)
     if html is not None:
         from .._api import graded_view
         from ..eval import read_responses, render_view, write_html
 
         try:
-            report = graded_view(data, read_responses(responses), result, cache=not no_cache)
+            report = graded_view(data, read_responses(responses), result, cache=not no_cache, items=items)
             print_warnings(report.warnings)
             write_html(render_view(report), html)
         except OSError as exc:
@@ -82,7 +78,7 @@ def grade(
         print(json.dumps(result))
         return
     console = Console()
-    lines, tables = recipe.grade_report(result)
+    lines, tables = recipe_claiming(data).grade_report(result)
     for line in lines:
         console.print(line)
     for table in [_table(result), *tables]:

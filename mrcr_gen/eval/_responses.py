@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 from .._bins import bin_sort_key
 from ._failures import analyse_item, failure_summary
-from ._items import EvalRecipe, FileError, read_items, recipe_named
+from ._items import EvalItem, EvalRecipe, FileError, read_items, recipe_named
 
 
 class ResponsesError(ValueError):
@@ -57,6 +57,11 @@ def read_responses(path: str | os.PathLike) -> dict[int, str]:
     return responses
 
 
+def responses_of(responses: str | os.PathLike | dict[int, str]) -> dict[int, str]:
+    """row -> response: `responses` itself when it is a dict, else its file read (`read_responses`)."""
+    return responses if isinstance(responses, dict) else read_responses(responses)
+
+
 def grade_responses(
     data: str | os.PathLike,
     responses: str | os.PathLike | dict[int, str],
@@ -64,8 +69,11 @@ def grade_responses(
     recipes: Sequence[EvalRecipe],
     allow_missing: bool = False,
     cache: bool = True,
+    items: dict[int, EvalItem] | None = None,
 ) -> dict[str, Any]:
-    """Grade responses against DATA with the official grader.
+    """Grade responses against DATA with the official grader of each row's recipe, through the
+    core (what `mrcr_gen.Recipe.grade_responses` does unless the recipe grades its own way;
+    `mrcr_gen.grade_responses` takes the recipe's).
 
     Returns `{"mean": m, "rows": [{"row", "score", "bin", "n_needles", "analysis"}], "cells": [...],
     "n_rows": ..., "missing": [...], "failures": ...}` (`analysis`: the per-row failure analysis;
@@ -74,8 +82,10 @@ def grade_responses(
     that cannot be read, or a row that cannot be graded, raises `FileError` (a ValueError) naming
     it and the validator's check. A row's token counts (its bin) come from the file's sealed
     sidecar, else the count cache (unless `cache` is False: `--no-cache`), else are counted.
+    `items`, when given, receives the item of each graded row (what `graded_view` shows), so
+    that the page never reads or counts a row again.
     """
-    given = responses if isinstance(responses, dict) else read_responses(responses)
+    given = responses_of(responses)
     rows_out: list[GradedRow] = []
     missing: list[int] = []
     n_data = 0
@@ -87,6 +97,8 @@ def grade_responses(
         if item.error is not None:
             raise FileError(f"{data}: row {item.row}: {item.error.check}: {item.error.message}")
         recipe = recipe_named(item.recipe, recipes)
+        if items is not None:
+            items[item.row] = item
         rows_out.append(
             {
                 "row": item.row,

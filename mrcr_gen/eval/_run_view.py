@@ -268,11 +268,17 @@ def graded_view(
     *,
     recipes: Sequence[EvalRecipe],
     cache: bool = True,
+    items: dict[int, EvalItem] | None = None,
 ) -> ViewReport:
     """The HTML report of replies graded by `grade_responses` (`mrcr-grade --html`; `cache`: as
-    the grading was given it, `--no-cache`)."""
+    the grading was given it, `--no-cache`). `items`: the graded rows' items the grading gave (so
+    a row is read and counted once per command); the rows it lacks are read from DATA."""
     source = str(os.path.realpath(data))
-    items = _items_of(source, {r["row"] for r in result["rows"]}, recipes, cache)
+    items = dict(items or {})
+    unread = {r["row"] for r in result["rows"]} - items.keys()
+    if unread:
+        items |= _items_of(source, unread, recipes, cache)
+    items = {row: item for row, item in items.items() if item.messages}
     records = [
         {
             "file": source,

@@ -312,27 +312,35 @@ def v2_report(records: list[dict[str, Any]], max_context_window: int | None = No
 
 
 def grade_v2_responses(
-    data: str | os.PathLike, responses: dict[int, str], *, allow_missing: bool = False, cache: bool = True
+    data: str | os.PathLike,
+    responses: dict[int, str],
+    *,
+    allow_missing: bool = False,
+    cache: bool = True,
+    items: dict[int, EvalItem] | None = None,
 ) -> dict[str, Any]:
     """`mrcr-grade` for a v2 file: every row needs one response unless `allow_missing`;
     ValueError naming the rows otherwise. Token counts: the sealed sidecar's, else the count
-    cache's (unless `cache` is False), else counted and cached."""
+    cache's (unless `cache` is False), else counted and cached. `items`, when given, receives
+    each graded row's item (for the HTML page)."""
     counts = RowCounts(data, "o200k_base", cache=cache)
-    items = list(read_v2_items(data, skip=lambda row, digest: row not in responses, counts=counts))
-    extra = sorted(set(responses) - set(range(len(items))))
+    read = list(read_v2_items(data, skip=lambda row, digest: row not in responses, counts=counts))
+    extra = sorted(set(responses) - set(range(len(read))))
     if extra:
         raise ValueError(f"responses name rows the data file lacks: {extra[:5]}")
-    missing = [item.row for item in items if item.row not in responses]
+    missing = [item.row for item in read if item.row not in responses]
     if missing and not allow_missing:
         raise ValueError(
             f"{len(missing)} rows have no response (first: {missing[:5]}); use --allow-missing to grade a subset"
         )
     rows: list[dict[str, Any]] = []
-    for item in items:
+    for item in read:
         if item.row not in responses:
             continue
         if item.error is not None:
             raise ValueError(f"{data}: row {item.row}: {item.error.message}")
+        if items is not None:
+            items[item.row] = item
         response = responses[item.row]
         rows.append(
             {

@@ -104,16 +104,19 @@ class MrcrV2(BaseRecipe):
     def grade_responses(
         self,
         data: str | os.PathLike,
-        responses: str | os.PathLike,
+        responses: str | os.PathLike | dict[int, str],
         *,
         allow_missing: bool = False,
         cache: bool = True,
+        items: dict[int, EvalItem] | None = None,
     ) -> dict[str, Any]:
-        from ...eval._responses import ResponsesError, read_responses
+        from ...eval._responses import ResponsesError, responses_of
         from ._eval import grade_v2_responses
 
         try:
-            return grade_v2_responses(Path(data), read_responses(responses), allow_missing=allow_missing, cache=cache)
+            return grade_v2_responses(
+                Path(data), responses_of(responses), allow_missing=allow_missing, cache=cache, items=items
+            )
         except (ResponsesError, ValueError, OSError) as exc:
             raise RequestError(str(exc).splitlines()[0]) from None
 
