@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import pickle
 import shutil
+from collections import Counter
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -416,6 +417,59 @@ def test_mrcr_grade_no_cache_with_html_reads_no_cache(generated, tmp_path, capsy
     responses = _responses(copy, tmp_path)
     _grade_cli(copy, responses, capsys, "--html", str(tmp_path / "page.html"), "--no-cache")
     assert (tmp_path / "page.html").is_file() and not CountCache("o200k_base").path.exists()
+
+
+def _counting_spy(patch: pytest.MonkeyPatch) -> Counter:
+    """Every token count from here on, by the texts counted (each row's own: its messages and
+    answer, or its transcript and final query), all counted in this process where the spy sees them."""
+    counted: Counter = Counter()
+    real = _counts.count_texts
+
+    def spy(tokenizer_spec, texts):
+        counted[tuple(texts)] += 1
+        return real(tokenizer_spec, texts)
+
+    patch.setattr(_counts, "count_texts", spy)
+    patch.setattr(_counts, "_counting_pool", lambda: None)
+    return counted
+
+
+def _page_read_again(path: Path, responses: Path, result: dict, cache: bool) -> str:
+    """The page of `result` with its rows read (and counted) from the file again, as it was made before
+    it took the grading's rows."""
+    from mrcr_gen import graded_view
+    from mrcr_gen.eval import read_responses, render_view
+
+    return render_view(graded_view(path, read_responses(responses), result, cache=cache))
+
+
+def test_mrcr_grade_no_cache_html_counts_each_row_once(generated, tmp_path, capsys):
+    for path in generated:
+        copy = _copy(path, tmp_path / "data", sidecar=False)
+        responses = _responses(copy, tmp_path)
+        page = tmp_path / f"{copy.name}.html"
+        with pytest.MonkeyPatch.context() as patch:
+            counted = _counting_spy(patch)
+            result = _grade_cli(copy, responses, capsys, "--html", str(page), "--no-cache")
+        assert sum(counted.values()) == len(counted) == result["n_rows"] > 0  # each row counted, once
+        assert page.read_text(encoding="utf-8") == _page_read_again(copy, responses, result, cache=False)
+
+
+def test_mrcr_grade_html_reads_the_rows_a_grader_without_items_does_not_give(generated, tmp_path, capsys, monkeypatch):
+    """A plugin's grader made before `items`: the page reads its rows from the file, as before."""
+    from mrcr_gen.recipes import recipe_claiming
+
+    path = generated[0]
+    recipe = type(recipe_claiming(path))
+    real = recipe.grade_responses
+
+    def old_grader(self, data, responses, *, allow_missing=False, cache=True):
+        return real(self, data, responses, allow_missing=allow_missing, cache=cache)
+
+    monkeypatch.setattr(recipe, "grade_responses", old_grader)
+    responses = _responses(path, tmp_path)
+    result = _grade_cli(path, responses, capsys, "--html", str(tmp_path / "page.html"))
+    assert (tmp_path / "page.html").read_text(encoding="utf-8") == _page_read_again(path, responses, result, True)
 
 
 def test_mrcr_grade_refuses_no_cache_a_plugin_s_grader_cannot_honour(generated, tmp_path, monkeypatch, capsys):
