@@ -14,7 +14,7 @@ from rich.console import Console
 
 from ._ownership import UnclaimedFile
 from ._tokens import DEFAULT_TOKENIZER
-from .eval import _batch, _batchfile, _compare, _items, _report, _responses, _run_view, _runner
+from .eval import _batch, _batchfile, _compare, _items, _report, _run_view, _runner
 from .eval._config import EvalConfig
 from .eval._fit import TooLong
 from .eval._items import EvalItem
@@ -104,8 +104,9 @@ def graded_view(
     cache: bool = True,
     items: dict[int, EvalItem] | None = None,
 ) -> ViewReport:
-    """The HTML report of replies `grade_responses` graded (`cache`: as it was given; `items`: those
-    it gave, which are then neither read nor counted again)."""
+    """The HTML report (`mrcr-grade --html`) of the `result` of `grade_responses` (`cache`: as it
+    was given). `items`: the dict given to `grade_responses` as its `items`, holding the graded rows:
+    the page shows them as they are, and reads (and counts) only the rows it lacks from DATA."""
     return _run_view.graded_view(data, responses, result, recipes=RECIPES, cache=cache, items=items)
 
 
@@ -125,9 +126,10 @@ def grade_responses(
     """Grade replies (a RESPONSES.jsonl file, or row -> reply) against DATA with the grader of the
     recipe that owns DATA: exactly what `mrcr-grade DATA RESPONSES --json` prints. Every recipe
     gives `mean`, `n_rows`, `missing`, `rows` (`row`, `score`, `bin`, `n_needles`) and `cells`
-    (per bin and needle count); openai/mrcr adds each row's failure `analysis` and their
-    `failures`, MRCR v2 each row's `score_lenient`, `context_len` and floors, and its `report`
-    (Google's summary numbers). Every row needs one reply unless `allow_missing`.
+    (per bin and needle count); the core's grading (openai/mrcr, and any recipe that does not
+    grade its own way) adds each row's failure `analysis` and their `failures`; MRCR v2 adds each
+    row's `score_lenient`, `context_len` and floors, and its `report` (Google's summary numbers).
+    Every row needs one reply unless `allow_missing`.
 
     `cache` False (`--no-cache`): the rows' token counts neither read from nor added to the count
     cache. `items`, when given, receives each graded row's item, for `graded_view`.

@@ -121,7 +121,12 @@ class GradeDefaults:
 
         try:
             return grade_responses(
-                data, responses, recipes=(self,), allow_missing=allow_missing, cache=cache, items=items  # type: ignore[arg-type]
+                data,
+                responses,
+                recipes=(self,),  # type: ignore[arg-type]
+                allow_missing=allow_missing,
+                cache=cache,
+                items=items,
             )
         except (ResponsesError, FileError) as exc:
             raise RequestError(str(exc)) from None
