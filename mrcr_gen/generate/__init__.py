@@ -11,11 +11,13 @@ if TYPE_CHECKING:
     from ._card import card_header, in_progress_card, planned_names
     from ._chunks import (
         BYTES_PER_TOKEN,
+        GROUP_BYTES,
         MIN_UNIT_BYTES,
         UNIT_BYTES,
         UNITS_PER_WORKER,
         RowChunk,
         plan_chunks,
+        row_groups,
         split_rows,
     )
     from ._job import (
@@ -54,11 +56,13 @@ __getattr__ = lazy_exports(
         **dict.fromkeys(
             [
                 "BYTES_PER_TOKEN",
+                "GROUP_BYTES",
                 "MIN_UNIT_BYTES",
                 "RowChunk",
                 "UNITS_PER_WORKER",
                 "UNIT_BYTES",
                 "plan_chunks",
+                "row_groups",
                 "split_rows",
             ],
             "._chunks",
@@ -100,6 +104,7 @@ __getattr__ = lazy_exports(
 
 __all__ = [
     "BYTES_PER_TOKEN",
+    "GROUP_BYTES",
     "JOIN_SLACK",
     "MIN_UNIT_BYTES",
     "MODEL_WRITER_OPTIONS",
@@ -140,6 +145,7 @@ __all__ = [
     "parse_shard",
     "plan_chunks",
     "planned_names",
+    "row_groups",
     "row_job",
     "run_job",
     "shard_card_name",

@@ -62,7 +62,17 @@ class FileBuilder(Protocol):
         `store`: writings composed ahead and shared (see `sharing_writer`), or None."""
         ...
 
-    def open_file(self, path: Path) -> FileSink: ...
+    def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> FileSink:
+        """The file `path`, written as rows are added, in row groups of `groups` rows (planned by the
+        core from the specs, the same however the rows are cut) where the format has groups; not
+        fsynced when not `durable` (a part of a file, joined by `join_files`)."""
+        ...
+
+    def join_files(self, parts: Sequence[Path], path: Path) -> str | None:
+        """The file `path`, atomically, from the finished parts (`open_file(..., durable=False)`) of
+        its chunks, in order: the bytes one `open_file` would have written of all its rows. Its
+        sha256, when computed as it was written (else None)."""
+        ...
 
     def sharing_writer(self) -> SharingWriter | None:
         """A writer whose shared writings are worth composing once for the whole job, or None."""

@@ -24,6 +24,7 @@ from ._units import (
     Join,
     JoinUnit,
     build_fingerprint,
+    chunk_groups,
     join_parts,
     parts_dir,
     reusable_part,
@@ -192,11 +193,14 @@ class _Run:
             parts = file.parts
             if parts is not None:
                 self.joins[file.path] = Join(self.job.builder, file.path, parts, len(chunks))
+            groups = chunk_groups(file.planned.rows, chunks)
             for k, rows in enumerate(chunks):
                 if parts is not None and reusable_part(parts, k, len(rows)):
                     self._show(len(rows))
                     continue
-                units.append(ChunkUnit(self.job.builder, file.planned, rows, file.build, file.path, parts, k))
+                units.append(
+                    ChunkUnit(self.job.builder, file.planned, rows, file.build, file.path, parts, k, groups[k])
+                )
         return units
 
     def _runner(self, units: list[ChunkUnit]) -> Engine:
