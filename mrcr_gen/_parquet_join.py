@@ -353,25 +353,24 @@ def _moved_chunk(part: _Part, chunk: list[Field], shift: int) -> list[Field]:
     _check_known(part.path, chunk, _CHUNK_FIELDS, _CHUNK_REFUSED, "ColumnChunk")
     column = _value(part, chunk, 3, STRUCT)
     _check_known(part.path, column, _COLUMN_FIELDS, _COLUMN_REFUSED, "ColumnMetaData")
-    _value(part, column, 9, I64)  # the data page offset, required
     moved = Field(3, STRUCT, _shifted(part, column, _COLUMN_OFFSETS, shift))
-    start = min(field.value for field in column if field.id in _COLUMN_OFFSETS)
-    if start + _value(part, column, 7, I64) > 4 + part.body:
-        raise ValueError(f"{part.path}: a column chunk runs past the footer")
-    # file_offset is deprecated: 0 (what pyarrow writes) means none, and stays 0.
-    offsets = (2,) if _value(part, chunk, 2, I64) else ()
-    return [moved if field.id == 3 else field for field in _shifted(part, chunk, offsets, shift)]
+    start = min((field.value for field in column if field.id in _COLUMN_OFFSETS and field.value), default=0)
+    if not _value(part, column, 9, I64) or start + _value(part, column, 7, I64) > 4 + part.body:
+        raise ValueError(f"{part.path}: a column chunk outside the file's data")
+    return [moved if field.id == 3 else field for field in _shifted(part, chunk, (2,), shift)]
 
 
 def _shifted(part: _Part, fields: list[Field], offsets: tuple[int, ...], shift: int) -> list[Field]:
-    """`fields` with the i64 offsets among them `shift` bytes later; each must point into the
-    part's body, or the footer does not describe the file it ends."""
+    """`fields` with the i64 offsets among them `shift` bytes later. Each must point into the
+    part's body (or to its end, where old parquet-cpp put a chunk's file_offset), or the footer
+    does not describe the file it ends; 0, which no data can start at, means none (pyarrow's
+    deprecated ColumnChunk file_offset, old parquet-cpp's index_page_offset) and stays 0."""
     moved = []
     for field in fields:
         if field.id in offsets:
-            if field.type != I64 or not 4 <= field.value < 4 + part.body:
+            if field.type != I64 or not (field.value == 0 or 4 <= field.value <= 4 + part.body):
                 raise ValueError(f"{part.path}: an offset ({field.value!r}) outside the file's data")
-            field = Field(field.id, I64, field.value + shift)
+            field = Field(field.id, I64, field.value + shift if field.value else 0)
         moved.append(field)
     return moved
 
