@@ -29,8 +29,8 @@ COPY_BUFFER_BYTES = 4 << 20
 BOOL = TRUE = 1
 FALSE = 2
 BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(3, 13)
-#: Deeper nesting than this is refused: no parquet footer comes near it, a hostile one would
-#: otherwise reach Python's recursion limit.
+#: Deeper nesting (structs and containers) than this is refused: no parquet footer comes near
+#: it, and a damaged one would otherwise reach Python's recursion limit.
 MAX_DEPTH = 64
 
 
@@ -110,8 +110,6 @@ def decode_struct(data: bytes) -> list[Field]:
 
 
 def _read_struct(reader: _Reader, depth: int) -> list[Field]:
-    if depth > MAX_DEPTH:
-        raise ValueError(f"Thrift structs nested deeper than {MAX_DEPTH}")
     fields: list[Field] = []
     last = 0
     while True:
@@ -128,6 +126,8 @@ def _read_struct(reader: _Reader, depth: int) -> list[Field]:
 
 
 def _read_value(reader: _Reader, kind: int, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"Thrift values nested deeper than {MAX_DEPTH}")
     if kind in (TRUE, FALSE):  # an element of a container: one byte, 1 true, 2 false
         value = reader.byte()
         if value not in (TRUE, FALSE):
