@@ -72,15 +72,19 @@ class _Reader:
         return chunk
 
     def byte(self) -> int:
-        return self.take(1)[0]
+        pos = self.pos
+        if pos >= len(self.data):
+            raise ValueError(f"Thrift data ends early (at byte {pos} of {len(self.data)})")
+        self.pos = pos + 1
+        return self.data[pos]
 
     def varint(self) -> int:
         value = shift = 0
         while True:
             byte = self.byte()
-            value |= (byte & 0x7F) << shift
             if byte < 0x80:
-                return value
+                return value | byte << shift
+            value |= (byte & 0x7F) << shift
             shift += 7
             if shift > 63:
                 raise ValueError(f"Thrift varint longer than 10 bytes at byte {self.pos}")
@@ -126,6 +130,8 @@ def _read_struct(reader: _Reader, depth: int) -> list[Field]:
 
 
 def _read_value(reader: _Reader, kind: int, depth: int) -> Any:
+    if kind in (I16, I32, I64):  # the most frequent, first
+        return reader.zigzag()
     if depth > MAX_DEPTH:
         raise ValueError(f"Thrift values nested deeper than {MAX_DEPTH}")
     if kind in (TRUE, FALSE):  # an element of a container: one byte, 1 true, 2 false
@@ -135,8 +141,6 @@ def _read_value(reader: _Reader, kind: int, depth: int) -> Any:
         return value == TRUE
     if kind == BYTE:
         return struct.unpack("<b", reader.take(1))[0]
-    if kind in (I16, I32, I64):
-        return reader.zigzag()
     if kind == DOUBLE:
         return struct.unpack("<d", reader.take(8))[0]
     if kind == BINARY:
@@ -194,12 +198,12 @@ def _write_struct(out: bytearray, fields: Sequence[Field]) -> None:
 
 
 def _write_value(out: bytearray, kind: int, value: Any) -> None:
-    if kind in (TRUE, FALSE):
+    if kind in (I16, I32, I64):  # the most frequent, first
+        _zigzag(out, value)
+    elif kind in (TRUE, FALSE):
         out.append(TRUE if value else FALSE)
     elif kind == BYTE:
         out += struct.pack("<b", value)
-    elif kind in (I16, I32, I64):
-        _zigzag(out, value)
     elif kind == DOUBLE:
         out += struct.pack("<d", value)
     elif kind == BINARY:
