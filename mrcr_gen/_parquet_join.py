@@ -247,10 +247,11 @@ _COLUMN_OFFSETS = (9, 10, 11)
 
 @dataclass(frozen=True)
 class _Part:
-    """A part's path, the length of its body (bytes [4, footer start)) and its decoded footer."""
+    """A part's path, the length of its body (bytes [4, footer start)), its footer and that decoded."""
 
     path: str
     body: int
+    footer: bytes
     meta: list[Field]
 
 
@@ -312,7 +313,7 @@ def _read_part(path: str | os.PathLike) -> _Part:
         # The merged footer is written in the canonical form; a part in another would differ.
         raise ValueError(f"{name}: footer not in the form Thrift's writers give it")
     _check_known(name, meta, frozenset(_FILE_NAMES), _FILE_REFUSED, "FileMetaData")
-    return _Part(name, body, meta)
+    return _Part(name, body, footer, meta)
 
 
 def _merged_footer(parts: Sequence[_Part]) -> tuple[bytes, int]:
@@ -408,6 +409,8 @@ def _structs(part: _Part, fields: list[Field], field_id: int) -> list[list[Field
 def _copy_body(part: _Part, sink: BinaryIO, buffer: memoryview) -> None:
     """Copy bytes [4, 4 + body) of the part to `sink` through `buffer`, never holding more."""
     with open(part.path, "rb", buffering=0) as file:
+        if os.fstat(file.fileno()).st_size != part.body + len(part.footer) + 12:
+            raise ValueError(f"{part.path}: changed since its footer was read")
         file.seek(len(MAGIC))
         left = part.body
         while left:

@@ -173,6 +173,49 @@ def test_offsets_move_with_the_part_and_every_column_reads_back(tmp_path):
     assert result == whole
 
 
+def _groups(data: bytes) -> list[list[Field]]:
+    footer = data[-8 - int.from_bytes(data[-8:-4], "little") : -8]
+    return next(field for field in decode_struct(footer) if field.id == 4).value.items
+
+
+def with_every_offset(meta: list[Field]) -> list[Field]:
+    """`meta` as older writers wrote it: each row group with its ordinal, each column chunk's
+    file_offset and index_page_offset pointing at its first page (pyarrow writes neither)."""
+
+    def chunk(fields: list[Field]) -> list[Field]:
+        column = fields[1].value
+        start = next(field.value for field in column if field.id == 9)
+        column = sorted([*column, Field(10, I64, start)], key=lambda field: field.id)
+        return [Field(2, I64, start), Field(3, STRUCT, column)]
+
+    def group(fields: list[Field], ordinal: int) -> list[Field]:
+        columns = ThriftList(STRUCT, [chunk(item) for item in fields[0].value.items])
+        return [Field(1, LIST, columns), *fields[1:], Field(7, I16, ordinal)]
+
+    def file_field(field: Field) -> Field:
+        if field.id != 4:
+            return field
+        return Field(4, LIST, ThriftList(STRUCT, [group(item, i) for i, item in enumerate(field.value.items)]))
+
+    return [file_field(field) for field in meta]
+
+
+def test_every_offset_a_footer_may_hold_moves_and_ordinals_are_renumbered(tmp_path):
+    table = pa.table({"text": [text(seed, 3000) for seed in range(6)], "n": [7, 7, 8, 8, 9, 9]})
+    props = properties(OURS, table.schema)
+    groups = groups_of(table, [1, 2, 2, 1])
+    whole = tmp_path / "whole.parquet"
+    write(whole, table.schema, groups, **props)
+    parts = write_parts(tmp_path, table.schema, groups, [1, 3], **props)
+    for path in [whole, *parts]:
+        rewrite_footer(path, with_every_offset)
+    result = joined(parts)
+    assert result == whole.read_bytes()
+    ordinals = [field.value for group in _groups(result) for field in group if field.id == 7]
+    assert ordinals == [0, 1, 2, 3]
+    assert pq.read_table(pa.BufferReader(result)).equals(table)
+
+
 def test_one_part_joins_to_its_own_bytes_and_no_part_is_refused(tmp_path):
     table = pa.table({"text": ["a", "é" * 1000], "n": [1, 2]})
     path = tmp_path / "one.parquet"
@@ -180,6 +223,22 @@ def test_one_part_joins_to_its_own_bytes_and_no_part_is_refused(tmp_path):
     assert joined([path]) == path.read_bytes()
     with pytest.raises(ValueError, match="no parquet parts"):
         join_parquet([], io.BytesIO())
+
+
+def test_a_part_changed_after_its_footer_was_read_is_refused(tmp_path, monkeypatch):
+    groups = groups_of(TABLE, [1, 1])
+    parts = write_parts(tmp_path, TABLE.schema, groups, [1])
+    merged = _parquet_join._merged_footer
+
+    def then_changed(read):
+        footer = merged(read)
+        with open(parts[1], "ab") as file:
+            file.write(b"more")
+        return footer
+
+    monkeypatch.setattr(_parquet_join, "_merged_footer", then_changed)
+    with pytest.raises(ValueError, match=r"part-1\.parquet: changed since its footer was read"):
+        join_parquet(parts, io.BytesIO())
 
 
 def test_bodies_go_through_the_buffer_in_writes_no_larger(tmp_path, monkeypatch):
