@@ -260,7 +260,10 @@ def join_parquet(parts: Sequence[str | os.PathLike], sink: BinaryIO) -> int:
     order, byte-identical to the file one pyarrow ParquetWriter (same schema and writer properties)
     would have written of the same row groups; returns its number of rows. Copies the parts'
     column-chunk bytes (never decodes or recompresses them) through one reused buffer, and writes
-    the merged footer. Every footer is read and checked before the first byte is written.
+    the merged footer. Every footer is read and checked before the first byte is written; a part
+    that changes after that is a ValueError with the file written in part, so `sink` should be a
+    file that appears only when complete (`_files.atomic_path`). A part that cannot be read is the
+    OSError reading it raises.
 
     ValueError (one line, naming the part) for: no parts; a file that is not parquet or is cut
     short; parts whose schema, key-value metadata, writer or other file-level field differ; and
