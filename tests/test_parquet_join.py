@@ -104,10 +104,9 @@ def tables_in_parts(draw) -> tuple[pa.Table, list[int], list[int]]:
         lengths = draw(st.lists(LENGTHS, min_size=rows, max_size=rows))
         values = [text(draw(st.integers(0, 99)), length) for length in lengths]
         columns[f"text{i}"] = [None if nulls and draw(st.booleans()) else value for value in values]
+    ints = st.integers(-(1 << 63), (1 << 63) - 1)
+    numbers = ints | st.none() if nulls else ints
     for i in range(draw(st.integers(0, 2))):
-        numbers = (
-            st.integers(-(1 << 63), (1 << 63) - 1) | st.none() if nulls else st.integers(-(1 << 63), (1 << 63) - 1)
-        )
         columns[f"n{i}"] = draw(st.lists(numbers, min_size=rows, max_size=rows))
     schema = pa.schema([(name, pa.string() if name.startswith("text") else pa.int64()) for name in columns])
     cuts = sorted(draw(st.lists(st.integers(0, len(sizes)), max_size=4)))
