@@ -254,15 +254,37 @@ def parquet_rows(path: str | os.PathLike) -> int | None:
         return None
 
 
-def join_row_group_files(parts: Sequence[str | os.PathLike], path: str | os.PathLike) -> str:
-    """The parquet file `path`, atomically, from the parts `RowGroupWriter` wrote (with the same
-    schema): their row groups' bytes copied in order under one footer, the bytes one writer would
-    have written of the same groups; returns its sha256, computed as it is written."""
-    from ._parquet_join import join_parquet
+class RowGroupFileJoin:
+    """The parquet file `path`, from parts `RowGroupWriter` wrote (with the same schema), added in
+    order as they are ready: their row groups' bytes copied under one footer, the bytes one writer
+    would have written of the same groups (see `ParquetJoin`). It appears atomically on `close`,
+    which returns its sha256, computed as it is written."""
 
-    with atomic_path(path) as tmp, _HashingFile(tmp) as sink:
-        join_parquet(parts, sink)
-    return sink.digest.hexdigest()
+    def __init__(self, path: str | os.PathLike) -> None:
+        from ._parquet_join import ParquetJoin
+
+        self._atomic = atomic_path(path)
+        self._sink = _HashingFile(self._atomic.__enter__())
+        self._join = ParquetJoin(self._sink)
+
+    def add(self, part: str | os.PathLike) -> None:
+        self._join.add(part)
+
+    def close(self) -> str:
+        try:
+            self._join.close()
+            self._sink.close()
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+        self._atomic.__exit__(None, None, None)
+        return self._sink.digest.hexdigest()
+
+    def abort(self, error: BaseException | None = None) -> None:
+        """Leave no file (nor any partial one)."""
+        self._sink.close()
+        error = error or RuntimeError("aborted")
+        self._atomic.__exit__(type(error), error, None)
 
 
 def read_arrow_rows(path: str | os.PathLike) -> int | None:

@@ -258,12 +258,33 @@ class _Part:
 def join_parquet(parts: Sequence[str | os.PathLike], sink: BinaryIO) -> int:
     """Write to `sink` one parquet file holding the row groups of the parquet files `parts`, in
     order, byte-identical to the file one pyarrow ParquetWriter (same schema and writer properties)
-    would have written of the same row groups; returns its number of rows. Copies the parts'
-    column-chunk bytes (never decodes or recompresses them) through one reused buffer, and writes
-    the merged footer. Every footer is read and checked before the first byte is written; a part
-    that changes after that is a ValueError with the file written in part, so `sink` should be a
-    file that appears only when complete (`_files.atomic_path`). A part that cannot be read is the
-    OSError reading it raises.
+    would have written of the same row groups; returns its number of rows (see `ParquetJoin`).
+    Every part is read and checked before the first byte is written."""
+    if not parts:
+        raise ValueError("no parquet parts to join")
+    join = ParquetJoin(sink)
+    for planned in [join.plan(part) for part in parts]:
+        join.write(planned)
+    return join.close()
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A part checked and placed: its row groups moved to where its body will land."""
+
+    part: _Part
+    rows: int
+    groups: list[list[Field]]
+
+
+class ParquetJoin:
+    """One parquet file written to `sink` from parquet parts added in order, as they are ready:
+    byte-identical to the file one pyarrow ParquetWriter (same schema and writer properties) would
+    have written of the same row groups. Copies each part's column-chunk bytes (never decodes or
+    recompresses them) through one reused buffer; `close` writes the merged footer. Each part's
+    footer is read and checked before its bytes are written; a part that is refused (or changes
+    after that) leaves the file written in part, so `sink` should be a file that appears only when
+    complete (`_files.atomic_path`). A part that cannot be read is the OSError reading it raises.
 
     ValueError (one line, naming the part) for: no parts; a file that is not parquet or is cut
     short; parts whose schema, key-value metadata, writer or other file-level field differ; and
@@ -271,17 +292,53 @@ def join_parquet(parts: Sequence[str | os.PathLike], sink: BinaryIO) -> int:
     another file, or a field parquet.thrift did not have when this was written. Our writers turn
     those off; a page index or bloom filter would be position-dependent data outside the column
     chunks, which the join would have to move and re-point as well."""
-    if not parts:
-        raise ValueError("no parquet parts to join")
-    read = [_read_part(part) for part in parts]
-    footer, rows = _merged_footer(read)
-    sink.write(MAGIC)
-    buffer = memoryview(bytearray(min(COPY_BUFFER_BYTES, max(part.body for part in read)) or 1))
-    for part in read:
-        _copy_body(part, sink, buffer)
-    sink.write(footer)
-    sink.write(len(footer).to_bytes(4, "little") + MAGIC)
-    return rows
+
+    def __init__(self, sink: BinaryIO) -> None:
+        self.sink = sink
+        self._first: _Part | None = None
+        self._planned_groups = 0  # row groups of the parts planned so far
+        self._planned_bytes = 0  # and the bytes of their bodies
+        self._groups: list[list[Field]] = []  # the row groups written so far
+        self._rows = 0
+        self._buffer: memoryview | None = None
+
+    def add(self, path: str | os.PathLike) -> None:
+        """Check the part, then copy its row groups' bytes after those of the parts added before."""
+        self.write(self.plan(path))
+
+    def plan(self, path: str | os.PathLike) -> _Planned:
+        """Read and check the part that follows those planned before; nothing is written."""
+        part = _read_part(path)
+        self._first = self._first or part
+        _check_shared(self._first, part)
+        rows = _value(part, part.meta, 3, I64)
+        groups = [
+            _moved_group(part, group, self._planned_bytes, self._planned_groups + k)
+            for k, group in enumerate(_structs(part, part.meta, 4))
+        ]
+        self._planned_groups += len(groups)
+        self._planned_bytes += part.body
+        return _Planned(part, rows, groups)
+
+    def write(self, planned: _Planned) -> None:
+        """Copy a planned part's body (the parts are written in the order they were planned)."""
+        if self._buffer is None:
+            self.sink.write(MAGIC)
+            self._buffer = memoryview(bytearray(COPY_BUFFER_BYTES))
+        _copy_body(planned.part, self.sink, self._buffer)
+        self._rows += planned.rows
+        self._groups += planned.groups
+
+    def close(self) -> int:
+        """Write the merged footer (the first part's, with the rows summed and every part's row
+        groups, moved to where its body landed); the file's number of rows."""
+        if self._first is None or self._buffer is None:
+            raise ValueError("no parquet parts to join")
+        replaced = {3: Field(3, I64, self._rows), 4: Field(4, LIST, ThriftList(STRUCT, self._groups))}
+        footer = encode_struct([replaced.get(field.id, field) for field in self._first.meta])
+        self.sink.write(footer)
+        self.sink.write(len(footer).to_bytes(4, "little") + MAGIC)
+        return self._rows
 
 
 def read_footer(path: str | os.PathLike) -> tuple[bytes, int]:
@@ -319,26 +376,14 @@ def _read_part(path: str | os.PathLike) -> _Part:
     return _Part(name, body, footer, meta)
 
 
-def _merged_footer(parts: Sequence[_Part]) -> tuple[bytes, int]:
-    """The footer of the joined file and its number of rows: the first part's footer, with the
-    rows summed and every part's row groups, moved to where its body lands (4 + earlier bodies)."""
-    first = parts[0]
-    shared = _file_fields(first.meta)
-    rows = 0
-    groups: list[list[Field]] = []
-    shift = 0
-    for part in parts:
-        differing = [field_id for field_id, field in _file_fields(part.meta).items() if shared.get(field_id) != field]
-        differing += [field_id for field_id in shared if field_id not in _file_fields(part.meta)]
-        if differing:
-            names = ", ".join(sorted({_FILE_NAMES[field_id] for field_id in differing}))
-            raise ValueError(f"{part.path}: its {names} differ from those of {first.path}")
-        rows += _value(part, part.meta, 3, I64)
-        for group in _structs(part, part.meta, 4):
-            groups.append(_moved_group(part, group, shift, len(groups)))
-        shift += part.body
-    replaced = {3: Field(3, I64, rows), 4: Field(4, LIST, ThriftList(STRUCT, groups))}
-    return encode_struct([replaced.get(field.id, field) for field in first.meta]), rows
+def _check_shared(first: _Part, part: _Part) -> None:
+    """Every part shares the first one's file-level fields (schema, key-value metadata, writer...)."""
+    shared, own = _file_fields(first.meta), _file_fields(part.meta)
+    differing = [field_id for field_id, field in own.items() if shared.get(field_id) != field]
+    differing += [field_id for field_id in shared if field_id not in own]
+    if differing:
+        names = ", ".join(sorted({_FILE_NAMES[field_id] for field_id in differing}))
+        raise ValueError(f"{part.path}: its {names} differ from those of {first.path}")
 
 
 def _file_fields(meta: list[Field]) -> dict[int, Field]:

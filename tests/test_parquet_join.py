@@ -227,15 +227,16 @@ def test_one_part_joins_to_its_own_bytes_and_no_part_is_refused(tmp_path):
 def test_a_part_changed_after_its_footer_was_read_is_refused(tmp_path, monkeypatch):
     groups = groups_of(TABLE, [1, 1])
     parts = write_parts(tmp_path, TABLE.schema, groups, [1])
-    merged = _parquet_join._merged_footer
+    read_part = _parquet_join._read_part
 
-    def then_changed(read):
-        footer = merged(read)
-        with open(parts[1], "ab") as file:
-            file.write(b"more")
-        return footer
+    def then_changed(path):
+        part = read_part(path)
+        if str(path).endswith("part-1.parquet"):
+            with open(path, "ab") as file:
+                file.write(b"more")
+        return part
 
-    monkeypatch.setattr(_parquet_join, "_merged_footer", then_changed)
+    monkeypatch.setattr(_parquet_join, "_read_part", then_changed)
     with pytest.raises(ValueError, match=r"part-1\.parquet: changed since its footer was read"):
         join_parquet(parts, io.BytesIO())
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._job import (
         CardFrame,
         FileBuilder,
+        FileJoin,
         FileSink,
         GenerationJob,
         GenerationResult,
@@ -71,6 +72,7 @@ __getattr__ = lazy_exports(
             [
                 "CardFrame",
                 "FileBuilder",
+                "FileJoin",
                 "FileSink",
                 "GenerationJob",
                 "GenerationResult",
@@ -115,6 +117,7 @@ __all__ = [
     "ChunkUnit",
     "FileBuilder",
     "FileFailed",
+    "FileJoin",
     "FileSink",
     "GenOption",
     "GenerateRequest",

@@ -21,7 +21,7 @@ from ._request import GenerateRequest, checked_tokenizer, parse_bins, parse_shar
 if TYPE_CHECKING:  # pyarrow loads when rows are built, not when a recipe declares its job
     import pyarrow as pa
 
-    from .._parquet import RowGroupWriter
+    from .._parquet import RowGroupFileJoin, RowGroupWriter
 
 #: (spec, writer) -> the row's columns and its sidecar record (`bin`, `n_tokens`, `n_needles`, ...).
 BuildRow = Callable[["RowSpec", Any], tuple[dict[str, Any], dict[str, Any]]]
@@ -67,10 +67,10 @@ class RowBuilder:
         # The sidecar is sealed to its sha256.
         return RowGroupWriter(path, self.schema, digest=True, groups=groups, durable=durable)
 
-    def join_files(self, parts: Sequence[Path], path: Path) -> str:
-        from .._parquet import join_row_group_files
+    def join_file(self, path: Path) -> RowGroupFileJoin:
+        from .._parquet import RowGroupFileJoin
 
-        return join_row_group_files(parts, path)
+        return RowGroupFileJoin(path)
 
     def sharing_writer(self) -> SharingWriter | None:
         return None  # each worker composes the writings it needs

@@ -24,7 +24,7 @@ from .._tokens import load_tokenizer
 from .._version import __version__
 from ..engines import report_progress
 from ._chunks import RowChunk, row_groups
-from ._job import FileBuilder, PlannedFile
+from ._job import FileBuilder, FileJoin, PlannedFile
 
 
 @dataclass(frozen=True)
@@ -72,14 +72,23 @@ def write_chunk(unit: ChunkUnit) -> None:
     """Work unit: generate the unit's rows; write them as the whole file with its sidecar, or, when
     the file has several chunks, as part `index`: its row groups, compressed, that the join copies
     byte for byte (see `Join`)."""
+    if unit.parts is None:
+        sidecar_path(unit.path).unlink(missing_ok=True)  # see Join.advance
+        records, digest = _write_rows(unit, unit.path, durable=True)
+        write_sealed_sidecar(records, unit.path, unit.builder.tokenizer, digest)
+        return
+    # A part is scratch, not fsynced (a rerun after a crash checks it with `reusable_part`); its
+    # records last: they mark it finished.
+    records, _ = _write_rows(unit, part_path(unit.parts, unit.index), durable=False)
+    write_text_atomic(unit.parts / f"{unit.index}.jsonl", "".join(records), durable=False)
+
+
+def _write_rows(unit: ChunkUnit, path: Path, durable: bool) -> tuple[list[str], str | None]:
+    """The unit's rows written to `path` in its row groups; their sidecar lines, and the file's
+    sha256 when its writer computed it as it wrote."""
     counted_by = load_tokenizer(unit.builder.tokenizer).describe()["spec"]
     records: list[str] = []
-    whole = unit.parts is None
-    path = unit.path if unit.parts is None else part_path(unit.parts, unit.index)
-    if whole:
-        sidecar_path(path).unlink(missing_ok=True)  # see Join.write
-    # A part is scratch, not fsynced (a rerun after a crash checks it with `reusable_part`).
-    sink = unit.builder.open_file(path, unit.groups, durable=whole)
+    sink = unit.builder.open_file(path, unit.groups, durable=durable)
     try:
         for batch in unit.builder.batches(unit.file, unit.rows, unit.store):
             report_progress(len(batch.records))
@@ -89,10 +98,7 @@ def write_chunk(unit: ChunkUnit) -> None:
         sink.abort()
         raise
     sink.close()
-    if whole:
-        write_sealed_sidecar(records, path, unit.builder.tokenizer, getattr(sink, "sha256", None))
-    else:  # the records last: they mark the part finished
-        write_text_atomic(unit.parts / f"{unit.index}.jsonl", "".join(records), durable=False)
+    return records, getattr(sink, "sha256", None)
 
 
 def sidecar_line(build: str, record: dict[str, Any], tokenizer: str) -> str:
@@ -106,38 +112,48 @@ def join_parts(unit: JoinUnit) -> None:
 
 
 class Join:
-    """A large file from its finished parts, in order: their row groups' bytes copied, one footer."""
+    """A large file from its finished parts, in order, as they finish (see `advance`): their row
+    groups' bytes copied, under one footer."""
 
     def __init__(self, builder: FileBuilder, path: Path, parts: Path, count: int) -> None:
         self.builder, self.path, self.parts, self.count = builder, path, parts, count
         self._added = 0
         self._records: list[str] = []
+        self._file: FileJoin | None = None
 
     def advance(self) -> None:
-        """Take the records of the parts finished so far that follow the last one taken."""
+        """Add the parts finished so far that follow the last one added."""
         while self._added < self.count and (records := finished_part(self.parts, self._added)) is not None:
+            if self._file is None:
+                # The sidecar vouches for the file beside it: drop the old one before the file
+                # is replaced, or a crash in between would leave it vouching for different rows.
+                sidecar_path(self.path).unlink(missing_ok=True)
+                self._file = self.builder.join_file(self.path)
+            self._file.add(part_path(self.parts, self._added))
             self._records.append(records)
             self._added += 1
 
     def finish(self) -> None:
-        """Put the file and its sidecar in place once every part is finished; then the parts go."""
+        """Put the file and its sidecar in place once every part is added; then the parts go."""
         self.write()
         shutil.rmtree(self.parts, ignore_errors=True)
 
     def write(self) -> None:
-        """Write the file and its sidecar once every part is finished (see `finish`)."""
+        """Write the file and its sidecar once every part is added (see `finish`)."""
         self.advance()
         if self._added < self.count:
             raise FileNotFoundError(f"part {self._added} of {self.path} is missing from {self.parts}")
-        # The sidecar vouches for the file beside it: drop the old one before the file is
-        # replaced, or a crash in between would leave it vouching for different rows.
-        sidecar_path(self.path).unlink(missing_ok=True)
-        digest = self.builder.join_files([part_path(self.parts, k) for k in range(self.count)], self.path)
+        assert self._file is not None
+        file, self._file = self._file, None
+        digest = file.close()
         lines = "".join(self._records).splitlines()
         write_sealed_sidecar(lines, self.path, self.builder.tokenizer, digest)
 
     def abort(self) -> None:
-        """Nothing to drop: the file is joined at once, atomically (its parts stay for a rerun)."""
+        """Drop the file being joined, if any (its parts stay for a rerun)."""
+        if self._file is not None:
+            file, self._file = self._file, None
+            file.abort()
 
 
 def write_sealed_sidecar(lines: list[str], path: Path, tokenizer: str, digest: str | None) -> None:

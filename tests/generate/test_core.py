@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrcr_gen._errors import RequestError
-from mrcr_gen._parquet import RowGroupWriter, join_row_group_files
+from mrcr_gen._parquet import RowGroupFileJoin, RowGroupWriter
 from mrcr_gen.engines import LocalEngine
 from mrcr_gen.generate import (
     CardFrame,
@@ -58,8 +58,8 @@ class ToyBuilder:
     def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> RowGroupWriter:
         return RowGroupWriter(path, SCHEMA, groups=groups, durable=durable)
 
-    def join_files(self, parts: Sequence[Path], path: Path) -> None:
-        join_row_group_files(parts, path)  # no sha256 given: the sidecar's seal reads the file
+    def join_file(self, path: Path) -> RowGroupFileJoin:
+        return RowGroupFileJoin(path)
 
     def sharing_writer(self) -> None:
         return None

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import Field, model_validator
 
@@ -359,7 +359,7 @@ class V2Builder:
         metadata = recipe_metadata("mrcr-v2", "1") if self.config.format == "parquet" else None
         return V2Sink(V2FileWriter(path, self.config.format, metadata=metadata))
 
-    def join_files(self, parts: Sequence[Path], path: Path) -> str:
+    def join_file(self, path: Path) -> NoReturn:
         raise NotImplementedError("MRCR v2 files are built whole, never joined from parts")
 
     def sharing_writer(self) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..._ownership import recipe_metadata
-from ..._parquet import RowGroupWriter, join_row_group_files
+from ..._parquet import RowGroupFileJoin, RowGroupWriter
 from ..._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ...engines import Engine
 from ...generate import FileFailed, GenerationJob, PlannedFile, RowBatch, row_groups, run_job, shard_card_name
@@ -116,8 +116,8 @@ class OpenaiBuilder:
         # The sidecar is sealed to its sha256.
         return RowGroupWriter(path, GENERATED_SCHEMA, digest=True, groups=groups, durable=durable)
 
-    def join_files(self, parts: Sequence[Path], path: Path) -> str:
-        return join_row_group_files(parts, path)
+    def join_file(self, path: Path) -> RowGroupFileJoin:
+        return RowGroupFileJoin(path)
 
     def sharing_writer(self) -> SharingWriter | None:
         return self.writer if isinstance(self.writer, SharingWriter) else None
