@@ -163,7 +163,9 @@ def write_sealed_sidecar(lines: list[str], path: Path, tokenizer: str, digest: s
 
 
 def part_path(parts: Path, index: int) -> Path:
-    return parts / f"{index}.parquet"
+    """Where part `index` of a large file waits to be joined: named so that no glob of the
+    folder's data files (`**/*.parquet`) takes it for one, even after an interrupted run."""
+    return parts / f"{index}.part"
 
 
 def parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:
@@ -191,7 +193,7 @@ def reusable_part(parts: Path, index: int, n_rows: int) -> bool:
         return False
     if len(records.splitlines()) == n_rows and parquet_rows(part_path(parts, index)) == n_rows:
         return True
-    for name in (f"{index}.jsonl", f"{index}.parquet"):  # the marker first: a part without it is unfinished
+    for name in (f"{index}.jsonl", part_path(parts, index).name):  # the marker first: a part without it is unfinished
         (parts / name).unlink(missing_ok=True)
     return False
 
