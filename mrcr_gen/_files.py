@@ -98,6 +98,12 @@ def remove_partials(target: str | os.PathLike) -> None:
         stale.unlink(missing_ok=True)
 
 
+def remove_partials_in(folder: str | os.PathLike) -> None:
+    """`remove_partials` of every file in `folder` (a large file's parts, say)."""
+    for stale in Path(folder).glob(".*.partial"):
+        stale.unlink(missing_ok=True)
+
+
 def save_figure(figure: Any, path: str | os.PathLike) -> None:
     """A matplotlib figure laid out and written atomically as PNG."""
     figure.tight_layout()

@@ -91,33 +91,37 @@ def _is_text(field: pa.Field) -> bool:
 
 
 class RowGroupWriter:
-    """Rows added in order, written as one zstd parquet file that appears atomically on `close`,
-    in row groups of at most ROW_GROUP_BYTES decoded. The groups depend only on the rows, never on
-    how they were split into the tables added, so the same rows give byte-identical files."""
+    """Rows added in order, written as one zstd parquet file that appears atomically on `close`.
+    Its row groups hold the row counts `groups` when given (a generated file's, planned from its
+    specs), else at most ROW_GROUP_BYTES decoded each. Either way they depend only on the rows,
+    never on how they were split into the tables added, so the same rows give byte-identical files."""
 
-    def __init__(self, path: str | os.PathLike, schema: pa.Schema, digest: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        schema: pa.Schema,
+        digest: bool = False,
+        groups: Sequence[int] | None = None,
+        durable: bool = True,
+    ) -> None:
         """`digest`: also hash the file's bytes as they are written (`sha256` once closed), for a
-        sidecar sealed to it, instead of reading the file again after it is written."""
-        self._atomic = atomic_path(path)
+        sidecar sealed to it, instead of reading the file again after it is written. `durable`
+        False: not fsynced (scratch, such as a part that `join_row_group_files` joins)."""
+        self._atomic = atomic_path(path, durable=durable)
         tmp = self._atomic.__enter__()
         self._sink = _HashingFile(tmp) if digest else None
         #: The sha256 of the file, once closed, when asked for (`digest`).
         self.sha256: str | None = None
-        # write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than
-        # after 1024 values (one page of gigabytes in the 1M bin), so readers stream a row group page
-        # by page instead of decompressing it whole. No statistics on text columns: min/max of
-        # megabyte prompts cost time and are dropped from the footer anyway.
-        self._writer = pq.ParquetWriter(
-            tmp if self._sink is None else self._sink,
-            schema,
-            compression="zstd",
-            write_batch_size=1,
-            write_statistics=[field.name for field in schema if not _is_text(field)],
-        )
+        self._writer = pq.ParquetWriter(tmp if self._sink is None else self._sink, schema, **writer_properties(schema))
+        self._groups = list(groups) if groups is not None else None
         self._pending: list[pa.Table] = []
         self._pending_bytes = 0
+        self._pending_rows = 0
 
     def add(self, table: pa.Table) -> None:
+        if self._groups is not None:
+            self._add_planned(table)
+            return
         start = 0
         for i, size in enumerate(row_bytes(table)):
             if self._pending_bytes + size > ROW_GROUP_BYTES and (self._pending or i > start):
@@ -129,17 +133,36 @@ class RowGroupWriter:
         if table.num_rows > start:
             self._pending.append(table.slice(start))
 
+    def _add_planned(self, table: pa.Table) -> None:
+        """Add rows, writing each planned group once its rows are all here."""
+        assert self._groups is not None
+        start = 0
+        while start < table.num_rows:
+            if not self._groups:
+                raise ValueError("more rows than the planned row groups hold")
+            take = min(self._groups[0] - self._pending_rows, table.num_rows - start)
+            self._pending.append(table.slice(start, take))
+            self._pending_rows += take
+            start += take
+            if self._pending_rows == self._groups[0]:
+                self._groups.pop(0)
+                self._flush()
+
     def _flush(self) -> None:
         if self._pending:
             # One contiguous table: page breaks must not depend on where the input was split.
-            group = pa.concat_tables(self._pending).combine_chunks()
+            group = pa.concat_tables(self._pending)
+            if any(column.num_chunks > 1 for column in group.columns):
+                group = group.combine_chunks()
             self._writer.write_table(group, row_group_size=group.num_rows)
             self._pending.clear()
-            self._pending_bytes = 0
+            self._pending_bytes = self._pending_rows = 0
 
     def close(self) -> None:
         """Write what is pending and put the file in place."""
         try:
+            if self._groups:
+                raise ValueError(f"{len(self._groups)} planned row group(s) got no rows")
             self._flush()
             self._writer.close()
             if self._sink is not None:
@@ -166,6 +189,25 @@ class RowGroupWriter:
             self.close()
         else:
             self.abort()
+
+
+def writer_properties(schema: pa.Schema) -> dict:
+    """How every parquet file we write is written (and each part that `join_row_group_files` joins:
+    parts joined byte for byte must be written alike).
+
+    write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than
+    after 1024 values (one page of gigabytes in the 1M bin), so readers stream a row group page by
+    page instead of decompressing it whole. No statistics nor dictionary on text columns: min/max of
+    megabyte prompts cost time and are dropped from the footer anyway, and a dictionary of unique
+    megabyte values is hashed whole only to be abandoned. No page index: the join refuses it."""
+    plain = [field.name for field in schema if not _is_text(field)]
+    return {
+        "compression": "zstd",
+        "write_batch_size": 1,
+        "write_statistics": plain,
+        "use_dictionary": plain,
+        "write_page_index": False,
+    }
 
 
 class _HashingFile(io.FileIO):
@@ -201,6 +243,48 @@ def write_arrow_atomic(table: pa.Table, path: str | os.PathLike) -> None:
 def read_arrow(path: str | os.PathLike) -> pa.Table:
     """A file of `write_arrow_atomic`, memory-mapped (its pages are shared between processes)."""
     return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+
+
+def parquet_rows(path: str | os.PathLike) -> int | None:
+    """The rows of a parquet file, read from its footer; None when it is missing or not a whole
+    file (a part cut short by a crash before its data reached the disk)."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
+class RowGroupFileJoin:
+    """The parquet file `path`, from parts `RowGroupWriter` wrote (with the same schema), added in
+    order as they are ready: their row groups' bytes copied under one footer, the bytes one writer
+    would have written of the same groups (see `ParquetJoin`). It appears atomically on `close`,
+    which returns its sha256, computed as it is written."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        from ._parquet_join import ParquetJoin
+
+        self._atomic = atomic_path(path)
+        self._sink = _HashingFile(self._atomic.__enter__())
+        self._join = ParquetJoin(self._sink)
+
+    def add(self, part: str | os.PathLike) -> None:
+        self._join.add(part)
+
+    def close(self) -> str:
+        try:
+            self._join.close()
+            self._sink.close()
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+        self._atomic.__exit__(None, None, None)
+        return self._sink.digest.hexdigest()
+
+    def abort(self, error: BaseException | None = None) -> None:
+        """Leave no file (nor any partial one)."""
+        self._sink.close()
+        error = error or RuntimeError("aborted")
+        self._atomic.__exit__(type(error), error, None)
 
 
 def read_arrow_rows(path: str | os.PathLike) -> int | None:

@@ -11,16 +11,19 @@ if TYPE_CHECKING:
     from ._card import card_header, in_progress_card, planned_names
     from ._chunks import (
         BYTES_PER_TOKEN,
+        GROUP_BYTES,
         MIN_UNIT_BYTES,
         UNIT_BYTES,
         UNITS_PER_WORKER,
         RowChunk,
         plan_chunks,
+        row_groups,
         split_rows,
     )
     from ._job import (
         CardFrame,
         FileBuilder,
+        FileJoin,
         FileSink,
         GenerationJob,
         GenerationResult,
@@ -54,11 +57,13 @@ __getattr__ = lazy_exports(
         **dict.fromkeys(
             [
                 "BYTES_PER_TOKEN",
+                "GROUP_BYTES",
                 "MIN_UNIT_BYTES",
                 "RowChunk",
                 "UNITS_PER_WORKER",
                 "UNIT_BYTES",
                 "plan_chunks",
+                "row_groups",
                 "split_rows",
             ],
             "._chunks",
@@ -67,6 +72,7 @@ __getattr__ = lazy_exports(
             [
                 "CardFrame",
                 "FileBuilder",
+                "FileJoin",
                 "FileSink",
                 "GenerationJob",
                 "GenerationResult",
@@ -100,6 +106,7 @@ __getattr__ = lazy_exports(
 
 __all__ = [
     "BYTES_PER_TOKEN",
+    "GROUP_BYTES",
     "JOIN_SLACK",
     "MIN_UNIT_BYTES",
     "MODEL_WRITER_OPTIONS",
@@ -110,6 +117,7 @@ __all__ = [
     "ChunkUnit",
     "FileBuilder",
     "FileFailed",
+    "FileJoin",
     "FileSink",
     "GenOption",
     "GenerateRequest",
@@ -140,6 +148,7 @@ __all__ = [
     "parse_shard",
     "plan_chunks",
     "planned_names",
+    "row_groups",
     "row_job",
     "run_job",
     "shard_card_name",

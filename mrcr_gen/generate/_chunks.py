@@ -19,6 +19,11 @@ UNIT_BYTES = 128 << 20
 #: Upper estimate of decoded bytes per token of a row (JSON-escaped English), to size units before
 #: the rows exist.
 BYTES_PER_TOKEN = 5
+#: A generated file's row groups: consecutive rows within this many bytes by that estimate (a row
+#: of the 1M bin alone, a few hundred of the 4k bin). Cut from the specs, before the rows exist, so
+#: that a chunk built anywhere ends where a group ends: its worker writes its groups compressed,
+#: and the file is their bytes joined (see `Join`), the same bytes however the rows were cut.
+GROUP_BYTES = 8 << 20
 
 
 class SizedSpec(Protocol):
@@ -54,11 +59,30 @@ def plan_chunks(files: Sequence[Sequence[SizedSpec]], workers: int, whole: Seque
     plan = []
     for i, (rows, size) in enumerate(zip(files, sizes, strict=True)):
         keep = (i < len(whole) and whole[i]) or (free_at[0] + size) * workers <= planned
-        units = [tuple(rows)] if keep else split_rows(rows, chunk)
+        units = [tuple(rows)] if keep else split_groups(rows, chunk)
         for unit in units:
             heapq.heapreplace(free_at, free_at[0] + sum(map(_row_bytes, unit)))
         plan.append(units)
     return plan
+
+
+def row_groups(rows: Sequence[SizedSpec]) -> list[RowChunk]:
+    """The row groups of a generated file (or of a chunk of one that starts where a group starts)."""
+    return split_rows(rows, GROUP_BYTES)
+
+
+def split_groups(rows: Sequence[SizedSpec], target: int) -> list[RowChunk]:
+    """Consecutive whole row groups (`row_groups`) in chunks of about `target` estimated bytes."""
+    chunks: list[RowChunk] = []
+    current: list[SizedSpec] = []
+    for group in row_groups(rows):
+        if current and sum(map(_row_bytes, current)) + sum(map(_row_bytes, group)) > target:
+            chunks.append(tuple(current))
+            current = []
+        current.extend(group)
+    if current:
+        chunks.append(tuple(current))
+    return chunks
 
 
 def split_rows(rows: Sequence[SizedSpec], target: int = UNIT_BYTES) -> list[RowChunk]:

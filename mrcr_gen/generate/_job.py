@@ -43,6 +43,17 @@ class FileSink(Protocol):
     def abort(self) -> None: ...
 
 
+class FileJoin(Protocol):
+    """A data file being joined from its parts, added in order; it appears atomically on `close`,
+    which returns its sha256 when it was computed as the file was written (else None)."""
+
+    def add(self, part: Path) -> None: ...
+
+    def close(self) -> str | None: ...
+
+    def abort(self) -> None: ...
+
+
 class FileBuilder(Protocol):
     """The recipe's part that runs in the workers (pickled to them): it makes rows from specs and
     opens its data files. Rows must be a pure function of the specs and the builder, so the files
@@ -62,7 +73,16 @@ class FileBuilder(Protocol):
         `store`: writings composed ahead and shared (see `sharing_writer`), or None."""
         ...
 
-    def open_file(self, path: Path) -> FileSink: ...
+    def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> FileSink:
+        """The file `path`, written as rows are added, in row groups of `groups` rows (planned by the
+        core from the specs, the same however the rows are cut) where the format has groups; not
+        fsynced when not `durable` (a part of a file, joined by `join_files`)."""
+        ...
+
+    def join_file(self, path: Path) -> FileJoin:
+        """The file `path`, from the finished parts (`open_file(..., durable=False)`) of its chunks,
+        added in order: the bytes one `open_file` would have written of all its rows."""
+        ...
 
     def sharing_writer(self) -> SharingWriter | None:
         """A writer whose shared writings are worth composing once for the whole job, or None."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .._card import check_folder, claim_folder, sidecar_path
-from .._files import remove_partials, write_text_atomic
+from .._files import remove_partials, remove_partials_in, write_text_atomic
 from ..engines import Engine, LocalEngine, TaskFailed
 from ..writers._base import SharingWriter
 from ._card import card_header, in_progress_card, planned_names
@@ -24,6 +24,7 @@ from ._units import (
     Join,
     JoinUnit,
     build_fingerprint,
+    chunk_groups,
     join_parts,
     parts_dir,
     reusable_part,
@@ -116,6 +117,9 @@ def run_job(
             path = job.out / planned.relative_path
             remove_partials(path)
             remove_partials(sidecar_path(path))
+        for file in pending:  # and what a chunk's writer left among the parts kept for a rerun
+            if file.parts is not None:
+                remove_partials_in(file.parts)
     if store is not None:  # complete: this run's cache, if it made or found one, is no longer needed
         shutil.rmtree(store, ignore_errors=True)
     result = _written(job, reused)
@@ -192,11 +196,14 @@ class _Run:
             parts = file.parts
             if parts is not None:
                 self.joins[file.path] = Join(self.job.builder, file.path, parts, len(chunks))
+            groups = chunk_groups(file.planned.rows, chunks)
             for k, rows in enumerate(chunks):
                 if parts is not None and reusable_part(parts, k, len(rows)):
                     self._show(len(rows))
                     continue
-                units.append(ChunkUnit(self.job.builder, file.planned, rows, file.build, file.path, parts, k))
+                units.append(
+                    ChunkUnit(self.job.builder, file.planned, rows, file.build, file.path, parts, k, groups[k])
+                )
         return units
 
     def _runner(self, units: list[ChunkUnit]) -> Engine:

@@ -5,7 +5,7 @@ A recipe then supplies its schema, its writer and `build(spec, writer) -> (colum
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,7 @@ from ._request import GenerateRequest, checked_tokenizer, parse_bins, parse_shar
 if TYPE_CHECKING:  # pyarrow loads when rows are built, not when a recipe declares its job
     import pyarrow as pa
 
-    from .._parquet import RowGroupWriter
+    from .._parquet import RowGroupFileJoin, RowGroupWriter
 
 #: (spec, writer) -> the row's columns and its sidecar record (`bin`, `n_tokens`, `n_needles`, ...).
 BuildRow = Callable[["RowSpec", Any], tuple[dict[str, Any], dict[str, Any]]]
@@ -61,10 +61,16 @@ class RowBuilder:
         built = [self.build(spec, self.writer) for spec in rows]
         yield RowBatch(pa.Table.from_pylist([row for row, _ in built], schema=self.schema), [r for _, r in built])
 
-    def open_file(self, path: Path) -> RowGroupWriter:
+    def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> RowGroupWriter:
         from .._parquet import RowGroupWriter
 
-        return RowGroupWriter(path, self.schema, digest=True)  # the sidecar is sealed to its sha256
+        # The sidecar is sealed to its sha256.
+        return RowGroupWriter(path, self.schema, digest=True, groups=groups, durable=durable)
+
+    def join_file(self, path: Path) -> RowGroupFileJoin:
+        from .._parquet import RowGroupFileJoin
+
+        return RowGroupFileJoin(path)
 
     def sharing_writer(self) -> SharingWriter | None:
         return None  # each worker composes the writings it needs

@@ -5,9 +5,10 @@ finished file reusable by a rerun: its build fingerprint, recorded on every side
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,18 +19,19 @@ import pyarrow.parquet as pq
 from .._card import sidecar_path
 from .._counts import sealed_sidecar
 from .._files import write_text_atomic
-from .._parquet import read_arrow, read_arrow_rows, write_arrow_atomic
+from .._parquet import parquet_rows
 from .._tokens import load_tokenizer
 from .._version import __version__
 from ..engines import report_progress
-from ._chunks import RowChunk
-from ._job import FileBuilder, FileSink, PlannedFile
+from ._chunks import RowChunk, row_groups
+from ._job import FileBuilder, FileJoin, PlannedFile
 
 
 @dataclass(frozen=True)
 class ChunkUnit:
     """Work unit: `rows` of `file`, written as the whole file `path` (`parts` None) or as part
-    `index` under `parts`; `store` holds writings composed ahead for the job (or is None)."""
+    `index` under `parts`, in row groups of `groups` rows (see `chunk_groups`); `store` holds
+    writings composed ahead for the job (or is None)."""
 
     builder: FileBuilder
     file: PlannedFile
@@ -38,7 +40,22 @@ class ChunkUnit:
     path: Path
     parts: Path | None
     index: int
+    groups: tuple[int, ...]
     store: Path | None = None
+
+
+def chunk_groups(file_rows: Sequence[Any], chunks: Sequence[RowChunk]) -> list[tuple[int, ...]]:
+    """The row groups of each chunk of a file: the file's groups (`row_groups`, planned from all its
+    rows) within the chunk's rows. Chunks cut where groups end (`plan_chunks`) give a file the bytes
+    one unit writing it whole would; a group that a chunk cuts becomes two."""
+    ends = set(itertools.accumulate(len(group) for group in row_groups(file_rows)))
+    plan, start = [], 0
+    for chunk in chunks:
+        stop = start + len(chunk)
+        cuts = [start, *sorted(end for end in ends if start < end < stop), stop]
+        plan.append(tuple(b - a for a, b in itertools.pairwise(cuts)))
+        start = stop
+    return plan
 
 
 @dataclass(frozen=True)
@@ -53,23 +70,35 @@ class JoinUnit:
 
 def write_chunk(unit: ChunkUnit) -> None:
     """Work unit: generate the unit's rows; write them as the whole file with its sidecar, or, when
-    the file has several chunks, as part `index` (see `join_parts`)."""
+    the file has several chunks, as part `index`: its row groups, compressed, that the join copies
+    byte for byte (see `Join`)."""
+    if unit.parts is None:
+        sidecar_path(unit.path).unlink(missing_ok=True)  # see Join.advance
+        records, digest = _write_rows(unit, unit.path, durable=True)
+        write_sealed_sidecar(records, unit.path, unit.builder.tokenizer, digest)
+        return
+    # A part is scratch, not fsynced (a rerun after a crash checks it with `reusable_part`); its
+    # records last: they mark it finished.
+    records, _ = _write_rows(unit, part_path(unit.parts, unit.index), durable=False)
+    write_text_atomic(unit.parts / f"{unit.index}.jsonl", "".join(records), durable=False)
+
+
+def _write_rows(unit: ChunkUnit, path: Path, durable: bool) -> tuple[list[str], str | None]:
+    """The unit's rows written to `path` in its row groups; their sidecar lines, and the file's
+    sha256 when its writer computed it as it wrote."""
     counted_by = load_tokenizer(unit.builder.tokenizer).describe()["spec"]
     records: list[str] = []
-
-    def batches() -> Iterator[Any]:
+    sink = unit.builder.open_file(path, unit.groups, durable=durable)
+    try:
         for batch in unit.builder.batches(unit.file, unit.rows, unit.store):
             report_progress(len(batch.records))
             records.extend(sidecar_line(unit.build, record, counted_by) for record in batch.records)
-            yield batch.data
-
-    if unit.parts is None:
-        _write_file(unit.builder, unit.path, batches(), records)
-        return
-    # Scratch, not fsynced (a rerun after a crash checks a part with `reusable_part`); the records
-    # last: they mark the part finished.
-    write_arrow_atomic(pa.concat_tables(batches()), unit.parts / f"{unit.index}.arrow")
-    write_text_atomic(unit.parts / f"{unit.index}.jsonl", "".join(records), durable=False)
+            sink.add(batch.data)
+    except BaseException:
+        sink.abort()
+        raise
+    sink.close()
+    return records, getattr(sink, "sha256", None)
 
 
 def sidecar_line(build: str, record: dict[str, Any], tokenizer: str) -> str:
@@ -83,23 +112,24 @@ def join_parts(unit: JoinUnit) -> None:
 
 
 class Join:
-    """A large file written from its finished parts, in order, as they finish (see `advance`)."""
+    """A large file from its finished parts, in order, as they finish (see `advance`): their row
+    groups' bytes copied, under one footer."""
 
     def __init__(self, builder: FileBuilder, path: Path, parts: Path, count: int) -> None:
         self.builder, self.path, self.parts, self.count = builder, path, parts, count
         self._added = 0
         self._records: list[str] = []
-        self._writer: FileSink | None = None
+        self._file: FileJoin | None = None
 
     def advance(self) -> None:
         """Add the parts finished so far that follow the last one added."""
         while self._added < self.count and (records := finished_part(self.parts, self._added)) is not None:
-            if self._writer is None:
+            if self._file is None:
                 # The sidecar vouches for the file beside it: drop the old one before the file
                 # is replaced, or a crash in between would leave it vouching for different rows.
                 sidecar_path(self.path).unlink(missing_ok=True)
-                self._writer = self.builder.open_file(self.path)
-            self._writer.add(read_arrow(self.parts / f"{self._added}.arrow"))
+                self._file = self.builder.join_file(self.path)
+            self._file.add(part_path(self.parts, self._added))
             self._records.append(records)
             self._added += 1
 
@@ -113,38 +143,29 @@ class Join:
         self.advance()
         if self._added < self.count:
             raise FileNotFoundError(f"part {self._added} of {self.path} is missing from {self.parts}")
-        assert self._writer is not None
-        writer, self._writer = self._writer, None
-        writer.close()
+        assert self._file is not None
+        file, self._file = self._file, None
+        digest = file.close()
         lines = "".join(self._records).splitlines()
-        write_sealed_sidecar(lines, self.path, self.builder.tokenizer, writer)
+        write_sealed_sidecar(lines, self.path, self.builder.tokenizer, digest)
 
     def abort(self) -> None:
-        """Drop the file being written, if any (its parts stay for a rerun)."""
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            writer.abort()
+        """Drop the file being joined, if any (its parts stay for a rerun)."""
+        if self._file is not None:
+            file, self._file = self._file, None
+            file.abort()
 
 
-def _write_file(builder: FileBuilder, path: Path, batches: Iterator[Any], records: list[str]) -> None:
-    """The file from `batches`, then its sidecar from `records` (filled as the batches are made)."""
-    sidecar_path(path).unlink(missing_ok=True)  # see Join.advance
-    sink = builder.open_file(path)
-    try:
-        for data in batches:
-            sink.add(data)
-    except BaseException:
-        sink.abort()
-        raise
-    sink.close()
-    write_sealed_sidecar(records, path, builder.tokenizer, sink)
-
-
-def write_sealed_sidecar(lines: list[str], path: Path, tokenizer: str, sink: FileSink) -> None:
-    """The sidecar of the file `sink` wrote, sealed to it (by the sha256 the sink computed as it
+def write_sealed_sidecar(lines: list[str], path: Path, tokenizer: str, digest: str | None) -> None:
+    """The sidecar of the file just written, sealed to it (by the sha256 its writer computed as it
     wrote, when it did: `RowGroupWriter(digest=True)`, else read from the file)."""
-    digest = getattr(sink, "sha256", None)
     write_text_atomic(sidecar_path(path), sealed_sidecar(lines, path, tokenizer, digest))
+
+
+def part_path(parts: Path, index: int) -> Path:
+    """Where part `index` of a large file waits to be joined: named so that no glob of the
+    folder's data files (`**/*.parquet`) takes it for one, even after an interrupted run."""
+    return parts / f"{index}.part"
 
 
 def parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:
@@ -156,7 +177,7 @@ def parts_dir(path: Path, build: str, chunks: Sequence[RowChunk]) -> Path:
 
 def finished_part(parts: Path, index: int) -> str | None:
     try:
-        if (parts / f"{index}.arrow").is_file():
+        if part_path(parts, index).is_file():
             return (parts / f"{index}.jsonl").read_text(encoding="utf-8")
     except OSError:
         pass
@@ -170,9 +191,9 @@ def reusable_part(parts: Path, index: int, n_rows: int) -> bool:
     records = finished_part(parts, index)
     if records is None:
         return False
-    if len(records.splitlines()) == n_rows and read_arrow_rows(parts / f"{index}.arrow") == n_rows:
+    if len(records.splitlines()) == n_rows and parquet_rows(part_path(parts, index)) == n_rows:
         return True
-    for name in (f"{index}.jsonl", f"{index}.arrow"):  # the marker first: a part without it is unfinished
+    for name in (f"{index}.jsonl", part_path(parts, index).name):  # the marker first: a part without it is unfinished
         (parts / name).unlink(missing_ok=True)
     return False
 

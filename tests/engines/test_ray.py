@@ -13,7 +13,7 @@ from mrcr_gen.engines import LocalEngine, TaskFailed
 from mrcr_gen.recipes.openai_mrcr._validate import repair
 from tests.support.rowkit import MUTATIONS, make_row, write_rows
 
-from .units import DyingOnceWriter, cut_files_into_chunks, die_once, square
+from .units import DyingOnceWriter, cut_files_into_chunks, die_once, one_row_groups, square
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -50,6 +50,7 @@ def test_ray_engine_keeps_unit_order_and_retries_a_killed_worker(tmp_path: Path)
 
 def test_generation_on_ray_is_byte_identical_to_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     local, on_ray = config(tmp_path / "local"), config(tmp_path / "ray")
+    one_row_groups(monkeypatch)  # the chunks of a row that the Ray run is cut into end where groups end
     generate_dataset(local, OfflineWriter(3), engine=LocalEngine(2), command="mrcr-gen local")
     cut_files_into_chunks(monkeypatch)  # chunk tasks, then a join task per file
     generate_dataset(on_ray, OfflineWriter(3), engine=ray_engine(), command="mrcr-gen ray")
@@ -86,7 +87,11 @@ def test_validation_findings_on_ray_equal_local(tmp_path: Path) -> None:
     assert [f.row for f in on_ray.findings] == [1, 4, 7]
     fixed_local = repair([path], tmp_path / "local.parquet", mode="fix", workers=1)
     fixed_ray = repair([path], tmp_path / "ray.parquet", mode="fix", engine=ray_engine())
-    assert (fixed_local.kept, fixed_local.fixed, fixed_local.dropped) == (fixed_ray.kept, fixed_ray.fixed, fixed_ray.dropped)
+    assert (fixed_local.kept, fixed_local.fixed, fixed_local.dropped) == (
+        fixed_ray.kept,
+        fixed_ray.fixed,
+        fixed_ray.dropped,
+    )
     assert (tmp_path / "local.parquet").read_bytes() == (tmp_path / "ray.parquet").read_bytes()
 
 
@@ -108,4 +113,6 @@ def test_the_commands_with_engine_ray(tmp_path: Path, capsys: pytest.CaptureFixt
     on_ray = capsys.readouterr().out
     assert run(validate_main, str(tmp_path / "ray"), "--workers", "1", "--json", "-") == 0
     assert capsys.readouterr().out == on_ray
-    assert run(gen_main, *common, "--out", str(tmp_path / "x"), "--address", "1.2.3.4:1") == 2  # --address needs --engine ray
+    assert (
+        run(gen_main, *common, "--out", str(tmp_path / "x"), "--address", "1.2.3.4:1") == 2
+    )  # --address needs --engine ray

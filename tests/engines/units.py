@@ -96,12 +96,26 @@ def write_chunk_dying_on_2needle_chunk_1(unit):
     return write_chunk(unit)
 
 
+def one_row_groups(monkeypatch) -> None:
+    """Give every generated file a row group per row (the calling process plans them, see
+    `chunk_groups`): then chunks of one row end where groups end, and a file joined from them has
+    the bytes of the same file written whole. A test comparing the two calls this before both."""
+    import mrcr_gen.generate._chunks as chunks_module
+
+    monkeypatch.setattr(chunks_module, "GROUP_BYTES", 1)
+
+
 def cut_files_into_chunks(monkeypatch) -> list:
-    """Make generation cut every file into chunks of one row, then join them; returns the names of
-    the files joined by this process (the caller's, with a local engine), to check that they were."""
+    """Make generation cut every file into chunks of one row (and a row group per row, see
+    `one_row_groups`), then join them; returns the names of the files joined by this process (the
+    caller's, with a local engine), to check that they were."""
     import mrcr_gen.generate._pipeline as generate_module
 
-    monkeypatch.setattr(generate_module, "plan_chunks", lambda files, workers, whole=(): [[(s,) for s in f] for f in files])
+    one_row_groups(monkeypatch)
+
+    monkeypatch.setattr(
+        generate_module, "plan_chunks", lambda files, workers, whole=(): [[(s,) for s in f] for f in files]
+    )
     joined: list = []
 
     class CountedJoin(generate_module.Join):

@@ -4,7 +4,7 @@ its file plan and a builder gets engines, shards, sidecars, resume, the card and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrcr_gen._errors import RequestError
-from mrcr_gen._parquet import RowGroupWriter
+from mrcr_gen._parquet import RowGroupFileJoin, RowGroupWriter
 from mrcr_gen.engines import LocalEngine
 from mrcr_gen.generate import (
     CardFrame,
@@ -55,8 +55,11 @@ class ToyBuilder:
             text = f"{self.word} {spec.index}"
             yield RowBatch(pa.table({"index": [spec.index], "text": [text]}, schema=SCHEMA), [{"chars": len(text)}])
 
-    def open_file(self, path: Path) -> RowGroupWriter:
-        return RowGroupWriter(path, SCHEMA)
+    def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> RowGroupWriter:
+        return RowGroupWriter(path, SCHEMA, groups=groups, durable=durable)
+
+    def join_file(self, path: Path) -> RowGroupFileJoin:
+        return RowGroupFileJoin(path)
 
     def sharing_writer(self) -> None:
         return None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from mrcr_gen.recipes.openai_mrcr._assembler import tokens_window
 from mrcr_gen.recipes.openai_mrcr._config import TOKENS_RANGE
 from mrcr_gen.recipes.openai_mrcr._generate import FileFailed
 
-from ..engines.units import cut_files_into_chunks
+from ..engines.units import cut_files_into_chunks, one_row_groups
 from .structure import assert_mrcr_structure
 
 
@@ -105,10 +106,8 @@ def test_interrupted_run_leaves_no_partial_parquet(tmp_path):
 
 
 def test_progress_moves_as_rows_are_composed_not_only_when_a_file_ends(tmp_path, monkeypatch):
-    import mrcr_gen.recipes.openai_mrcr._generate as generate_module
-
     cfg = config(tmp_path / "one", needles=(2,), bins=(bin_by_upper(8192),), samples=3)
-    monkeypatch.setattr(generate_module, "ROW_GROUP_BYTES", 1)  # a row group, so a report, per row
+    one_row_groups(monkeypatch)  # a row group, so a report, per row
     shown = []
     generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=shown.append)
     assert shown == [1, 1, 1]  # one file, one unit: three reports, nothing added when it ends
@@ -293,9 +292,10 @@ def test_a_repeated_bin_plans_its_rows_once_and_no_bin_is_an_error(tmp_path):
 
 
 def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypatch):
-    import mrcr_gen._parquet as parquet_module
+    import mrcr_gen.generate._chunks as chunks_module
     from mrcr_gen.engines import LocalEngine
 
+    one_row_groups(monkeypatch)  # then chunks of a row end where groups end: the bytes never change
     whole = config(tmp_path / "whole")
     generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
     joined = cut_files_into_chunks(monkeypatch)  # a row per chunk: parts, then a join
@@ -306,19 +306,20 @@ def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypa
         assert not list(chunked.out.rglob("*.parts"))
         assert sorted(joined) == sorted(p.name for p in chunked.out.rglob("*.parquet"))
         joined.clear()
-    monkeypatch.setattr(parquet_module, "ROW_GROUP_BYTES", 60_000)  # in-process only (one worker)
-    small_groups = config(tmp_path / "groups")
-    generate_dataset(small_groups, OfflineWriter(small_groups.seed), engine=LocalEngine(1))
-    for path in small_groups.out.rglob("*.parquet"):
+    monkeypatch.setattr(chunks_module, "GROUP_BYTES", 3 * 5 * 8192)  # three rows of the 8k bin a group
+    groups = config(tmp_path / "groups")
+    generate_dataset(groups, OfflineWriter(groups.seed), engine=LocalEngine(1))
+    for path in groups.out.rglob("*.parquet"):
         meta = pq.ParquetFile(path).metadata
-        sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
-        assert meta.num_row_groups > 1 and all(s <= 60_000 or meta.row_group(i).num_rows == 1 for i, s in enumerate(sizes))
-        assert pq.read_table(path).equals(pq.read_table(whole.out / path.relative_to(small_groups.out)))
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert len(sizes) > 1 and all(size <= 3 for size in sizes)
+        assert pq.read_table(path).equals(pq.read_table(whole.out / path.relative_to(groups.out)))
 
 
 def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeypatch):
     from mrcr_gen.engines import LocalEngine
 
+    one_row_groups(monkeypatch)  # the chunks of a row cut below end where groups end
     whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
     cut_files_into_chunks(monkeypatch)
@@ -344,6 +345,7 @@ def test_a_part_cut_short_by_a_crash_is_written_again_not_joined(tmp_path, monke
     marker hold fewer lines); a rerun writes it again instead of joining it."""
     from mrcr_gen.engines import LocalEngine
 
+    one_row_groups(monkeypatch)  # the chunks of a row cut below end where groups end
     whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
     cut_files_into_chunks(monkeypatch)
@@ -358,7 +360,7 @@ def test_a_part_cut_short_by_a_crash_is_written_again_not_joined(tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1), on_rows=interrupt)
     [parts] = cfg.out.rglob("*.parts")
-    cut = parts / "1.arrow"
+    cut = parts / "1.part"
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])  # the data never reached the disk
     (parts / "2.jsonl").write_text("", encoding="utf-8")  # a marker whose line was lost
     generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(1))
@@ -371,6 +373,7 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
 
     from ..engines.units import write_chunk_dying_on_2needle_chunk_1
 
+    one_row_groups(monkeypatch)  # the chunks of a row cut below end where groups end
     whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
     generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
     cut_files_into_chunks(monkeypatch)  # a row per chunk: the file is joined
@@ -417,6 +420,24 @@ def list_schedule(units: list[int], workers: int) -> int:
     return max(free_at)
 
 
+def test_a_file_cut_by_the_planner_has_the_bytes_of_the_same_file_written_whole(tmp_path):
+    """No patched planner: the rows of the 256k bin make several row groups, which two workers
+    build as chunks (each its groups, compressed) that are joined byte for byte."""
+    from mrcr_gen.engines import LocalEngine
+    from mrcr_gen.generate import row_groups
+
+    runs = {}
+    for workers in (1, 2):
+        cfg = config(tmp_path / f"w{workers}", needles=(2,), bins=(bin_by_upper(262144),), samples=14, rows_per_file=14)
+        generate_dataset(cfg, OfflineWriter(cfg.seed), engine=LocalEngine(workers))
+        runs[workers] = file_bytes(cfg.out)
+    [path] = (tmp_path / "w2").rglob("*.parquet")
+    meta = pq.ParquetFile(path).metadata
+    planned = [len(group) for group in row_groups(rows_in_bin(14, 262144))]
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == planned and len(planned) > 2
+    assert runs[2] == runs[1]
+
+
 @given(
     sizes=st.lists(st.integers(1, 30), min_size=1, max_size=12),
     uppers=st.lists(st.sampled_from([8192, 131072, 1048576]), min_size=12, max_size=12),
@@ -426,7 +447,7 @@ def test_chunks_keep_every_row_in_order_and_the_workers_end_together(sizes, uppe
     from unittest import mock
 
     import mrcr_gen.generate._chunks as generate_module
-    from mrcr_gen.generate._chunks import MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks
+    from mrcr_gen.generate._chunks import GROUP_BYTES, MIN_UNIT_BYTES, UNITS_PER_WORKER, _row_bytes, plan_chunks, row_groups
 
     unit_bytes = 16 << 20  # chunks much smaller than files, as in a real job of large files
     files = [rows_in_bin(size, upper) for size, upper in zip(sizes, uppers)]
@@ -437,8 +458,12 @@ def test_chunks_keep_every_row_in_order_and_the_workers_end_together(sizes, uppe
     units = []
     for rows, chunks in zip(files, plan, strict=True):
         assert sum(chunks, ()) == rows
+        # Chunks end where the file's row groups end: a file joined from them has its own bytes.
+        groups = row_groups(rows)
+        group_ends = set(itertools.accumulate(map(len, groups)))
+        assert set(itertools.accumulate(map(len, chunks))) <= group_ends
         if len(chunks) > 1:
-            assert all(len(c) == 1 or sum(map(_row_bytes, c)) <= chunk_bytes for c in chunks)
+            assert all(c in groups or sum(map(_row_bytes, c)) <= chunk_bytes for c in chunks)
         units += [sum(map(_row_bytes, c)) for c in chunks]
-    # Whole files end by the even spread's end; after it, at most one chunk (or one long row) runs on.
-    assert list_schedule(units, workers) <= planned / workers + max(chunk_bytes, 5 * 1048576)
+    # Whole files end by the even spread's end; after it, at most one chunk (or one group) runs on.
+    assert list_schedule(units, workers) <= planned / workers + max(chunk_bytes, GROUP_BYTES + 5 * 1048576)

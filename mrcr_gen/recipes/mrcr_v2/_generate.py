@@ -15,11 +15,11 @@ import json
 import math
 import secrets
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import Field, model_validator
 
@@ -354,9 +354,13 @@ class V2Builder:
             record["n_needles"] = info.n_needles
             yield RowBatch([row], [record | {"transcript": index, "counted": row_counted(row, len(transcript.turns))}])
 
-    def open_file(self, path: Path) -> V2Sink:
+    def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> V2Sink:
+        # Its files are planned whole (never cut into parts) and grouped by key as they are built.
         metadata = recipe_metadata("mrcr-v2", "1") if self.config.format == "parquet" else None
         return V2Sink(V2FileWriter(path, self.config.format, metadata=metadata))
+
+    def join_file(self, path: Path) -> NoReturn:
+        raise NotImplementedError("MRCR v2 files are built whole, never joined from parts")
 
     def sharing_writer(self) -> None:
         return None

@@ -4,15 +4,15 @@ builder that makes their rows in the workers, one row per spec, as parquet in th
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..._ownership import recipe_metadata
-from ..._parquet import ROW_GROUP_BYTES, RowGroupWriter
+from ..._parquet import RowGroupFileJoin, RowGroupWriter
 from ..._tokens import DEFAULT_TOKENIZER, load_tokenizer
 from ...engines import Engine
-from ...generate import FileFailed, GenerationJob, PlannedFile, RowBatch, run_job, shard_card_name, split_rows
+from ...generate import FileFailed, GenerationJob, PlannedFile, RowBatch, row_groups, run_job, shard_card_name
 from ...writers._base import SharingWriter, Writer
 from ._assembler import LAYOUT_REVISION, Assembler
 from ._config import DEFAULT_DATE_ADDED, FilePlan, GenerateConfig, GenerateResult, RowSpec
@@ -107,13 +107,17 @@ class OpenaiBuilder:
         assembler = self._assembler()
         if store is not None and isinstance(assembler.writer, SharingWriter):
             assembler.writer.attach(store)
-        # A row group's worth at a time: a whole file of the 1M bin is gigabytes.
-        for batch in split_rows(rows, ROW_GROUP_BYTES):
+        # A row group at a time: a whole file of the 1M bin is gigabytes.
+        for batch in row_groups(rows):
             records: list[dict] = []
             yield RowBatch(rows_to_table(_rows(batch, assembler, records)), records)
 
-    def open_file(self, path: Path) -> RowGroupWriter:
-        return RowGroupWriter(path, GENERATED_SCHEMA, digest=True)  # the sidecar is sealed to its sha256
+    def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> RowGroupWriter:
+        # The sidecar is sealed to its sha256.
+        return RowGroupWriter(path, GENERATED_SCHEMA, digest=True, groups=groups, durable=durable)
+
+    def join_file(self, path: Path) -> RowGroupFileJoin:
+        return RowGroupFileJoin(path)
 
     def sharing_writer(self) -> SharingWriter | None:
         return self.writer if isinstance(self.writer, SharingWriter) else None
