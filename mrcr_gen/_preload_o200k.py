@@ -1,5 +1,5 @@
 """Imported first by generation's fork server when o200k counts (see
-`mrcr_gen.recipes.openai_mrcr._generate.worker_preload`), so that its workers start with it built
+`mrcr_gen.recipes.openai_mrcr._workers.worker_preload`), so that its workers start with it built
 (shared copy-on-write)."""
 
 from __future__ import annotations

@@ -4,6 +4,11 @@
 def gen_main(args: list[str] | None = None) -> None:
     """`mrcr-gen`, with its `pool` subcommands (their own command module) added here, so that
     command modules never import each other."""
+    import sys
+
+    from ._gen_start import start_workers_early
+
+    start_workers_early(list(sys.argv[1:] if args is None else args))  # before the imports below
     from ._common import run_app
     from ._gen import app
     from ._pool import pool_app

@@ -42,6 +42,17 @@ def ensure_fork_server() -> None:
         multiprocessing.forkserver.ensure_running()
 
 
+def start_fork_server(preload: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
+    """The forkserver context, its server started now (if it is not running yet) importing the
+    modules `preload` names. A server already running keeps what it imported: a pool's workers then
+    import the rest themselves (slower, never wrong)."""
+    context = multiprocessing.get_context("forkserver")
+    if preload:
+        context.set_forkserver_preload(list(preload))
+    ensure_fork_server()
+    return context
+
+
 @contextlib.contextmanager
 def _environment(**values: str) -> Generator[None, None, None]:
     previous = {name: os.environ.get(name) for name in values}
@@ -153,10 +164,7 @@ class LocalEngine:
         if self.workers > 1 and sys.platform.startswith("linux"):
             # Started now, the fork server imports `preload` while the caller is still preparing
             # its work, instead of when the first unit is submitted.
-            self._context = multiprocessing.get_context("forkserver")
-            if preload:
-                self._context.set_forkserver_preload(list(preload))
-            ensure_fork_server()
+            self._context = start_fork_server(preload)
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:

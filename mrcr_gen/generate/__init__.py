@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from ._options import MODEL_WRITER_OPTIONS, GenOption, option_values
     from ._pipeline import JOIN_SLACK, FileFailed, run_job
-    from ._recipe import GenerationDefaults, GenerationRecipe, generate_for
+    from ._recipe import GenerationDefaults, GenerationRecipe, generate_for, start_workers_early
     from ._request import (
         Generated,
         GenerateRequest,
@@ -84,7 +84,7 @@ __getattr__ = lazy_exports(
         ),
         **dict.fromkeys(["GenOption", "MODEL_WRITER_OPTIONS", "option_values"], "._options"),
         **dict.fromkeys(["FileFailed", "JOIN_SLACK", "run_job"], "._pipeline"),
-        **dict.fromkeys(["GenerationDefaults", "GenerationRecipe", "generate_for"], "._recipe"),
+        **dict.fromkeys(["GenerationDefaults", "GenerationRecipe", "generate_for", "start_workers_early"], "._recipe"),
         **dict.fromkeys(
             [
                 "GenerateRequest",
@@ -153,5 +153,6 @@ __all__ = [
     "run_job",
     "shard_card_name",
     "split_rows",
+    "start_workers_early",
     "write_chunk",
 ]

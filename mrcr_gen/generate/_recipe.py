@@ -4,6 +4,7 @@ checked, the recipe's job planned, an engine opened, the pipeline run, the summa
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
@@ -69,6 +70,20 @@ class GenerationDefaults:
 
     def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
         return generate_for(self, request, progress)
+
+
+def start_workers_early(recipe: GenerationRecipe, request: GenerateRequest) -> None:
+    """Start the fork server of the local engine that `generate_for` would open for `request`, now:
+    a command calls this before it has even parsed its options (a guess at them), so that the
+    server imports the recipe's worker modules (a second of CPU, see `worker_preload`) on a core
+    the command does not use while it starts, instead of after. A wrong guess costs that CPU and
+    changes nothing else: the engine takes the running server as it is (`start_fork_server`)."""
+    from ..engines import available_cores
+    from ..engines._local import start_fork_server
+
+    workers = request.workers if request.workers is not None else available_cores()
+    if request.engine == "local" and workers > 1 and sys.platform.startswith("linux"):
+        start_fork_server(recipe.worker_preload(request))
 
 
 def generate_for(recipe: GenerationRecipe, request: GenerateRequest, progress: ProgressBar) -> Generated:

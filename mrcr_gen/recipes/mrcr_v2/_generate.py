@@ -45,6 +45,7 @@ from ._assembler import LAYOUT_REVISION, Transcript, V2Assembler, counts_add_up
 from ._catalog import V2Key, load_v2_catalog
 from ._counted import RowCounted
 from ._rows import V2FileWriter, V2Row
+from ._workers import worker_preload
 
 #: (4096, 8192] ... (4194304, 8388608]: upstream's buckets, lower edge excluded.
 V2_BUCKETS: tuple[Bin, ...] = tuple(Bin(lower=2**k, upper=2 ** (k + 1)) for k in range(12, 23))
@@ -284,12 +285,6 @@ def v2_job(config: V2Config, writer) -> GenerationJob:
         card_body=lambda result, command: v2_card_body(config, writer, result, command),
         preload=worker_preload(config.tokenizer_spec),
     )
-
-
-def worker_preload(tokenizer: str = "o200k_base") -> tuple[str, ...]:
-    """Modules a local pool's fork server imports first (o200k built when it is the tokenizer)."""
-    modules = ("mrcr_gen.recipes.mrcr_v2._generate",)
-    return (*modules, "mrcr_gen._preload_o200k") if tokenizer == "o200k_base" else modules
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
 from ...eval._floors import Floor
 from ...eval._items import UNKNOWN_BIN, EvalItem
+from ._workers import worker_preload
 
 if TYPE_CHECKING:
     from ..._counts import RowCounts
@@ -62,8 +63,6 @@ class MrcrV2(BaseRecipe):
         return OPTIONS
 
     def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
-        from ._generate import worker_preload
-
         return worker_preload(request.tokenizer)
 
     def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:

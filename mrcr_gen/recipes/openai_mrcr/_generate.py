@@ -20,6 +20,7 @@ from ._dataset_card import card_body, card_frame, generation
 from ._fit import check_needles_fit
 from ._models import MrcrRow, Sample
 from ._rows import MRCR_SCHEMA, rows_to_table
+from ._workers import worker_preload
 
 NAME, VERSION = "openai-mrcr", "1"
 #: The schema of generated files: the openai/mrcr columns, and the recipe in the key-value metadata.
@@ -73,13 +74,6 @@ def _result(result) -> GenerateResult:
     """The core's result as openai/mrcr's: the files, and every row's sample metadata."""
     samples = [record | {"n_needles": file.planned.info} for file in result.files for record in file.records]
     return GenerateResult(files=tuple(file.path for file in result.files), samples=tuple(samples))
-
-
-def worker_preload(tokenizer: str = DEFAULT_TOKENIZER) -> tuple[str, ...]:
-    """Modules a local pool's fork server imports first: workers start with the offline writer's
-    word pools built, and o200k when it is the tokenizer (no need to build it for another)."""
-    modules = ("mrcr_gen.recipes.openai_mrcr._generate", "mrcr_gen.recipes.openai_mrcr._preload")
-    return (*modules, "mrcr_gen._preload_o200k") if tokenizer == DEFAULT_TOKENIZER else modules
 
 
 _ASSEMBLERS: dict[str, Assembler] = {}

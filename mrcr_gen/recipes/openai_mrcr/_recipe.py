@@ -15,6 +15,7 @@ from ..._ownership import FileSignature
 from ..._recipe import BaseRecipe
 from ...eval._floors import Floor
 from ...eval._items import EvalItem
+from ._workers import worker_preload
 
 if TYPE_CHECKING:
     from ..._counts import RowCounts
@@ -74,8 +75,6 @@ class OpenaiMrcr(BaseRecipe):
         return OPTIONS
 
     def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
-        from ._generate import worker_preload
-
         return worker_preload(request.tokenizer)
 
     def plan_generation(self, request: GenerateRequest) -> GenerationJob:

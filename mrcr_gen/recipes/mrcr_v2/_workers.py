@@ -1,0 +1,11 @@
+"""What a local pool's fork server imports first for this recipe's workers: a module of its own
+(importing nothing heavy), since `mrcr-gen` asks before it has parsed its options."""
+
+from __future__ import annotations
+
+
+def worker_preload(tokenizer: str = "o200k_base") -> tuple[str, ...]:
+    """Modules a local pool's fork server imports first (o200k built when it is the tokenizer).
+    Named here, where nothing heavy is imported: `mrcr-gen` asks before it has parsed its options."""
+    modules = ("mrcr_gen.recipes.mrcr_v2._generate",)
+    return (*modules, "mrcr_gen._preload_o200k") if tokenizer == "o200k_base" else modules
