@@ -53,13 +53,16 @@ class _Pair:
     messages_json: str  # both messages as the prompt's JSON holds them
 
     @classmethod
-    def of(cls, ask: Ask, writing: Writing, ask_tokens: int) -> _Pair:
-        ask_text = ask.text
-        messages_json = (
-            f'{{"role": "user", "content": {json.dumps(ask_text)}}}, '
-            f'{{"role": "assistant", "content": {json.dumps(writing.text)}}}'
-        )
-        return cls(ask, writing, ask_tokens + writing.n_tokens, len(ask_text) + len(writing.text), messages_json)
+    def of(cls, ask: Ask, writing: Writing, ask_tokens: int, ask_chars: int, opening: str) -> _Pair:
+        """The pair of `ask`, whose text has `ask_chars` characters and `ask_tokens` tokens, and whose
+        messages' JSON up to the writing is `opening` (`_opening`, made once per ask)."""
+        text = writing.text
+        return cls(ask, writing, ask_tokens + writing.n_tokens, ask_chars + len(text), f"{opening}{json.dumps(text)}}}")
+
+
+def _opening(ask_text: str) -> str:
+    """An ask's user message and the start of its reply, as the prompt's JSON holds them."""
+    return f'{{"role": "user", "content": {json.dumps(ask_text)}}}, {{"role": "assistant", "content": '
 
 
 @dataclass
@@ -84,9 +87,12 @@ class Assembler:
         self._asks = list(writer.asks())
         if not self._asks:
             raise AssemblyError(f"writer {writer.name!r} offers no asks")
-        # Per-ask facts, computed once: drawing a distractor is then a few list look-ups.
-        self._keys = [normalize_ask(a.text) for a in self._asks]
-        self._ask_token_counts = count_tokens_batch([a.text for a in self._asks], tokenizer=tokenizer)
+        # Per-ask facts, computed once: drawing a distractor, or making its pair, is then a few list look-ups.
+        ask_texts = [a.text for a in self._asks]
+        self._keys = [normalize_ask(text) for text in ask_texts]
+        self._ask_token_counts = count_tokens_batch(ask_texts, tokenizer=tokenizer)
+        self._ask_chars = [len(text) for text in ask_texts]
+        self._openings = [_opening(text) for text in ask_texts]
         self._spaces = [self._variant_space(a) for a in self._asks]
         self._index = {a: i for i, a in enumerate(self._asks)}
         # A pool keeps flagged replies (refusals, talk about the ask) out of needle slots: it offers
@@ -143,10 +149,10 @@ class Assembler:
         cache = self._pair_cache
         missing = [key for key in dict.fromkeys(keys) if key not in cache]
         if missing:
-            asks, counts = self._asks, self._ask_token_counts
+            asks, counts, chars, openings = self._asks, self._ask_token_counts, self._ask_chars, self._openings
             writings = self.writer.writings([(asks[i], v) for i, v in missing])
             for (i, v), writing in zip(missing, writings, strict=True):
-                cache[i, v] = _Pair.of(asks[i], writing, counts[i])
+                cache[i, v] = _Pair.of(asks[i], writing, counts[i], chars[i], openings[i])
         return [cache[key] for key in keys]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
