@@ -247,6 +247,48 @@ def test_impossible_requests_say_what_does_not_fit():
         sample(200, 8192, 0)
 
 
+class _WritingsEndingWith(OfflineWriter):
+    def __init__(self, ending: str) -> None:
+        super().__init__(0)
+        self.ending = ending
+
+    def compose(self, ask, variant):
+        return super().compose(ask, variant) + self.ending
+
+
+@pytest.mark.parametrize(
+    ("ending", "accepted"),
+    [
+        (" Zq9Zq9Zq9Z.", False),  # the secret in every writing: no row can have it
+        (" \u00e9abcde.", True),  # in the prompt's JSON only, as the escape of é: a row may
+    ],
+)
+def test_a_secret_in_a_text_is_drawn_again_and_one_only_in_an_escape_is_not(monkeypatch, ending, accepted):
+    """A row's random string must appear in no message but the query; the assembler looks for it
+    in the pairs' JSON and, where found, in their texts."""
+    import sys
+
+    import mrcr_gen.recipes.openai_mrcr._assembler as assembler_module
+
+    secret = "Zq9Zq9Zq9Z" if not accepted else "u00e9abcde"
+    drawn = assembler_module.random_string
+
+    def forced(rng):  # every attempt's secret (the preamble's examples draw theirs as they did)
+        value = drawn(rng)
+        return secret if sys._getframe(1).f_code.co_name == "_attempt" else value
+
+    monkeypatch.setattr(assembler_module, "random_string", forced)
+    writer = _WritingsEndingWith(ending)
+    a = Assembler(writer, date_added=DEFAULT_DATE_ADDED)
+    if accepted:
+        row = a.sample(n_needles=2, seed=1, token_bin=bin_by_upper(16384)).row
+        assert row.random_string_to_prepend == secret and secret in row.prompt.split("Prepend")[0]
+        assert all(secret not in m["content"] for m in json.loads(row.prompt)[:-1])
+    else:
+        with pytest.raises(AssemblyError):
+            a.sample(n_needles=2, seed=1, token_bin=bin_by_upper(16384))
+
+
 def test_same_seed_same_sample_in_any_order():
     first = [sample(4, 16384, seed).row for seed in (1, 2, 3)]
     fresh = Assembler(OfflineWriter(0), date_added=DEFAULT_DATE_ADDED)

@@ -214,12 +214,14 @@ class Assembler:
         return PREAMBLE_HEADER + "\n\n" + "\n".join(blocks)
 
     @staticmethod
-    def _prompt_json(preamble: str, body: str, query: str) -> str:
-        """`json.dumps` of the messages, byte for byte, from the pairs' ready JSON (`body`)."""
-        return (
-            f'[{{"role": "user", "content": {json.dumps(preamble)}}}, {body}, '
-            f'{{"role": "user", "content": {json.dumps(query)}}}]'
-        )
+    def _prompt_json(preamble: str, pairs: Sequence[_Pair], query: str) -> tuple[str, int, int]:
+        """`json.dumps` of the messages, byte for byte, from the pairs' ready JSON, and where the
+        pairs' messages start and end in it. Joined at once: a prompt of the 1M bin is 4 MB, and
+        joining the pairs first, then the prompt around them, copied them twice."""
+        first = f'[{{"role": "user", "content": {json.dumps(preamble)}}}'
+        last = f'{{"role": "user", "content": {json.dumps(query)}}}]'
+        prompt = ", ".join([first, *[pair.messages_json for pair in pairs], last])
+        return prompt, len(first) + 2, len(prompt) - len(last) - 2
 
     # -- what fits ---------------------------------------------------------------------------
     def needle_floor(self, n_needles: int) -> int:
@@ -332,16 +334,17 @@ class Assembler:
         slots = needle_slots(rng, len(distractors) + n_needles, n_needles)
         pairs = interleave(needles, distractors, slots)
 
-        body = ", ".join(pair.messages_json for pair in pairs)
+        prompt, pairs_start, pairs_end = self._prompt_json(preamble, pairs, query)
         # The secret is ASCII letters and digits, which JSON keeps as they are: absent from the
-        # JSON, it is in no text; present (rarely, e.g. in an escape), the texts decide.
+        # pairs' JSON, it is in no text; present (rarely, e.g. in an escape), the texts decide.
         if secret in preamble or (
-            secret in body and any(secret in p.ask.text or secret in p.writing.text for p in pairs)
+            prompt.find(secret, pairs_start, pairs_end) >= 0
+            and any(secret in p.ask.text or secret in p.writing.text for p in pairs)
         ):
             return None  # vanishingly rare; a new random string means a new attempt
         needle_indices = tuple(1 + 2 * slot for slot in slots)
         row = MrcrRow(
-            prompt=self._prompt_json(preamble, body, query),
+            prompt=prompt,
             answer=answer,
             random_string_to_prepend=secret,
             n_needles=n_needles,
