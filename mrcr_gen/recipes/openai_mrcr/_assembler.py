@@ -6,6 +6,7 @@ Token counts come from the writer (each writing tokenized once); assembly only a
 from __future__ import annotations
 
 import json
+import operator
 import random
 import statistics
 import string
@@ -58,6 +59,9 @@ class _Pair:
         messages' JSON up to the writing is `opening` (`_opening`, made once per ask)."""
         text = writing.text
         return cls(ask, writing, ask_tokens + writing.n_tokens, ask_chars + len(text), f"{opening}{json.dumps(text)}}}")
+
+
+_pair_tokens, _pair_chars = operator.attrgetter("tokens"), operator.attrgetter("chars")
 
 
 def _opening(ask_text: str) -> str:
@@ -148,12 +152,15 @@ class Assembler:
     def _pairs(self, keys: Sequence[tuple[int, int]]) -> list[_Pair]:
         """Pairs for (ask index, variant) keys."""
         cache = self._pair_cache
+        try:
+            return [cache[key] for key in keys]  # once the first rows drew them, every key is there
+        except KeyError:
+            pass
         missing = [key for key in dict.fromkeys(keys) if key not in cache]
-        if missing:
-            asks, counts, chars, openings = self._asks, self._ask_token_counts, self._ask_chars, self._openings
-            writings = self.writer.writings([(asks[i], v) for i, v in missing])
-            for (i, v), writing in zip(missing, writings, strict=True):
-                cache[i, v] = _Pair.of(asks[i], writing, counts[i], chars[i], openings[i])
+        asks, counts, chars, openings = self._asks, self._ask_token_counts, self._ask_chars, self._openings
+        writings = self.writer.writings([(asks[i], v) for i, v in missing])
+        for (i, v), writing in zip(missing, writings, strict=True):
+            cache[i, v] = _Pair.of(asks[i], writing, counts[i], chars[i], openings[i])
         return [cache[key] for key in keys]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
@@ -321,13 +328,13 @@ class Assembler:
         preamble_tokens, query_tokens, answer_tokens = count_tokens_batch(
             [preamble, query, answer], num_threads=1, tokenizer=self.tokenizer
         )
-        fixed = preamble_tokens + query_tokens + answer_tokens + sum(p.tokens for p in needles)
+        fixed = preamble_tokens + query_tokens + answer_tokens + sum(map(_pair_tokens, needles))
         if fixed > target:
             return _Shortfall(fixed=fixed)
 
         # Its own stream, so how far the fill reads ahead never shifts the draws that follow.
         distractors = self._fill(random.Random(rng.getrandbits(64)), needle_key, target - fixed)
-        total = fixed + sum(p.tokens for p in distractors)
+        total = fixed + sum(map(_pair_tokens, distractors))
         if total < lowest:
             return _Shortfall(fixed=fixed, total=total)
 
@@ -350,7 +357,7 @@ class Assembler:
             n_needles=n_needles,
             desired_msg_index=needle_indices[target_ordinal - 1],
             total_messages=2 + 2 * len(pairs),
-            n_chars=len(preamble) + sum(p.chars for p in pairs) + len(query),
+            n_chars=len(preamble) + sum(map(_pair_chars, pairs)) + len(query),
             date_added=self.date_added,
         )
         return Sample(
