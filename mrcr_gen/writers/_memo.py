@@ -15,8 +15,8 @@ from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
 OFFLINE_VARIANTS_PER_ASK = 8
 # Offline variants are unbounded (any needle count works); distractors use the first few only.
 UNBOUNDED_VARIANTS = 1 << 30
-#: The writings of the shared parts this process composed, by store and start: its workers' writer
-#: takes them from here instead of reading them back from the part files (one store at a time).
+#: The writings of the shared parts this process composed, by store and start: the writer that then
+#: builds rows in this process takes them from here, not from the part files (one store at a time).
 _COMPOSED: dict[Path, dict[int, list[Writing]]] = {}
 
 
@@ -25,7 +25,8 @@ class MemoizedWriter:
 
     Large jobs draw nearly every distractor writing in every worker; instead of each worker
     composing them all, they can be composed once, spread over the workers (`shared_keys`,
-    `compose_part`), and read back by every worker from the parts (`attach`).
+    `compose_part`), and read back by every worker from the parts (`attach`), but for the parts
+    its own process composed, which it takes as they are.
     """
 
     name = "memoized"

@@ -166,8 +166,8 @@ class Assembler:
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
         """`count` pairs of (ask, variant) keys drawn by `rng.randrange(n asks)` (again when it is the
         needle's key) and `rng.randrange(its variants)`. Both inlined, with the same draws: randrange(n)
-        is getrandbits(n.bit_length()) until below n (`Random._randbelow_with_getrandbits`); a row of
-        the 1M bin draws 2,000 keys, and the calls were a third of its drawing."""
+        is getrandbits(n.bit_length()) until below n (`Random._randbelow_with_getrandbits`). A row of
+        the 1M bin draws 2,000 keys: the calls took 4% of the CPU its assembly takes."""
         keys: list[tuple[int, int]] = []
         getrandbits, ask_keys, spaces, space_bits = rng.getrandbits, self._keys, self._spaces, self._space_bits
         n_asks = len(ask_keys)
