@@ -17,6 +17,19 @@ REAL_FORMATS = [
 ]
 
 
+def test_a_catalogs_asks_are_made_once_per_process_and_each_caller_gets_its_own_list():
+    """A generation worker receives a copy of the catalog with every work unit: an equal copy's
+    asks are the ones already made (the same objects), every format with every entity, in order."""
+    import pickle
+
+    catalog = load_catalog()
+    first, copy = catalog.asks(), pickle.loads(pickle.dumps(catalog)).asks()
+    assert [(a.format, a.entity) for a in first] == [(f.name, e) for f in catalog.formats for e in catalog.entities]
+    assert copy == first and all(a is b for a, b in zip(copy, first, strict=True))
+    copy.pop()
+    assert len(catalog.asks()) == len(first) == 4380
+
+
 def test_catalog_has_438_entities_and_the_10_real_formats():
     catalog = load_catalog()
     assert len(catalog.entities) == len(set(catalog.entities)) == 438

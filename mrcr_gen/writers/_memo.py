@@ -15,6 +15,9 @@ from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
 OFFLINE_VARIANTS_PER_ASK = 8
 # Offline variants are unbounded (any needle count works); distractors use the first few only.
 UNBOUNDED_VARIANTS = 1 << 30
+#: The writings of the shared parts this process composed, by store and start: the writer that then
+#: builds rows in this process takes them from here, not from the part files (one store at a time).
+_COMPOSED: dict[Path, dict[int, list[Writing]]] = {}
 
 
 class MemoizedWriter:
@@ -22,7 +25,8 @@ class MemoizedWriter:
 
     Large jobs draw nearly every distractor writing in every worker; instead of each worker
     composing them all, they can be composed once, spread over the workers (`shared_keys`,
-    `compose_part`), and read back by every worker from the parts (`attach`).
+    `compose_part`), and read back by every worker from the parts (`attach`), but for the parts
+    its own process composed, which it takes as they are.
     """
 
     name = "memoized"
@@ -67,6 +71,9 @@ class MemoizedWriter:
         texts, counts = [w.text for w in writings], [w.n_tokens for w in writings]
         table = pa.table({"text": text_array(texts, pa.large_string()), "n_tokens": int_array(counts)})
         write_arrow_atomic(table, store / f"{start}.arrow")
+        if store not in _COMPOSED:
+            _COMPOSED.clear()
+        _COMPOSED.setdefault(store, {})[start] = writings
 
     def attach(self, store: Path) -> None:
         """Take the shared keys' writings from the parts under `store` (read when first needed)."""
@@ -74,17 +81,15 @@ class MemoizedWriter:
             self._store = store
 
     def _read_store(self) -> None:
-        """Every writing of the attached parts into the memo (a part that is missing is composed)."""
-        keys = self.shared_keys()
-        for part in sorted(self._store.glob("*.arrow"), key=lambda p: int(p.stem)) if self._store else ():
-            try:
-                table = read_arrow(part)
-            except (OSError, pa.ArrowException):  # cut short by a crash (not fsynced): composed here instead
-                continue
-            start = int(part.stem)
-            texts, counts = table.column("text").to_pylist(), table.column("n_tokens").to_pylist()
-            for key, text, n_tokens in zip(keys[start : start + len(texts)], texts, counts, strict=True):
-                self._cache.setdefault(key, Writing.model_construct(text=text, n_tokens=n_tokens))
+        """Every writing of the attached parts into the memo (a part that is missing is composed):
+        those this process composed as they are, the others read from their files."""
+        keys, store = self.shared_keys(), self._store
+        held = _COMPOSED.pop(store, {}) if store else {}
+        on_disk = {int(part.stem): part for part in store.glob("*.arrow")} if store else {}
+        for start in sorted(held.keys() | on_disk.keys()):
+            writings = held[start] if start in held else _read_part(on_disk[start])
+            for key, writing in zip(keys[start : start + len(writings)], writings, strict=True):
+                self._cache.setdefault(key, writing)
         self._read, self._store = self._store, None
 
     def writings(self, keys: Sequence[tuple[Ask, int]]) -> list[Writing]:
@@ -117,3 +122,13 @@ class MemoizedWriter:
                 text = self._texts[key] = self.compose(*key)
             found.append(text)
         return found
+
+
+def _read_part(part: Path) -> list[Writing]:
+    """The writings of a part file; none when it is cut short (a crash: parts are not fsynced)."""
+    try:
+        table = read_arrow(part)
+    except (OSError, pa.ArrowException):
+        return []
+    texts, counts = table.column("text").to_pylist(), table.column("n_tokens").to_pylist()
+    return [Writing.model_construct(text=text, n_tokens=n_tokens) for text, n_tokens in zip(texts, counts, strict=True)]

@@ -169,6 +169,33 @@ def test_a_shared_writings_part_cut_short_is_composed_again(tmp_path, monkeypatc
     assert part.read_bytes() == whole and read_arrow_rows(store / "0.arrow") == 1000
 
 
+def test_a_worker_takes_the_shared_parts_its_process_composed_from_memory(tmp_path) -> None:
+    """A worker's writer takes the shared parts that its own process composed as they are, not
+    decoded again from their files: here the file of such a part is cut short, and its writings are
+    still neither composed again nor missing; a part another process composed is read from its
+    file. The memory is handed over once: a second writer attached to the store reads the files."""
+    from .units import FewSharedKeysWriter
+
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    store.mkdir()
+    elsewhere.mkdir()
+    FewSharedKeysWriter(0).compose_part(1000, 2000, elsewhere)
+    (store / "1000.arrow").write_bytes((elsewhere / "1000.arrow").read_bytes())  # "another process"
+    FewSharedKeysWriter(0).compose_part(0, 1000, store)
+    part = store / "0.arrow"
+    part.write_bytes(part.read_bytes()[:100])
+    keys = FewSharedKeysWriter(0).shared_keys()[:2000]
+    expected = FewSharedKeysWriter(0).writings(keys)
+    for composes_again in (0, 1000):
+        reader, composed = FewSharedKeysWriter(0), []
+        reader.compose = lambda ask, variant, reader=reader, composed=composed: (  # type: ignore[method-assign]
+            composed.append(ask) or FewSharedKeysWriter.compose(reader, ask, variant)
+        )
+        reader.attach(store)
+        assert reader.writings(keys) == expected
+        assert len(composed) == composes_again
+
+
 def test_a_generation_worker_killed_once_leaves_the_output_identical(tmp_path) -> None:
     import hashlib
 

@@ -8,7 +8,7 @@ import math
 import random
 import statistics
 from collections import Counter
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -120,6 +120,45 @@ def test_distractor_asks_never_equal_the_needle_ask(n, seed):
     assert asks.count(needle) == n
 
 
+class _SomeAsksWithFewVariants(OfflineWriter):
+    """Asks with 0 to 9 variants (spaces that are not powers of two, and asks without writings)."""
+
+    def n_variants(self, ask):
+        return len(ask.entity) % 10
+
+
+@cache
+def _few_variants_assembler() -> Assembler:
+    return Assembler(_SomeAsksWithFewVariants(0), date_added=DEFAULT_DATE_ADDED)
+
+
+@properties
+@given(few=st.booleans(), count=st.integers(1, 40), needle=st.integers(0, 4379), seed=st.integers(0, 2**64 - 1))
+def test_distractor_draws_are_those_of_randrange(few, count, needle, seed):
+    """The assembler draws a distractor's ask and variant with `randrange` inlined: the same pairs,
+    the same error for an ask without writings, and the generator left in the same state, as
+    drawing them with `random.Random.randrange` (what every row generated so far was drawn with)."""
+    a = _few_variants_assembler() if few else assembler()
+    needle_key = a._keys[needle % len(a._keys)]
+
+    def with_randrange(rng):
+        keys = []
+        while len(keys) < count:
+            i = rng.randrange(len(a._keys))
+            if a._keys[i] != needle_key:
+                keys.append((i, rng.randrange(a._spaces[i])))
+        return a._pairs(keys)
+
+    def outcome(draw):
+        rng = random.Random(seed)
+        try:
+            return draw(rng), rng.getstate()
+        except ValueError as error:
+            return str(error), rng.getstate()
+
+    assert outcome(lambda rng: a._draw_distractors(rng, needle_key, count)) == outcome(with_randrange)
+
+
 @pytest.mark.parametrize("tokens", [16384, 20000, 50000, 100000])
 def test_tokens_targets_an_exact_total_within_one_percent(tokens):
     for seed in range(3):
@@ -206,6 +245,48 @@ def test_the_largest_bin():
 def test_impossible_requests_say_what_does_not_fit():
     with pytest.raises(AssemblyError, match="cannot fit 200 needles into \\[4096, 8192\\]"):
         sample(200, 8192, 0)
+
+
+class _WritingsEndingWith(OfflineWriter):
+    def __init__(self, ending: str) -> None:
+        super().__init__(0)
+        self.ending = ending
+
+    def compose(self, ask, variant):
+        return super().compose(ask, variant) + self.ending
+
+
+@pytest.mark.parametrize(
+    ("ending", "accepted"),
+    [
+        (" Zq9Zq9Zq9Z.", False),  # the secret in every writing: no row can have it
+        (" \u00e9abcde.", True),  # in the prompt's JSON only, as the escape of é: a row may
+    ],
+)
+def test_a_secret_in_a_text_is_drawn_again_and_one_only_in_an_escape_is_not(monkeypatch, ending, accepted):
+    """A row's random string must appear in no message but the query; the assembler looks for it
+    in the pairs' JSON and, where found, in their texts."""
+    import sys
+
+    import mrcr_gen.recipes.openai_mrcr._assembler as assembler_module
+
+    secret = "Zq9Zq9Zq9Z" if not accepted else "u00e9abcde"
+    drawn = assembler_module.random_string
+
+    def forced(rng):  # every attempt's secret (the preamble's examples draw theirs as they did)
+        value = drawn(rng)
+        return secret if sys._getframe(1).f_code.co_name == "_attempt" else value
+
+    monkeypatch.setattr(assembler_module, "random_string", forced)
+    writer = _WritingsEndingWith(ending)
+    a = Assembler(writer, date_added=DEFAULT_DATE_ADDED)
+    if accepted:
+        row = a.sample(n_needles=2, seed=1, token_bin=bin_by_upper(16384)).row
+        assert row.random_string_to_prepend == secret and secret in row.prompt.split("Prepend")[0]
+        assert all(secret not in m["content"] for m in json.loads(row.prompt)[:-1])
+    else:
+        with pytest.raises(AssemblyError):
+            a.sample(n_needles=2, seed=1, token_bin=bin_by_upper(16384))
 
 
 def test_same_seed_same_sample_in_any_order():

@@ -6,6 +6,7 @@ Token counts come from the writer (each writing tokenized once); assembly only a
 from __future__ import annotations
 
 import json
+import operator
 import random
 import statistics
 import string
@@ -53,13 +54,19 @@ class _Pair:
     messages_json: str  # both messages as the prompt's JSON holds them
 
     @classmethod
-    def of(cls, ask: Ask, writing: Writing, ask_tokens: int) -> _Pair:
-        ask_text = ask.text
-        messages_json = (
-            f'{{"role": "user", "content": {json.dumps(ask_text)}}}, '
-            f'{{"role": "assistant", "content": {json.dumps(writing.text)}}}'
-        )
-        return cls(ask, writing, ask_tokens + writing.n_tokens, len(ask_text) + len(writing.text), messages_json)
+    def of(cls, ask: Ask, writing: Writing, ask_tokens: int, ask_chars: int, opening: str) -> _Pair:
+        """The pair of `ask`, whose text has `ask_chars` characters and `ask_tokens` tokens, and whose
+        messages' JSON up to the writing is `opening` (`_opening`, made once per ask)."""
+        text = writing.text
+        return cls(ask, writing, ask_tokens + writing.n_tokens, ask_chars + len(text), f"{opening}{json.dumps(text)}}}")
+
+
+_pair_tokens, _pair_chars = operator.attrgetter("tokens"), operator.attrgetter("chars")
+
+
+def _opening(ask_text: str) -> str:
+    """An ask's user message and the start of its reply, as the prompt's JSON holds them."""
+    return f'{{"role": "user", "content": {json.dumps(ask_text)}}}, {{"role": "assistant", "content": '
 
 
 @dataclass
@@ -84,10 +91,14 @@ class Assembler:
         self._asks = list(writer.asks())
         if not self._asks:
             raise AssemblyError(f"writer {writer.name!r} offers no asks")
-        # Per-ask facts, computed once: drawing a distractor is then a few list look-ups.
-        self._keys = [normalize_ask(a.text) for a in self._asks]
-        self._ask_token_counts = count_tokens_batch([a.text for a in self._asks], tokenizer=tokenizer)
+        # Per-ask facts, computed once: drawing a distractor, or making its pair, is then a few list look-ups.
+        ask_texts = [a.text for a in self._asks]
+        self._keys = [normalize_ask(text) for text in ask_texts]
+        self._ask_token_counts = count_tokens_batch(ask_texts, tokenizer=tokenizer)
+        self._ask_chars = [len(text) for text in ask_texts]
+        self._openings = [_opening(text) for text in ask_texts]
         self._spaces = [self._variant_space(a) for a in self._asks]
+        self._space_bits = [space.bit_length() for space in self._spaces]
         self._index = {a: i for i, a in enumerate(self._asks)}
         # A pool keeps flagged replies (refusals, talk about the ask) out of needle slots: it offers
         # fewer needle variants than variants, the flagged ones last (`PoolWriter.needle_variants`).
@@ -141,21 +152,38 @@ class Assembler:
     def _pairs(self, keys: Sequence[tuple[int, int]]) -> list[_Pair]:
         """Pairs for (ask index, variant) keys."""
         cache = self._pair_cache
+        try:
+            return [cache[key] for key in keys]  # once the first rows drew them, every key is there
+        except KeyError:
+            pass
         missing = [key for key in dict.fromkeys(keys) if key not in cache]
-        if missing:
-            asks, counts = self._asks, self._ask_token_counts
-            writings = self.writer.writings([(asks[i], v) for i, v in missing])
-            for (i, v), writing in zip(missing, writings, strict=True):
-                cache[i, v] = _Pair.of(asks[i], writing, counts[i])
+        asks, counts, chars, openings = self._asks, self._ask_token_counts, self._ask_chars, self._openings
+        writings = self.writer.writings([(asks[i], v) for i, v in missing])
+        for (i, v), writing in zip(missing, writings, strict=True):
+            cache[i, v] = _Pair.of(asks[i], writing, counts[i], chars[i], openings[i])
         return [cache[key] for key in keys]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
+        """`count` pairs of (ask, variant) keys drawn by `rng.randrange(n asks)` (again when it is the
+        needle's key) and `rng.randrange(its variants)`. Both inlined, with the same draws: randrange(n)
+        is getrandbits(n.bit_length()) until below n (`Random._randbelow_with_getrandbits`). A row of
+        the 1M bin draws 2,000 keys: the calls took 4% of the CPU its assembly takes."""
         keys: list[tuple[int, int]] = []
-        n_asks, ask_keys, spaces = len(self._asks), self._keys, self._spaces
+        getrandbits, ask_keys, spaces, space_bits = rng.getrandbits, self._keys, self._spaces, self._space_bits
+        n_asks = len(ask_keys)
+        ask_bits = n_asks.bit_length()
         while len(keys) < count:
-            i = rng.randrange(n_asks)
+            i = getrandbits(ask_bits)
+            while i >= n_asks:
+                i = getrandbits(ask_bits)
             if ask_keys[i] != needle_key:
-                keys.append((i, rng.randrange(spaces[i])))
+                space, bits = spaces[i], space_bits[i]
+                if not space:
+                    rng.randrange(space)  # an ask without writings: the error randrange gives
+                variant = getrandbits(bits)
+                while variant >= space:
+                    variant = getrandbits(bits)
+                keys.append((i, variant))
         return self._pairs(keys)
 
     def _preamble(self, rng: random.Random, needle_key: str) -> str:
@@ -193,12 +221,14 @@ class Assembler:
         return PREAMBLE_HEADER + "\n\n" + "\n".join(blocks)
 
     @staticmethod
-    def _prompt_json(preamble: str, body: str, query: str) -> str:
-        """`json.dumps` of the messages, byte for byte, from the pairs' ready JSON (`body`)."""
-        return (
-            f'[{{"role": "user", "content": {json.dumps(preamble)}}}, {body}, '
-            f'{{"role": "user", "content": {json.dumps(query)}}}]'
-        )
+    def _prompt_json(preamble: str, pairs: Sequence[_Pair], query: str) -> tuple[str, int, int]:
+        """`json.dumps` of the messages, byte for byte, from the pairs' ready JSON, and where the
+        pairs' messages start and end in it. Joined at once: a prompt of the 1M bin is 4 MB, and
+        joining the pairs first, then the prompt around them, copied them twice."""
+        first = f'[{{"role": "user", "content": {json.dumps(preamble)}}}'
+        last = f'{{"role": "user", "content": {json.dumps(query)}}}]'
+        prompt = ", ".join([first, *[pair.messages_json for pair in pairs], last])
+        return prompt, len(first) + 2, len(prompt) - len(last) - 2
 
     # -- what fits ---------------------------------------------------------------------------
     def needle_floor(self, n_needles: int) -> int:
@@ -298,35 +328,36 @@ class Assembler:
         preamble_tokens, query_tokens, answer_tokens = count_tokens_batch(
             [preamble, query, answer], num_threads=1, tokenizer=self.tokenizer
         )
-        fixed = preamble_tokens + query_tokens + answer_tokens + sum(p.tokens for p in needles)
+        fixed = preamble_tokens + query_tokens + answer_tokens + sum(map(_pair_tokens, needles))
         if fixed > target:
             return _Shortfall(fixed=fixed)
 
         # Its own stream, so how far the fill reads ahead never shifts the draws that follow.
         distractors = self._fill(random.Random(rng.getrandbits(64)), needle_key, target - fixed)
-        total = fixed + sum(p.tokens for p in distractors)
+        total = fixed + sum(map(_pair_tokens, distractors))
         if total < lowest:
             return _Shortfall(fixed=fixed, total=total)
 
         slots = needle_slots(rng, len(distractors) + n_needles, n_needles)
         pairs = interleave(needles, distractors, slots)
 
-        body = ", ".join(pair.messages_json for pair in pairs)
+        prompt, pairs_start, pairs_end = self._prompt_json(preamble, pairs, query)
         # The secret is ASCII letters and digits, which JSON keeps as they are: absent from the
-        # JSON, it is in no text; present (rarely, e.g. in an escape), the texts decide.
+        # pairs' JSON, it is in no text; present (rarely, e.g. in an escape), the texts decide.
         if secret in preamble or (
-            secret in body and any(secret in p.ask.text or secret in p.writing.text for p in pairs)
+            prompt.find(secret, pairs_start, pairs_end) >= 0
+            and any(secret in p.ask.text or secret in p.writing.text for p in pairs)
         ):
             return None  # vanishingly rare; a new random string means a new attempt
         needle_indices = tuple(1 + 2 * slot for slot in slots)
         row = MrcrRow(
-            prompt=self._prompt_json(preamble, body, query),
+            prompt=prompt,
             answer=answer,
             random_string_to_prepend=secret,
             n_needles=n_needles,
             desired_msg_index=needle_indices[target_ordinal - 1],
             total_messages=2 + 2 * len(pairs),
-            n_chars=len(preamble) + sum(p.chars for p in pairs) + len(query),
+            n_chars=len(preamble) + sum(map(_pair_chars, pairs)) + len(query),
             date_added=self.date_added,
         )
         return Sample(
