@@ -8,7 +8,7 @@ import math
 import random
 import statistics
 from collections import Counter
-from functools import cache, lru_cache
+from functools import lru_cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -118,45 +118,6 @@ def test_distractor_asks_never_equal_the_needle_ask(n, seed):
     asks = [m["content"] for m in messages[1:-1:2]]
     needle = messages[s.row.desired_msg_index]["content"]
     assert asks.count(needle) == n
-
-
-class _SomeAsksWithFewVariants(OfflineWriter):
-    """Asks with 0 to 9 variants (spaces that are not powers of two, and asks without writings)."""
-
-    def n_variants(self, ask):
-        return len(ask.entity) % 10
-
-
-@cache
-def _few_variants_assembler() -> Assembler:
-    return Assembler(_SomeAsksWithFewVariants(0), date_added=DEFAULT_DATE_ADDED)
-
-
-@properties
-@given(few=st.booleans(), count=st.integers(1, 40), needle=st.integers(0, 4379), seed=st.integers(0, 2**64 - 1))
-def test_distractor_draws_are_those_of_randrange(few, count, needle, seed):
-    """The assembler draws a distractor's ask and variant with `randrange` inlined: the same pairs,
-    the same error for an ask without writings, and the generator left in the same state, as
-    drawing them with `random.Random.randrange` (what every row generated so far was drawn with)."""
-    a = _few_variants_assembler() if few else assembler()
-    needle_key = a._keys[needle % len(a._keys)]
-
-    def with_randrange(rng):
-        keys = []
-        while len(keys) < count:
-            i = rng.randrange(len(a._keys))
-            if a._keys[i] != needle_key:
-                keys.append((i, rng.randrange(a._spaces[i])))
-        return a._pairs(keys)
-
-    def outcome(draw):
-        rng = random.Random(seed)
-        try:
-            return draw(rng), rng.getstate()
-        except ValueError as error:
-            return str(error), rng.getstate()
-
-    assert outcome(lambda rng: a._draw_distractors(rng, needle_key, count)) == outcome(with_randrange)
 
 
 @pytest.mark.parametrize("tokens", [16384, 20000, 50000, 100000])

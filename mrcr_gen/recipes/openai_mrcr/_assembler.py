@@ -98,7 +98,6 @@ class Assembler:
         self._ask_chars = [len(text) for text in ask_texts]
         self._openings = [_opening(text) for text in ask_texts]
         self._spaces = [self._variant_space(a) for a in self._asks]
-        self._space_bits = [space.bit_length() for space in self._spaces]
         self._index = {a: i for i, a in enumerate(self._asks)}
         # A pool keeps flagged replies (refusals, talk about the ask) out of needle slots: it offers
         # fewer needle variants than variants, the flagged ones last (`PoolWriter.needle_variants`).
@@ -164,26 +163,12 @@ class Assembler:
         return [cache[key] for key in keys]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
-        """`count` pairs of (ask, variant) keys drawn by `rng.randrange(n asks)` (again when it is the
-        needle's key) and `rng.randrange(its variants)`. Both inlined, with the same draws: randrange(n)
-        is getrandbits(n.bit_length()) until below n (`Random._randbelow_with_getrandbits`). A row of
-        the 1M bin draws 2,000 keys: the calls took 4% of the CPU its assembly takes."""
         keys: list[tuple[int, int]] = []
-        getrandbits, ask_keys, spaces, space_bits = rng.getrandbits, self._keys, self._spaces, self._space_bits
-        n_asks = len(ask_keys)
-        ask_bits = n_asks.bit_length()
+        n_asks, ask_keys, spaces = len(self._asks), self._keys, self._spaces
         while len(keys) < count:
-            i = getrandbits(ask_bits)
-            while i >= n_asks:
-                i = getrandbits(ask_bits)
+            i = rng.randrange(n_asks)
             if ask_keys[i] != needle_key:
-                space, bits = spaces[i], space_bits[i]
-                if not space:
-                    rng.randrange(space)  # an ask without writings: the error randrange gives
-                variant = getrandbits(bits)
-                while variant >= space:
-                    variant = getrandbits(bits)
-                keys.append((i, variant))
+                keys.append((i, rng.randrange(spaces[i])))
         return self._pairs(keys)
 
     def _preamble(self, rng: random.Random, needle_key: str) -> str:
