@@ -27,6 +27,10 @@ class GenerationRecipe(Protocol):
     name: str
     #: The recipe's own version, recorded in the files it generates.
     version: str
+    #: Whether every generation of the recipe on a local engine of 2 or more workers uses its pool,
+    #: so that `mrcr-gen` may start the pool's fork server before it parses its options
+    #: (`start_workers_early`). False for a recipe that runs some jobs in the command's process.
+    workers_always_used: bool
 
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
@@ -53,6 +57,7 @@ class GenerationDefaults:
 
     name: str
     version: str = "1"
+    workers_always_used: bool = False
 
     @property
     def generation_options(self) -> tuple[GenOption, ...]:
@@ -77,12 +82,14 @@ def start_workers_early(recipe: GenerationRecipe, request: GenerateRequest) -> N
     a command calls this before it has even parsed its options (a guess at them), so that the
     server imports the recipe's worker modules (a second of CPU, see `worker_preload`) on a core
     the command does not use while it starts, instead of after. A wrong guess costs that CPU and
-    changes nothing else: the engine takes the running server as it is (`start_fork_server`)."""
+    changes nothing else: the engine takes the running server as it is (`start_fork_server`). Only
+    for a recipe whose local generations always use their pool (`workers_always_used`)."""
     from ..engines import available_cores
     from ..engines._local import start_fork_server
 
     workers = request.workers if request.workers is not None else available_cores()
-    if request.engine == "local" and workers > 1 and sys.platform.startswith("linux"):
+    local_pool = request.engine == "local" and workers > 1 and sys.platform.startswith("linux")
+    if local_pool and recipe.workers_always_used:
         start_fork_server(recipe.worker_preload(request))
 
 

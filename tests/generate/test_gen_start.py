@@ -16,7 +16,10 @@ from mrcr_gen.cli._gen_start import peek
         ([], {}),
         (["--needles", "8", "--bin", "1048576"], {}),
         (["--recipe", "mrcr-v2", "--tokens", "1048576"], {"recipe": "mrcr-v2"}),
-        (["--recipe=mrcr-v2", "-w", "4", "--tokenizer=hf:x"], {"recipe": "mrcr-v2", "workers": "4", "tokenizer": "hf:x"}),
+        (
+            ["--recipe=mrcr-v2", "-w", "4", "--tokenizer=hf:x"],
+            {"recipe": "mrcr-v2", "workers": "4", "tokenizer": "hf:x"},
+        ),
         (["--engine", "ray", "--workers", "1"], {"engine": "ray", "workers": "1"}),
         (["--needles", "8", "--help"], None),
         (["-h"], None),
@@ -45,6 +48,7 @@ print(running, "typer" in sys.modules, "pyarrow" in sys.modules)
         (["--needles", "8", "--workers", "1"], False),  # one worker: units run in the command's process
         (["--engine", "ray", "--workers", "2"], False),
         (["--recipe", "no-such-recipe", "--workers", "2"], False),  # the command refuses it itself
+        (["--recipe", "mrcr-v2", "--workers", "2"], False),  # a one-file job runs in the command's process
         (["--workers", "two"], False),
         (["--help"], False),
     ],

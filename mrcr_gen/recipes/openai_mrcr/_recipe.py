@@ -49,6 +49,8 @@ class OpenaiMrcr(BaseRecipe):
     #: What the Inspect task reads without `-T data`: every file of openai/mrcr on the Hub, at the
     #: commit of its public release (pinned: the same rows whenever it runs).
     default_data = "hf://datasets/openai/mrcr@f4c69fae7cf81f7ca26b9fee34b392a50f6b8a1d"
+    #: Its up-front check (needles fit) runs in a worker of the local pool, whatever the job.
+    workers_always_used = True
 
     def schemas(self) -> dict[str, type[BaseModel]]:
         from ..._models import Ask, FormatSpec, Message, Writing
