@@ -106,7 +106,7 @@ class RowGroupWriter:
     ) -> None:
         """`digest`: also hash the file's bytes as they are written (`sha256` once closed), for a
         sidecar sealed to it, instead of reading the file again after it is written. `durable`
-        False: not fsynced (scratch, such as a part that `join_row_group_files` joins)."""
+        False: not fsynced (scratch, such as a part that `RowGroupFileJoin` joins)."""
         self._atomic = atomic_path(path, durable=durable)
         tmp = self._atomic.__enter__()
         self._sink = _HashingFile(tmp) if digest else None
@@ -192,7 +192,7 @@ class RowGroupWriter:
 
 
 def writer_properties(schema: pa.Schema) -> dict:
-    """How every parquet file we write is written (and each part that `join_row_group_files` joins:
+    """How every parquet file we write is written (and each part that `RowGroupFileJoin` joins:
     parts joined byte for byte must be written alike).
 
     write_batch_size=1: a data page is closed as soon as it passes its 1 MB target, rather than

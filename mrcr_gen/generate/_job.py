@@ -76,7 +76,7 @@ class FileBuilder(Protocol):
     def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> FileSink:
         """The file `path`, written as rows are added, in row groups of `groups` rows (planned by the
         core from the specs, the same however the rows are cut) where the format has groups; not
-        fsynced when not `durable` (a part of a file, joined by `join_files`)."""
+        fsynced when not `durable` (a part of a file, joined by `join_file`)."""
         ...
 
     def join_file(self, path: Path) -> FileJoin:
