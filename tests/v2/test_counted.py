@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ from mrcr_gen.recipes.mrcr_v2._counted import FOLDER, CountedCache, RowCounted
 from mrcr_gen.recipes.mrcr_v2._rows import V2_COLUMNS, V2FileWriter, _csv_cell
 from mrcr_gen.recipes.mrcr_v2._validate import SPEC
 from mrcr_gen.validate import validate_paths
-from tests.test_counts import _rewrite, in_processes, no_counting
+from tests.test_counts import _copy, _rewrite, in_processes, no_counting
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +51,9 @@ def report(path: Path, cache: bool = True) -> dict:
     return json.loads(json.dumps(found).replace(json.dumps(str(path))[1:-1], "FILE"))
 
 
-def copy_of(path: Path, folder: Path, sidecar: bool) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    copy = folder / path.name
-    shutil.copyfile(path, copy)
-    if sidecar:
-        shutil.copyfile(sidecar_path(path), sidecar_path(copy))
-    return copy
-
-
 def fresh(path: Path, tmp_path: Path) -> dict:
     """The report of a copy of `path` without its sidecar, counted with no cache."""
-    return report(copy_of(path, tmp_path / "fresh", sidecar=False), cache=False)
+    return report(_copy(path, tmp_path / "fresh", sidecar=False), cache=False)
 
 
 def test_the_generator_seals_every_row_s_counts_and_validation_counts_nothing(generated, tmp_path, monkeypatch):
@@ -115,14 +105,14 @@ def _torn(row: int, record: dict) -> dict:
 @pytest.mark.parametrize("change", [_wrong_totals, _wrong_spans, _stale, _other_tokenizer, _torn])
 def test_a_wrong_or_stale_sidecar_never_changes_a_finding(generated, tmp_path, change):
     expected = fresh(generated, tmp_path)
-    copy = copy_of(generated, tmp_path / "data", sidecar=True)
+    copy = _copy(generated, tmp_path / "data", sidecar=True)
     _rewrite(copy, change)
     assert report(copy, cache=False) == expected
 
 
 def test_a_file_edited_after_its_sidecar_is_recounted(generated, tmp_path):
     # A longer header on every row: each count moves, so the stale sidecar would hide the findings.
-    copy = copy_of(generated, tmp_path / "data", sidecar=True)
+    copy = _copy(generated, tmp_path / "data", sidecar=True)
     text = copy.read_text(encoding="utf-8")
     copy.write_text(text.replace("Here are some examples", "Here are some more examples"), encoding="utf-8")
     expected = fresh(copy, tmp_path)
@@ -131,7 +121,7 @@ def test_a_file_edited_after_its_sidecar_is_recounted(generated, tmp_path):
 
 
 def test_a_second_validation_of_a_file_made_elsewhere_counts_nothing(generated, tmp_path, monkeypatch):
-    copy = copy_of(generated, tmp_path / "elsewhere", sidecar=False)
+    copy = _copy(generated, tmp_path / "elsewhere", sidecar=False)
     first = report(copy)
     assert first == fresh(generated, tmp_path)
     no_counting(monkeypatch)
@@ -141,7 +131,7 @@ def test_a_second_validation_of_a_file_made_elsewhere_counts_nothing(generated, 
 
 
 def test_no_cache_neither_reads_nor_writes_the_cache(generated, tmp_path):
-    copy = copy_of(generated, tmp_path / "elsewhere", sidecar=False)
+    copy = _copy(generated, tmp_path / "elsewhere", sidecar=False)
     report(copy, cache=False)
     assert not list(Path(_cache_folder()).rglob(f"{FOLDER}/*"))
 
@@ -153,7 +143,7 @@ def _cache_folder() -> str:
 
 
 def test_a_corrupted_or_torn_cache_line_is_ignored(generated, tmp_path):
-    copy = copy_of(generated, tmp_path / "elsewhere", sidecar=False)
+    copy = _copy(generated, tmp_path / "elsewhere", sidecar=False)
     expected = report(copy)  # fills the cache
     [path] = Path(_cache_folder()).rglob(f"{FOLDER}/*.tsv")
     lines = path.read_text().splitlines()
