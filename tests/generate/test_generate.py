@@ -316,14 +316,23 @@ def test_chunks_workers_and_row_groups_never_change_the_bytes(tmp_path, monkeypa
         assert pq.read_table(path).equals(pq.read_table(whole.out / path.relative_to(groups.out)))
 
 
+def whole_then_chunked(tmp_path, monkeypatch) -> tuple[GenerateConfig, GenerateConfig]:
+    """A file of 4 rows generated whole (the reference), then generation cut into chunks of a row,
+    each its own row group (so a file joined from them has the reference's bytes); the configs of
+    the reference and of the run to cut."""
+    from mrcr_gen.engines import LocalEngine
+
+    one_row_groups(monkeypatch)
+    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
+    cut_files_into_chunks(monkeypatch)  # a row per chunk: the file is joined
+    return whole, config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+
+
 def test_finished_chunks_of_an_interrupted_large_file_are_kept(tmp_path, monkeypatch):
     from mrcr_gen.engines import LocalEngine
 
-    one_row_groups(monkeypatch)  # the chunks of a row cut below end where groups end
-    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
-    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
-    cut_files_into_chunks(monkeypatch)
-    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    whole, cfg = whole_then_chunked(tmp_path, monkeypatch)
     done = []
 
     def interrupt(rows):  # the third chunk's row is composed: two chunks are written
@@ -345,11 +354,7 @@ def test_a_part_cut_short_by_a_crash_is_written_again_not_joined(tmp_path, monke
     marker hold fewer lines); a rerun writes it again instead of joining it."""
     from mrcr_gen.engines import LocalEngine
 
-    one_row_groups(monkeypatch)  # the chunks of a row cut below end where groups end
-    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
-    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
-    cut_files_into_chunks(monkeypatch)
-    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    whole, cfg = whole_then_chunked(tmp_path, monkeypatch)
     done = []
 
     def interrupt(rows):
@@ -373,11 +378,7 @@ def test_a_chunk_whose_worker_died_fails_its_file_cleanly_and_a_rerun_completes_
 
     from ..engines.units import write_chunk_dying_on_2needle_chunk_1
 
-    one_row_groups(monkeypatch)  # the chunks of a row cut below end where groups end
-    whole = config(tmp_path / "whole", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
-    generate_dataset(whole, OfflineWriter(whole.seed), engine=LocalEngine(1))
-    cut_files_into_chunks(monkeypatch)  # a row per chunk: the file is joined
-    cfg = config(tmp_path / "out", needles=(2,), bins=(bin_by_upper(8192),), samples=4)
+    whole, cfg = whole_then_chunked(tmp_path, monkeypatch)
     with monkeypatch.context() as patched:
         patched.setattr(pipeline_module, "write_chunk", write_chunk_dying_on_2needle_chunk_1)
         with LocalEngine(2) as engine, pytest.raises(FileFailed, match="2needle_0.parquet") as failed:
