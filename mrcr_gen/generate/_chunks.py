@@ -73,29 +73,26 @@ def row_groups(rows: Sequence[SizedSpec]) -> list[RowChunk]:
 
 def split_groups(rows: Sequence[SizedSpec], target: int) -> list[RowChunk]:
     """Consecutive whole row groups (`row_groups`) in chunks of about `target` estimated bytes."""
-    chunks: list[RowChunk] = []
-    current: list[SizedSpec] = []
-    for group in row_groups(rows):
-        if current and sum(map(_row_bytes, current)) + sum(map(_row_bytes, group)) > target:
-            chunks.append(tuple(current))
-            current = []
-        current.extend(group)
-    if current:
-        chunks.append(tuple(current))
-    return chunks
+    return _pack(row_groups(rows), target)
 
 
 def split_rows(rows: Sequence[SizedSpec], target: int = UNIT_BYTES) -> list[RowChunk]:
     """Consecutive rows in chunks of about `target` decoded bytes (estimated from their token targets)."""
+    return _pack([(spec,) for spec in rows], target)
+
+
+def _pack(runs: Sequence[RowChunk], target: int) -> list[RowChunk]:
+    """Consecutive runs of rows, each kept whole, in chunks of about `target` estimated bytes: a
+    run joins the chunk before it unless that would pass `target` (a run alone may)."""
     chunks: list[RowChunk] = []
     current: list[SizedSpec] = []
     size = 0
-    for spec in rows:
-        estimate = _row_bytes(spec)
+    for run in runs:
+        estimate = sum(map(_row_bytes, run))
         if current and size + estimate > target:
             chunks.append(tuple(current))
             current, size = [], 0
-        current.append(spec)
+        current.extend(run)
         size += estimate
     if current:
         chunks.append(tuple(current))

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from .._card import sidecar_path
 from .._counts import sealed_sidecar
 from .._files import write_text_atomic
@@ -213,8 +210,8 @@ def reusable_sidecar(path: Path, build: str, n_rows: int) -> list[dict] | None:
         records = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
         if len(records) != n_rows or any(not isinstance(r, dict) or r.get("build") != build for r in records):
             return None
-        if path.suffix == ".parquet" and pq.ParquetFile(path).metadata.num_rows != n_rows:
+        if path.suffix == ".parquet" and parquet_rows(path) != n_rows:
             return None
-    except (OSError, ValueError, pa.ArrowException):
+    except (OSError, ValueError):  # unreadable or torn json (the data file: see parquet_rows)
         return None
     return records
