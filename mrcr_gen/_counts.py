@@ -414,9 +414,7 @@ def _counting_pool() -> ProcessPoolExecutor | None:
         return None
     if sys.platform.startswith("linux"):
         context = multiprocessing.get_context("forkserver")
-        if not _fork_server_running():
-            context.set_forkserver_preload(["mrcr_gen._counts", "mrcr_gen._preload_o200k"])
-            ensure_fork_server()
+        ensure_fork_server(["mrcr_gen._counts", "mrcr_gen._preload_o200k"])
     else:
         context = multiprocessing.get_context("spawn")
     # Only this process holds the write end: the workers end when it does.
@@ -426,12 +424,6 @@ def _counting_pool() -> ProcessPoolExecutor | None:
 
 
 _CALLER_ALIVE: list = []  # the write end of the counting processes' pipe, held for this process's life
-
-
-def _fork_server_running() -> bool:
-    from multiprocessing import forkserver
-
-    return getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
 
 
 # A forked child has none of its parent's processes: it starts its own pool when it needs one.

@@ -373,7 +373,6 @@ class RepeatedTextCounter:
 
 
 @lru_cache(maxsize=1)
-@lru_cache(maxsize=1)
 def tokenizer_threads() -> ThreadPoolExecutor:
     """This process's threads for tokenizing: tiktoken releases the GIL, so they run on every core."""
     return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="mrcr-tokens")

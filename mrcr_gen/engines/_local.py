@@ -30,27 +30,33 @@ _reports: Any = None
 PR_SET_PDEATHSIG = 1
 
 
-def ensure_fork_server() -> None:
-    """Start this process's multiprocessing fork server, if it is not running, with this process's
-    import path. Python 3.11 and 3.12 ignore the `sys_path` they hand the server, which starts as
-    `python -c`: it looked in the current folder first, so a folder holding another `mrcr_gen/` (an
-    older checkout) gave the workers that copy of the modules it preloads. The server gets this
-    process's `sys.path` as PYTHONPATH instead, and PYTHONSAFEPATH (Python 3.11+) keeps the current
-    folder out; both are set only while it starts."""
+def ensure_fork_server(preload: Iterable[str] = ()) -> None:
+    """Start this process's multiprocessing fork server, if it is not running, importing the modules
+    `preload` names (after `_fork_server`, which makes it end at once when its caller has gone). A
+    server already running keeps what it imported: its workers then import the rest themselves.
+
+    The server gets this process's import path. Python 3.11 and 3.12 ignore the `sys_path` they hand
+    the server, which starts as `python -c`: it looked in the current folder first, so a folder
+    holding another `mrcr_gen/` (an older checkout) gave the workers that copy of the modules it
+    preloads. The server gets this process's `sys.path` as PYTHONPATH instead, and PYTHONSAFEPATH
+    (Python 3.11+) keeps the current folder out; both are set only while it starts."""
+    if fork_server_running():
+        return
+    multiprocessing.forkserver.set_forkserver_preload([f"{__package__}._fork_server", *preload])
     path = [os.getcwd() if entry == "" else entry for entry in sys.path]
     with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path)):
         multiprocessing.forkserver.ensure_running()
 
 
+def fork_server_running() -> bool:
+    return getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None) is not None
+
+
 def start_fork_server(preload: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
     """The forkserver context, its server started now (if it is not running yet) importing the
-    modules `preload` names. A server already running keeps what it imported: a pool's workers then
-    import the rest themselves (slower, never wrong)."""
-    context = multiprocessing.get_context("forkserver")
-    if preload:
-        context.set_forkserver_preload(list(preload))
-    ensure_fork_server()
-    return context
+    modules `preload` names (see `ensure_fork_server`)."""
+    ensure_fork_server(preload)
+    return multiprocessing.get_context("forkserver")
 
 
 @contextlib.contextmanager

@@ -191,8 +191,8 @@ class _Workers:
             # Imported once by the fork server (when this starts it), not by every worker: each
             # worker's own import of the package is most of a second of CPU, taken from the requests.
             # matplotlib too: the workers draw the report's plots side by side at the run's end.
-            context.set_forkserver_preload([grader.__module__, type(recipe).__module__, "matplotlib.pyplot"])
-            ensure_fork_server()  # the one fork server of this process, whoever starts it first
+            # The one fork server of this process, whoever starts it first.
+            ensure_fork_server([grader.__module__, type(recipe).__module__, "matplotlib.pyplot"])
         # Only this process holds the write end: the workers end when it does, however it ends.
         self.caller_alive = context.Pipe(duplex=False)
         self.executor = ProcessPoolExecutor(
