@@ -64,8 +64,8 @@ class RowBuilder:
     def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> RowGroupWriter:
         from .._parquet import RowGroupWriter
 
-        # The sidecar is sealed to its sha256.
-        return RowGroupWriter(path, self.schema, digest=True, groups=groups, durable=durable)
+        # A whole file's sidecar is sealed to its sha256; a part (not durable) is hashed by its join.
+        return RowGroupWriter(path, self.schema, digest=durable, groups=groups, durable=durable)
 
     def join_file(self, path: Path) -> RowGroupFileJoin:
         from .._parquet import RowGroupFileJoin

@@ -105,6 +105,13 @@ class MemoizedWriter:
             self._cache[key] = Writing(text=text, n_tokens=n_tokens)
         return [self._cache[key] for key in keys]
 
+    def forget(self, keys: Sequence[tuple[Ask, int]]) -> None:
+        """Drop these keys' writings from the memo: for a caller that keeps them in a form of its
+        own (the openai assembler keeps each as JSON), so that a worker does not hold every writing
+        twice. A key asked for again is composed again, to the same text."""
+        for key in keys:
+            self._cache.pop(key, None)
+
     def texts(self, keys: Sequence[tuple[Ask, int]]) -> list[str]:
         """The writings' texts, each composed once, without counting their tokens: for a caller that
         counts each text inside a larger one (an MRCR v2 turn), which would otherwise tokenize it twice.

@@ -299,3 +299,20 @@ def test_pairs_whose_needles_do_not_fit_the_bin_get_a_note_or_are_refused_up_fro
     else:
         with pytest.raises(AssemblyError, match=verdict.replace("[", r"\[").replace("]", r"\]")):
             check_needles_fit(config, OfflineWriter(0))
+
+
+@properties
+@given(n=st.integers(1, 8), upper=st.sampled_from(SMALL_BINS), seed=st.integers(0, 2**32))
+def test_a_writing_is_held_once_by_its_pair_and_is_the_writers_text(n, upper, seed):
+    # A worker of the 1M bin holds tens of megabytes of writings: the pairs keep them (as JSON), and
+    # the writer's memo lets go of what it handed over. What a pair gives back is the writer's text.
+    fresh = Assembler(OfflineWriter(seed % 3), date_added=DEFAULT_DATE_ADDED)
+    row = fresh.sample(n_needles=n, seed=seed, token_bin=bin_by_upper(upper)).row
+    writer, asks = fresh.writer, fresh._asks
+    held = {(asks[i], v): pair for (i, v), pair in fresh._pair_cache.items()}
+    assert held and not held.keys() & writer._cache.keys()
+    messages = json.loads(row.prompt)
+    in_row = {messages[i + 1]["content"] for i in range(1, len(messages) - 1, 2)}
+    for key, pair in held.items():
+        assert pair.text == OfflineWriter(seed % 3).writings([key])[0].text
+    assert in_row <= {pair.text for pair in held.values()}

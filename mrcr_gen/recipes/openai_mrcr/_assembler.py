@@ -45,20 +45,28 @@ def random_string(rng: random.Random) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Pair:
-    """A user ask and its writing, with everything a row needs of them worked out once."""
+    """A user ask and its writing, with everything a row needs of them worked out once. The writing
+    is held only in `messages_json`: its text is decoded from there when a row needs it (a needle's
+    answer, a preamble's example), which keeps a worker from holding every writing twice."""
 
     ask: Ask
-    writing: Writing
     tokens: int  # of both messages
     chars: int  # of both messages' contents
     messages_json: str  # both messages as the prompt's JSON holds them
+    text_at: int  # where the writing's JSON string starts in `messages_json`
 
     @classmethod
     def of(cls, ask: Ask, writing: Writing, ask_tokens: int, ask_chars: int, opening: str) -> _Pair:
         """The pair of `ask`, whose text has `ask_chars` characters and `ask_tokens` tokens, and whose
         messages' JSON up to the writing is `opening` (`_opening`, made once per ask)."""
         text = writing.text
-        return cls(ask, writing, ask_tokens + writing.n_tokens, ask_chars + len(text), f"{opening}{json.dumps(text)}}}")
+        messages = f"{opening}{json.dumps(text)}}}"
+        return cls(ask, ask_tokens + writing.n_tokens, ask_chars + len(text), messages, len(opening))
+
+    @property
+    def text(self) -> str:
+        """The writing's text."""
+        return json.loads(self.messages_json[self.text_at : -1])
 
 
 _pair_tokens, _pair_chars = operator.attrgetter("tokens"), operator.attrgetter("chars")
@@ -105,6 +113,8 @@ class Assembler:
         self._candidates: dict[int, list[Ask]] = {}
         # Rows of a large bin draw thousands of pairs from the same few thousand keys.
         self._pair_cache: dict[tuple[int, int], _Pair] = {}
+        # A memoizing writer need not keep what the pairs hold (see `MemoizedWriter.forget`).
+        self._forget = getattr(writer, "forget", None)
 
     # -- drawing -----------------------------------------------------------------------------
     def _variant_space(self, ask: Ask, at_least: int = 1) -> int:
@@ -157,9 +167,12 @@ class Assembler:
             pass
         missing = [key for key in dict.fromkeys(keys) if key not in cache]
         asks, counts, chars, openings = self._asks, self._ask_token_counts, self._ask_chars, self._openings
-        writings = self.writer.writings([(asks[i], v) for i, v in missing])
+        writer_keys = [(asks[i], v) for i, v in missing]
+        writings = self.writer.writings(writer_keys)
         for (i, v), writing in zip(missing, writings, strict=True):
             cache[i, v] = _Pair.of(asks[i], writing, counts[i], chars[i], openings[i])
+        if self._forget is not None:
+            self._forget(writer_keys)  # the pairs hold them now (see _Pair)
         return [cache[key] for key in keys]
 
     def _draw_distractors(self, rng: random.Random, needle_key: str, count: int) -> list[_Pair]:
@@ -188,12 +201,12 @@ class Assembler:
         ]
         blocks = []
         for pairs, target_ordinal in ((examples[0], rng.randint(1, 2)), (examples[1], 1)):
-            writings = self.writer.writings(pairs)
+            texts = [pair.text for pair in self._pairs([(self._index[ask], v) for ask, v in pairs])]
             lines = []
-            for (ask, _), writing in zip(pairs, writings, strict=True):
-                lines += [f"User: {ask.text}", f"Assistant: {writing.text}"]
+            for (ask, _), text in zip(pairs, texts, strict=True):
+                lines += [f"User: {ask.text}", f"Assistant: {text}"]
             target_ask = pairs[0][0]
-            target = [w for (a, _), w in zip(pairs, writings, strict=True) if a == target_ask][target_ordinal - 1]
+            target = [t for (a, _), t in zip(pairs, texts, strict=True) if a == target_ask][target_ordinal - 1]
             example_string = random_string(rng)
             query = QUERY_TEMPLATE.format(
                 random_string=example_string,
@@ -201,7 +214,7 @@ class Assembler:
                 format=target_ask.format,
                 entity=target_ask.entity,
             )
-            lines += [f"User: {query}", f"Assistant: {example_string}{target.text}"]
+            lines += [f"User: {query}", f"Assistant: {example_string}{target}"]
             blocks.append("======EXAMPLE======\n" + "\n".join(lines) + "\n\n======END EXAMPLE======\n")
         return PREAMBLE_HEADER + "\n\n" + "\n".join(blocks)
 
@@ -298,7 +311,7 @@ class Assembler:
         needle_key = normalize_ask(needle_ask.text)
         variants = rng.sample(range(self._needle_space(needle_ask, n_needles)), n_needles)
         needles = self._pairs([(self._index[needle_ask], v) for v in variants])
-        if len({normalize_writing(p.writing.text) for p in needles}) < n_needles:
+        if len({normalize_writing(p.text) for p in needles}) < n_needles:
             return None  # the writer repeated itself (up to case and spacing); draw another needle ask
         target_ordinal = rng.randint(1, n_needles)
         secret = random_string(rng)
@@ -309,7 +322,7 @@ class Assembler:
             format=needle_ask.format,
             entity=needle_ask.entity,
         )
-        answer = secret + needles[target_ordinal - 1].writing.text
+        answer = secret + needles[target_ordinal - 1].text
         preamble_tokens, query_tokens, answer_tokens = count_tokens_batch(
             [preamble, query, answer], num_threads=1, tokenizer=self.tokenizer
         )
@@ -331,7 +344,7 @@ class Assembler:
         # pairs' JSON, it is in no text; present (rarely, e.g. in an escape), the texts decide.
         if secret in preamble or (
             prompt.find(secret, pairs_start, pairs_end) >= 0
-            and any(secret in p.ask.text or secret in p.writing.text for p in pairs)
+            and any(secret in p.ask.text or secret in p.text for p in pairs)
         ):
             return None  # vanishingly rare; a new random string means a new attempt
         needle_indices = tuple(1 + 2 * slot for slot in slots)

@@ -107,8 +107,8 @@ class OpenaiBuilder:
             yield RowBatch(rows_to_table(_rows(batch, assembler, records)), records)
 
     def open_file(self, path: Path, groups: Sequence[int], durable: bool = True) -> RowGroupWriter:
-        # The sidecar is sealed to its sha256.
-        return RowGroupWriter(path, GENERATED_SCHEMA, digest=True, groups=groups, durable=durable)
+        # A whole file's sidecar is sealed to its sha256; a part (not durable) is hashed by its join.
+        return RowGroupWriter(path, GENERATED_SCHEMA, digest=durable, groups=groups, durable=durable)
 
     def join_file(self, path: Path) -> RowGroupFileJoin:
         return RowGroupFileJoin(path)
