@@ -50,13 +50,24 @@ def share_writings(
     if composed_alone < SHARE_WHEN:
         return None
     store = writings_store(writer, out, tokenizer)
-    parts = [(start, min(start + SHARED_PART_KEYS, n_keys)) for start in range(0, n_keys, SHARED_PART_KEYS)]
+    parts = shared_parts(n_keys, workers)
     # A part an earlier run left is kept when whole (parts are not fsynced: a crash may cut one short).
     whole = {start for start, stop in parts if read_arrow_rows(store / f"{start}.arrow") == stop - start}
     units = [(writer, start, stop, store) for start, stop in parts if start not in whole]
     for _ in engine.map(compose_shared, units):
         pass  # a part that failed is composed by the workers that need it, as without sharing
     return store
+
+
+def shared_parts(n_keys: int, workers: int) -> list[tuple[int, int]]:
+    """The (start, stop) parts of `n_keys` shared writings: SHARED_PART_KEYS each, but the last
+    `workers` parts' worth, which is cut in quarters. Every worker waits for the last part before
+    its rows; small last parts end close together, so no worker waits long for another's."""
+    big_parts = max(0, math.ceil((n_keys - workers * SHARED_PART_KEYS) / SHARED_PART_KEYS))
+    parts = [(start, start + SHARED_PART_KEYS) for start in range(0, big_parts * SHARED_PART_KEYS, SHARED_PART_KEYS)]
+    start = big_parts * SHARED_PART_KEYS
+    step = max(1, math.ceil((n_keys - start) / (4 * workers)))
+    return parts + [(s, min(s + step, n_keys)) for s in range(start, n_keys, step)]
 
 
 def writings_store(writer: SharingWriter, out: Path, tokenizer: str = DEFAULT_TOKENIZER) -> Path:

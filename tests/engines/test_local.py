@@ -156,7 +156,9 @@ def test_a_shared_writings_part_cut_short_is_composed_again(tmp_path, monkeypatc
     rows = [(SimpleNamespace(max_tokens=65536),) * 4]  # what share_writings reads of a row spec
     with LocalEngine(2) as engine:
         store = share_module.share_writings(writer, rows, engine, tmp_path)
-        assert store is not None and sorted(p.name for p in store.iterdir()) == ["0.arrow", "1000.arrow", "2000.arrow"]
+        # 1000 keys, then the last 2000 (the 2 workers' worth) in 8 parts of 250 (see shared_parts).
+        starts = [0, 1000, *range(1250, 3000, 250)]
+        assert store is not None and sorted(p.name for p in store.iterdir()) == sorted(f"{s}.arrow" for s in starts)
         part = store / "1000.arrow"
         whole = part.read_bytes()
         part.write_bytes(whole[: len(whole) // 2])
