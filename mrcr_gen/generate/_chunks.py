@@ -10,7 +10,7 @@ from typing import Any, Protocol
 #: Chunks of a file cut for balance (see `plan_chunks`) hold about an eighth of a worker's part of
 #: the job, within these decoded bytes: enough to be worth a unit, and at most two dozen rows of
 #: the 1M bin (a chunk is held whole by its worker, then joined, see `Join`). An eighth, not a
-#: third: the calling process joins (compresses) the file as its parts arrive, so small parts keep
+#: third: the calling process joins the file as its parts arrive, so small parts keep
 #: it close behind the workers; with thirds it went on alone for a second or more after them (100
 #: rows of the 1M bin, 2 workers), and each worker held twice the rows.
 UNITS_PER_WORKER = 8
@@ -49,8 +49,8 @@ def plan_chunks(files: Sequence[Sequence[SizedSpec]], workers: int, whole: Seque
     file, unless it would end after the moment every worker ends when the work is spread evenly
     (a file larger than a worker's part of the job, or one of the last files). Such a file is cut
     into chunks, of at most UNIT_BYTES and a fraction of a worker's part, that the free workers
-    share. A whole file costs least: its worker compresses it, where a chunked file is written
-    uncompressed, read back and compressed by its join. How rows are cut never changes the bytes.
+    share. A whole file costs least: its worker writes it in place, where a chunked file's parts
+    are written, then copied into it by its join. How rows are cut never changes the bytes.
     A file marked in `whole` (its rows are built in one sequence) is never cut."""
     sizes = [sum(map(_row_bytes, rows)) for rows in files]
     planned = sum(sizes)
