@@ -8,6 +8,8 @@ import hashlib
 import os
 import secrets
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,40 @@ def atomic_path(target: str | os.PathLike, durable: bool = True) -> Iterator[Pat
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+class EarlyWriteback:
+    """Writes a growing file's data to the disk in the background, a step behind its writer, so
+    that the fsync making it durable when it is finished (`atomic_path`) has little left to wait
+    for: the file of 100 rows of the 1M bin is 132 MB, which a fsync at its end wrote in about 0.1 s,
+    the last thing `mrcr-gen` waited for. At most one sync runs at a time; its errors are raised by
+    the next `nudge` or by `wait` (the final fsync would meet them too)."""
+
+    def __init__(self, fileno: int) -> None:
+        self._fileno = fileno
+        self._running: Future | None = None
+
+    def nudge(self) -> None:
+        """Sync what has been written so far, unless a sync is still running."""
+        if self._running is not None and not self._running.done():
+            return
+        self.wait()
+        self._running = _writeback_thread().submit(getattr(os, "fdatasync", os.fsync), self._fileno)
+
+    def wait(self) -> None:
+        """Until the running sync is done (call it before the file is closed)."""
+        running, self._running = self._running, None
+        if running is not None:
+            running.result()
+
+
+@lru_cache(maxsize=1)
+def _writeback_thread() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrcr-writeback")
+
+
+# A forked child has none of its parent's threads: it starts its own when it needs one.
+os.register_at_fork(after_in_child=_writeback_thread.cache_clear)
 
 
 def finished_path(target: str | os.PathLike) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import contextlib
 import hashlib
 import io
 import itertools
@@ -13,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._files import atomic_path
+from ._files import EarlyWriteback, atomic_path
 
 
 def use_lean_memory_pool() -> None:
@@ -266,13 +267,16 @@ class RowGroupFileJoin:
         self._atomic = atomic_path(path)
         self._sink = _HashingFile(self._atomic.__enter__())
         self._join = ParquetJoin(self._sink)
+        self._writeback = EarlyWriteback(self._sink.fileno())
 
     def add(self, part: str | os.PathLike) -> None:
         self._join.add(part)
+        self._writeback.nudge()
 
     def close(self) -> str:
         try:
             self._join.close()
+            self._writeback.wait()
             self._sink.close()
         except BaseException as exc:
             self.abort(exc)
@@ -282,6 +286,8 @@ class RowGroupFileJoin:
 
     def abort(self, error: BaseException | None = None) -> None:
         """Leave no file (nor any partial one)."""
+        with contextlib.suppress(OSError):  # a failed sync matters no more: the file goes
+            self._writeback.wait()
         self._sink.close()
         error = error or RuntimeError("aborted")
         self._atomic.__exit__(type(error), error, None)

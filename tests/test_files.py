@@ -42,3 +42,32 @@ def test_what_a_dead_writer_left_is_removed_and_nothing_else(tmp_path):
     assert len(list(tmp_path.glob(".a[[]1].parquet.*.partial"))) == 1
     remove_partials(tmp_path / "a[1].parquet")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".b.parquet.0123456789ab.partial", "a[1].parquet.samples.jsonl"]
+
+
+def test_early_writeback_syncs_in_the_background_and_raises_what_a_sync_met(tmp_path, monkeypatch):
+    import threading
+
+    from mrcr_gen import _files
+
+    synced: list[tuple[int, str]] = []
+    real = getattr(os, "fdatasync", os.fsync)
+
+    def recording(fileno: int) -> None:
+        synced.append((fileno, threading.current_thread().name))
+        real(fileno)
+
+    monkeypatch.setattr(os, "fdatasync" if hasattr(os, "fdatasync") else "fsync", recording)
+    with open(tmp_path / "growing", "wb", buffering=0) as file:
+        fileno = file.fileno()
+        writeback = _files.EarlyWriteback(fileno)
+        for _ in range(3):
+            file.write(b"x" * 4096)
+            writeback.nudge()
+        writeback.wait()
+    assert synced and all(synced_fd == fileno and name.startswith("mrcr-writeback") for synced_fd, name in synced)
+    closed = os.open(tmp_path / "growing", os.O_RDONLY)
+    os.close(closed)
+    failing = _files.EarlyWriteback(closed)  # a descriptor no longer open: the sync fails
+    failing.nudge()
+    with pytest.raises(OSError):
+        failing.wait()
