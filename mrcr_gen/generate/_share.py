@@ -54,7 +54,9 @@ def share_writings(
     # A part an earlier run left is kept when whole (parts are not fsynced: a crash may cut one short).
     whole = {start for start, stop in parts if read_arrow_rows(store / f"{start}.arrow") == stop - start}
     units = [(writer, start, stop, store) for start, stop in parts if start not in whole]
-    for _ in engine.map(compose_shared, units):
+    # Every part queued at once: they finish in any order, and a window behind the oldest part left
+    # a worker idle while the other composed it (0.08 s at the end of the 1M job's sharing).
+    for _ in engine.map(compose_shared, units, window=max(1, len(units))):
         pass  # a part that failed is composed by the workers that need it, as without sharing
     return store
 

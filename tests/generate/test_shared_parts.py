@@ -27,3 +27,27 @@ def test_the_1m_jobs_parts() -> None:
     parts = shared_parts(35040, 2)
     assert parts[:16] == [(s, s + 2048) for s in range(0, 32768, 2048)]
     assert parts[16:] == [(s, s + 284) for s in range(32768, 35040, 284)]
+
+
+def test_every_part_is_queued_at_once(tmp_path, monkeypatch) -> None:
+    # The parts finish in any order: a window behind the oldest part left a worker idle while the
+    # other composed it. The engine is handed every part at once.
+    from types import SimpleNamespace
+
+    import mrcr_gen.generate._share as share_module
+    from tests.engines.units import FewSharedKeysWriter
+
+    windows: list[int | None] = []
+
+    class RecordingEngine:
+        workers = 2
+
+        def map(self, fn, units, *, window=None, on_progress=None):
+            units = list(units)
+            windows.append(window)
+            return (fn(*unit) for unit in units)
+
+    monkeypatch.setattr(share_module, "PAIR_TOKENS", 1)  # any job is large enough to share
+    rows = [(SimpleNamespace(max_tokens=65536),) * 4]
+    store = share_module.share_writings(FewSharedKeysWriter(0), rows, RecordingEngine(), tmp_path)
+    assert store is not None and windows == [len(shared_parts(3000, 2))] == [len(list(store.glob("*.arrow")))]
