@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import io
 import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
 from ..._files import atomic_path
@@ -30,19 +29,38 @@ V2_COLUMNS: tuple[str, ...] = (
     "index_positions_of_seeds",
     "relevant_context_positions",
 )
-V2_SCHEMA = pa.schema(
-    [
-        ("queries", pa.string()),
-        ("answer", pa.string()),
-        ("context_len", pa.int64()),
-        ("answer_token_count", pa.int64()),
-        ("view_ops", pa.string()),
-        ("num_relevant", pa.int64()),
-        ("answer_context_position", pa.list_(pa.int64())),
-        ("index_positions_of_seeds", pa.list_(pa.int64())),
-        ("relevant_context_positions", pa.list_(pa.list_(pa.int64()))),
-    ]
-)
+if TYPE_CHECKING:  # pyarrow loads for parquet files (V2_SCHEMA, `v2_schema`), not for CSV ones
+    import pyarrow as pa
+
+    V2_SCHEMA: pa.Schema
+
+
+@functools.cache
+def v2_schema() -> pa.Schema:
+    """The parquet schema of a v2 file: the upstream columns, typed (also `V2_SCHEMA`)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("queries", pa.string()),
+            ("answer", pa.string()),
+            ("context_len", pa.int64()),
+            ("answer_token_count", pa.int64()),
+            ("view_ops", pa.string()),
+            ("num_relevant", pa.int64()),
+            ("answer_context_position", pa.list_(pa.int64())),
+            ("index_positions_of_seeds", pa.list_(pa.int64())),
+            ("relevant_context_positions", pa.list_(pa.list_(pa.int64()))),
+        ]
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "V2_SCHEMA":  # built when first asked for: importing pyarrow takes ~0.1 s
+        return v2_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 POSITION_COLUMNS = ("answer_context_position", "index_positions_of_seeds", "relevant_context_positions")
 INT_COLUMNS = ("context_len", "answer_token_count", "num_relevant")
 #: A parquet row group holds about this many bytes of text (8M-token rows are ~35 MB each).
@@ -245,6 +263,8 @@ def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[di
         with open(path, newline="", encoding="utf-8-sig", errors=errors) as handle:  # a byte-order mark is not a column
             yield from _CsvDictReader(handle)
         return
+    import pyarrow.parquet as pq
+
     with pq.ParquetFile(path) as parquet:
         for batch in parquet.iter_batches(batch_size=4):
             yield from batch.to_pylist()
@@ -331,7 +351,9 @@ class V2FileWriter:
                 self._csv = csv.writer(_Utf8Lines(self._handle))
                 self._csv.writerow(V2_COLUMNS)
             else:
-                schema = V2_SCHEMA.with_metadata(metadata) if metadata else V2_SCHEMA
+                import pyarrow.parquet as pq
+
+                schema = v2_schema().with_metadata(metadata) if metadata else v2_schema()
                 self._parquet = pq.ParquetWriter(self._tmp, schema, compression="zstd")
         except BaseException as exc:
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
@@ -373,8 +395,11 @@ class V2FileWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        columns = {field.name: pa.array([r[field.name] for r in self._buffer], field.type) for field in V2_SCHEMA}
-        self._parquet.write_table(pa.table(columns, schema=V2_SCHEMA))
+        import pyarrow as pa
+
+        schema = v2_schema()
+        columns = {field.name: pa.array([r[field.name] for r in self._buffer], field.type) for field in schema}
+        self._parquet.write_table(pa.table(columns, schema=schema))
         self._buffer, self._buffered_bytes = [], 0
 
     def close(self, error: BaseException | None = None) -> None:
