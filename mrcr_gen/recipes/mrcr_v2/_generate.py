@@ -392,6 +392,11 @@ class V2Sink:
     def close(self) -> None:
         self.writer.close()
 
+    @property
+    def sha256(self) -> str | None:
+        """The closed file's sha256, computed as it was written (CSV), or None: read by the core."""
+        return self.writer.sha256
+
     def abort(self) -> None:
         self.writer.close(RuntimeError("aborted"))
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import csv
 import functools
+import hashlib
 import io
 import itertools
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
@@ -65,6 +67,8 @@ POSITION_COLUMNS = ("answer_context_position", "index_positions_of_seeds", "rele
 INT_COLUMNS = ("context_len", "answer_token_count", "num_relevant")
 #: A parquet row group holds about this many bytes of text (8M-token rows are ~35 MB each).
 ROW_GROUP_BYTES = 64 << 20
+#: Bytes written to a CSV file hashed together (see `_DigestingFile`).
+DIGEST_PIECE = 1 << 20
 FORMATS = ("csv", "parquet")
 
 
@@ -316,6 +320,49 @@ def _quoted_csv_cell(text: str) -> str | None:
     return '"' + text.replace('"', '""') + '"'
 
 
+class _DigestingFile:
+    """A binary file whose sha256 is computed as it is written, on a thread of its own (hashlib
+    lets go of the GIL): the sidecar's seal needs it, and reading a file of 1M-token rows back to
+    hash it took a tenth of a second after the last row. Small writes are hashed in pieces of at
+    least `piece` bytes (DIGEST_PIECE), in the order they were written."""
+
+    def __init__(self, raw: BinaryIO, piece: int | None = None) -> None:
+        self.raw = raw
+        self._piece = DIGEST_PIECE if piece is None else piece
+        self._digest = hashlib.sha256()
+        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrcr-v2 sha256")
+        self._held: list[bytes] = []
+        self._held_bytes = 0
+
+    def write(self, data: bytes) -> int:
+        written = self.raw.write(data)
+        self._held.append(data)
+        self._held_bytes += len(data)
+        if self._held_bytes >= self._piece:
+            self._hash_held()
+        return written
+
+    def _hash_held(self) -> None:
+        piece = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+        self._hashing.submit(self._digest.update, piece)
+        self._held, self._held_bytes = [], 0
+
+    def close(self) -> str:
+        """Close the file; its sha256."""
+        try:
+            self.raw.close()
+            self._hash_held()
+        finally:
+            self._hashing.shutdown(wait=True)
+        return self._digest.hexdigest()
+
+    def abort(self) -> None:
+        try:
+            self.raw.close()
+        finally:
+            self._hashing.shutdown(wait=False, cancel_futures=True)
+
+
 class _Utf8Lines:
     """What the csv module writes to, for a file opened in binary: each line encoded as UTF-8 (the
     bytes a text file opened with `encoding="utf-8", newline=""` would write)."""
@@ -345,9 +392,11 @@ class V2FileWriter:
         self._buffered_bytes = 0
         #: The last transcript (a `queries` cell without its `view_ops`) and its quoted cell's bytes.
         self._shared: tuple[str, bytes] | None = None
+        #: The file's sha256 once closed, when computed as it was written (CSV; None for parquet).
+        self.sha256: str | None = None
         try:
             if format == "csv":
-                self._handle = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()
+                self._handle = _DigestingFile(open(self._tmp, "wb"))  # noqa: SIM115 - closed in close()
                 self._csv = csv.writer(_Utf8Lines(self._handle))
                 self._csv.writerow(V2_COLUMNS)
             else:
@@ -356,6 +405,8 @@ class V2FileWriter:
                 schema = v2_schema().with_metadata(metadata) if metadata else v2_schema()
                 self._parquet = pq.ParquetWriter(self._tmp, schema, compression="zstd")
         except BaseException as exc:
+            if isinstance(getattr(self, "_handle", None), _DigestingFile):
+                self._handle.abort()
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
             raise
 
@@ -404,8 +455,10 @@ class V2FileWriter:
 
     def close(self, error: BaseException | None = None) -> None:
         try:
-            if self.format == "csv":
-                self._handle.close()
+            if self.format == "csv" and error is None:
+                self.sha256 = self._handle.close()
+            elif self.format == "csv":
+                self._handle.abort()
             else:
                 if error is None:
                     self._flush()
