@@ -336,6 +336,10 @@ class _DigestingFile:
 
     def write(self, data: bytes) -> int:
         written = self.raw.write(data)
+        if len(data) >= self._piece:  # hashed as it is, never copied into a piece (a transcript's megabytes)
+            self._hash_held()
+            self._hashing.submit(self._digest.update, data)
+            return written
         self._held.append(data)
         self._held_bytes += len(data)
         if self._held_bytes >= self._piece:
@@ -343,9 +347,9 @@ class _DigestingFile:
         return written
 
     def _hash_held(self) -> None:
-        piece = self._held[0] if len(self._held) == 1 else b"".join(self._held)
-        self._hashing.submit(self._digest.update, piece)
-        self._held, self._held_bytes = [], 0
+        if self._held:
+            self._hashing.submit(self._digest.update, b"".join(self._held))
+            self._held, self._held_bytes = [], 0
 
     def close(self) -> str:
         """Close the file; its sha256."""
