@@ -371,7 +371,7 @@ class _Utf8Lines:
     """What the csv module writes to, for a file opened in binary: each line encoded as UTF-8 (the
     bytes a text file opened with `encoding="utf-8", newline=""` would write)."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO | _DigestingFile) -> None:
         self.raw = raw
 
     def write(self, text: str) -> int:
