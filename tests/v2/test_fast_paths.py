@@ -168,3 +168,26 @@ def test_validation_on_two_threads_reports_what_one_thread_reports(tmp_path):
         assert one.model_dump() == two.model_dump()
     assert validate_v2_paths([path], threads=2).report.findings == []
     assert [f.check for f in validate_v2_paths([broken], threads=2).report.findings] == ["context_len"]
+
+
+INTS = st.integers(-(2**63), 2**63 - 1)
+V2_CELLS = {
+    "queries": st.text(max_size=30),
+    "context_len": INTS,
+    "index_positions_of_seeds": st.lists(INTS, max_size=8),
+    "relevant_context_positions": st.lists(st.lists(INTS, max_size=3), max_size=8),
+}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_the_parquet_columns_are_the_arrays_pa_array_builds(data):
+    """Built from buffers (`_rows._column`), without pyarrow's builder (which imports pandas)."""
+    import pyarrow as pa
+
+    schema = _rows.v2_schema()
+    for name, cells in V2_CELLS.items():
+        values = data.draw(st.lists(cells, min_size=0, max_size=6))
+        built = _rows._column(values, schema.field(name).type)
+        built.validate(full=True)
+        assert built.equals(pa.array(values, schema.field(name).type))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import ast
 import csv
 import functools
@@ -320,6 +321,23 @@ def _quoted_csv_cell(text: str) -> str | None:
     return '"' + text.replace('"', '""') + '"'
 
 
+def _column(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """`pa.array(values, kind)` for a v2 column (text, ints, lists of ints, lists of lists of ints;
+    no nulls), built from buffers: any `pa.array` call makes pyarrow import pandas (half a second of
+    a parquet generation, see `mrcr_gen._parquet.int_array`)."""
+    import pyarrow as pa
+
+    from ..._parquet import int_array, text_array
+
+    if pa.types.is_string(kind):
+        return text_array(values, kind)
+    if pa.types.is_integer(kind):
+        return int_array(values)
+    offsets = array.array("i", itertools.accumulate(map(len, values), initial=0))
+    child = _column([item for value in values for item in value], kind.value_type)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(offsets)], children=[child])
+
+
 class _DigestingFile:
     """A binary file whose sha256 is computed as it is written, on a thread of its own (hashlib
     lets go of the GIL): the sidecar's seal needs it, and reading a file of 1M-token rows back to
@@ -453,7 +471,7 @@ class V2FileWriter:
         import pyarrow as pa
 
         schema = v2_schema()
-        columns = {field.name: pa.array([r[field.name] for r in self._buffer], field.type) for field in schema}
+        columns = {field.name: _column([r[field.name] for r in self._buffer], field.type) for field in schema}
         self._parquet.write_table(pa.table(columns, schema=schema))
         self._buffer, self._buffered_bytes = [], 0
 
