@@ -13,7 +13,7 @@ ordinary path.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import gzip
 import hashlib
@@ -84,11 +84,25 @@ def _seed_tiktoken_cache(data: bytes) -> None:
         pass
 
 
+#: Bytes of o200k_base's file parsed at a time.
+VOCABULARY_BLOCK = 1 << 16
+
+
 def _encoding_from_vocabulary(data: bytes) -> tiktoken.Encoding:
     import tiktoken
     import tiktoken_ext.openai_public as openai_public
 
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+    # Lines "<base64 token> <rank>", the ranks 0, 1, 2, ... in order (the file is checked by its sha256):
+    # parsed in bulk, about twice as fast as tiktoken's loop (0.05 s of CPU at every command's first
+    # count), a block of lines at a time (the whole file's fields at once took 20 MB more memory).
+    ranks: dict[bytes, int] = {}
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start + VOCABULARY_BLOCK)
+        end = len(data) if end < 0 else end + 1
+        tokens = data[start:end].split()[0::2]
+        ranks.update(zip(map(binascii.a2b_base64, tokens), range(len(ranks), len(ranks) + len(tokens)), strict=True))
+        start = end
     # Reuse tiktoken's own definition (pattern, special tokens) so it can never drift from it.
     original = openai_public.load_tiktoken_bpe
     openai_public.load_tiktoken_bpe = lambda *args, **kwargs: ranks
@@ -99,11 +113,25 @@ def _encoding_from_vocabulary(data: bytes) -> tiktoken.Encoding:
     return tiktoken.Encoding(**spec)
 
 
+def _cached_vocabulary() -> bytes | None:
+    """The o200k_base file in tiktoken's cache when it holds the expected bytes, else None."""
+    path = _tiktoken_cache_file()
+    try:
+        data = Path(path).read_bytes() if path is not None else None
+    except OSError:
+        return None
+    return data if data is not None and hashlib.sha256(data).hexdigest() == O200K_SHA256 else None
+
+
 @lru_cache(maxsize=1)
 def o200k() -> tiktoken.Encoding:
-    """The o200k_base encoding: tiktoken's cache or network first, then the packaged file."""
+    """The o200k_base encoding: from tiktoken's cache (read as tiktoken reads it, parsed faster),
+    else tiktoken's own loader (its network), then the packaged file."""
     import tiktoken
 
+    cached = _cached_vocabulary()
+    if cached is not None:
+        return _encoding_from_vocabulary(cached)
     try:
         return tiktoken.get_encoding("o200k_base")
     except Exception:  # tiktoken raises requests/urllib/blobfile errors of many kinds offline

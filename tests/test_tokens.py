@@ -68,3 +68,26 @@ def test_o200k_is_built_on_its_first_count_when_tiktokens_cache_holds_it(tmp_pat
     )
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == [False, True, 2, tokens.O200K_SHA256]
+
+
+def test_the_vocabulary_parses_as_tiktoken_parses_it():
+    """`_encoding_from_vocabulary` reads the file in bulk (ranks in order): the ranks tiktoken's
+    loader reads, line by line."""
+    import base64
+
+    data = tokens._packaged_vocabulary()
+    lines = (line.split() for line in data.splitlines() if line)
+    assert tokens._encoding_from_vocabulary(data)._mergeable_ranks == {
+        base64.b64decode(token): int(rank) for token, rank in lines
+    }
+
+
+def test_tiktokens_cache_is_read_only_when_it_holds_the_genuine_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    assert tokens._cached_vocabulary() is None  # nothing cached
+    cached = tmp_path / hashlib.sha1(tokens.O200K_URL.encode()).hexdigest()
+    genuine = tokens._packaged_vocabulary()
+    cached.write_bytes(genuine[:-10] + b"0000000000")  # tampered: left to tiktoken's loader
+    assert tokens._cached_vocabulary() is None
+    cached.write_bytes(genuine)
+    assert tokens._cached_vocabulary() == genuine

@@ -15,7 +15,15 @@ def gen_main(args: list[str] | None = None) -> None:
 
     if not any(group.name == "pool" for group in app.registered_groups):
         app.add_typer(pool_app, name="pool")
-    run_app(app, "mrcr-gen", args)
+    if args is not None:  # called from Python (tests): SystemExit as always
+        run_app(app, "mrcr-gen", args)
+        return
+    from ._common import leave_at_once
+
+    try:
+        run_app(app, "mrcr-gen", args)
+    except SystemExit as exc:
+        leave_at_once(exc.code)
 
 
 def validate_main() -> None:

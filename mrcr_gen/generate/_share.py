@@ -11,7 +11,6 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._parquet import read_arrow_rows
 from .._tokens import DEFAULT_TOKENIZER
 from .._version import __version__
 from ..engines import Engine
@@ -49,6 +48,8 @@ def share_writings(
     composed_alone = workers * (1 - math.exp(-tokens / PAIR_TOKENS / workers / n_keys))
     if composed_alone < SHARE_WHEN:
         return None
+    from .._parquet import read_arrow_rows  # pyarrow loads for a job that shares its writings
+
     store = writings_store(writer, out, tokenizer)
     parts = shared_parts(n_keys, workers)
     # A part an earlier run left is kept when whole (parts are not fsynced: a crash may cut one short).

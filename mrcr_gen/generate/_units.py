@@ -16,7 +16,6 @@ from typing import Any
 from .._card import sidecar_path
 from .._counts import sealed_sidecar
 from .._files import write_text_atomic
-from .._parquet import parquet_rows
 from .._tokens import load_tokenizer
 from .._version import __version__
 from ..engines import report_progress
@@ -185,6 +184,8 @@ def reusable_part(parts: Path, index: int, n_rows: int) -> bool:
     """Whether an earlier run finished part `index` of `n_rows` rows whole: its parts are not
     fsynced, so after a crash of the machine one may be cut short. One that is not is removed, so
     that no join reads it before this run writes it again."""
+    from .._parquet import parquet_rows  # pyarrow loads for a job cut into parts, not for every job
+
     records = finished_part(parts, index)
     if records is None:
         return False
@@ -210,8 +211,11 @@ def reusable_sidecar(path: Path, build: str, n_rows: int) -> list[dict] | None:
         records = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
         if len(records) != n_rows or any(not isinstance(r, dict) or r.get("build") != build for r in records):
             return None
-        if path.suffix == ".parquet" and parquet_rows(path) != n_rows:
-            return None
+        if path.suffix == ".parquet":
+            from .._parquet import parquet_rows  # pyarrow loads for a parquet file, not for a CSV one
+
+            if parquet_rows(path) != n_rows:
+                return None
     except (OSError, ValueError):  # unreadable or torn json (the data file: see parquet_rows)
         return None
     return records

@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow as pa
-
 from .._models import Ask, Writing
-from .._parquet import int_array, read_arrow, text_array, write_arrow_atomic
 from .._tokens import DEFAULT_TOKENIZER, count_tokens_batch, load_tokenizer
 
 # A real ask gets one of a few writings: 2 of 23 repeated asks got the identical one in real rows.
@@ -67,6 +64,10 @@ class MemoizedWriter:
 
     def compose_part(self, start: int, stop: int, store: Path) -> None:
         """Compose and count `shared_keys()[start:stop]` into the part file `store/{start}.arrow`."""
+        import pyarrow as pa  # loaded by the jobs that share their writings, not by every writer
+
+        from .._parquet import int_array, text_array, write_arrow_atomic
+
         writings = self.writings(self._shared_key_range(start, stop))
         texts, counts = [w.text for w in writings], [w.n_tokens for w in writings]
         table = pa.table({"text": text_array(texts, pa.large_string()), "n_tokens": int_array(counts)})
@@ -133,6 +134,10 @@ class MemoizedWriter:
 
 def _read_part(part: Path) -> list[Writing]:
     """The writings of a part file; none when it is cut short (a crash: parts are not fsynced)."""
+    import pyarrow as pa
+
+    from .._parquet import read_arrow
+
     try:
         table = read_arrow(part)
     except (OSError, pa.ArrowException):

@@ -5,6 +5,7 @@ check (a substring search per hash), and a validation on 2 threads (the same rep
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import re
 import shutil
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrcr_gen.recipes.mrcr_v2 import V2Config, V2OfflineWriter, generate_v2, v2_bucket, validate_v2_paths
+from mrcr_gen.recipes.mrcr_v2 import V2Config, V2OfflineWriter, _rows, generate_v2, v2_bucket, validate_v2_paths
 from mrcr_gen.recipes.mrcr_v2._assembler import HASH_ALPHABET, hash_windows
 from mrcr_gen.recipes.mrcr_v2._rows import V2_COLUMNS, V2FileWriter, _CsvRows, iter_records
 from mrcr_gen.recipes.mrcr_v2._text import TRANSCRIPT_OPEN, split_transcript
@@ -78,6 +79,28 @@ def test_the_csv_writer_writes_the_csv_modules_bytes(queries, answer, tmp_path_f
     out.writerow([queries, answer, 5, 1, "q", 1, "(1, 2)", "[0]", "[(1, 2)]"])
     assert path.read_bytes() == expected.getvalue().encode("utf-8")
     assert [r["queries"] for r in iter_records(path)] == [queries]
+    assert writer.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3 << 19), max_size=12), piece=st.sampled_from([1, 7, 1 << 20]))
+def test_a_csv_files_sha256_as_written_is_the_sha256_of_its_bytes(sizes, piece, tmp_path_factory):
+    """Written in pieces of any size (small ones hashed together, large ones alone), in order."""
+    path = tmp_path_factory.mktemp("digest") / "bytes.bin"
+    written = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    digesting = _rows._DigestingFile(open(path, "wb"), piece)
+    for data in written:
+        assert digesting.write(data) == len(data)
+    assert digesting.close() == hashlib.sha256(b"".join(written)).hexdigest()
+    assert path.read_bytes() == b"".join(written)
+
+
+def test_an_aborted_csv_file_leaves_nothing_and_no_sha256(tmp_path):
+    path = tmp_path / "rows.csv"
+    with pytest.raises(RuntimeError), V2FileWriter(path, "csv") as writer:
+        writer.write({"queries": "a\nb", **dict.fromkeys(V2_COLUMNS[1:], "x")})
+        raise RuntimeError("stopped")
+    assert writer.sha256 is None and list(tmp_path.iterdir()) == []
 
 
 # The splitter before it searched for a literal: a turn head at the body's start or after a blank line.
@@ -145,3 +168,26 @@ def test_validation_on_two_threads_reports_what_one_thread_reports(tmp_path):
         assert one.model_dump() == two.model_dump()
     assert validate_v2_paths([path], threads=2).report.findings == []
     assert [f.check for f in validate_v2_paths([broken], threads=2).report.findings] == ["context_len"]
+
+
+INTS = st.integers(-(2**63), 2**63 - 1)
+V2_CELLS = {
+    "queries": st.text(max_size=30),
+    "context_len": INTS,
+    "index_positions_of_seeds": st.lists(INTS, max_size=8),
+    "relevant_context_positions": st.lists(st.lists(INTS, max_size=3), max_size=8),
+}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_the_parquet_columns_are_the_arrays_pa_array_builds(data):
+    """Built from buffers (`_rows._column`), without pyarrow's builder (which imports pandas)."""
+    import pyarrow as pa
+
+    schema = _rows.v2_schema()
+    for name, cells in V2_CELLS.items():
+        values = data.draw(st.lists(cells, min_size=0, max_size=6))
+        built = _rows._column(values, schema.field(name).type)
+        built.validate(full=True)
+        assert built.equals(pa.array(values, schema.field(name).type))

@@ -283,7 +283,7 @@ def v2_job(config: V2Config, writer) -> GenerationJob:
         frame=v2_card_frame(config),
         card_name=shard_card_name((index, count)),
         card_body=lambda result, command: v2_card_body(config, writer, result, command),
-        preload=worker_preload(config.tokenizer_spec),
+        preload=worker_preload(config.tokenizer_spec, config.format),
     )
 
 
@@ -391,6 +391,11 @@ class V2Sink:
 
     def close(self) -> None:
         self.writer.close()
+
+    @property
+    def sha256(self) -> str | None:
+        """The closed file's sha256, computed as it was written (CSV), or None: read by the core."""
+        return self.writer.sha256
 
     def abort(self) -> None:
         self.writer.close(RuntimeError("aborted"))

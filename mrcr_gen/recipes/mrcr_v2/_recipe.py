@@ -63,7 +63,7 @@ class MrcrV2(BaseRecipe):
         return OPTIONS
 
     def worker_preload(self, request: GenerateRequest) -> tuple[str, ...]:
-        return worker_preload(request.tokenizer)
+        return worker_preload(request.tokenizer, request.options.get("file_format") or "csv")
 
     def generate(self, request: GenerateRequest, progress: ProgressBar) -> Generated:
         from ...generate import generate_for

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import array
 import ast
 import csv
+import functools
+import hashlib
 import io
 import itertools
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
 from ..._files import atomic_path
@@ -30,23 +32,44 @@ V2_COLUMNS: tuple[str, ...] = (
     "index_positions_of_seeds",
     "relevant_context_positions",
 )
-V2_SCHEMA = pa.schema(
-    [
-        ("queries", pa.string()),
-        ("answer", pa.string()),
-        ("context_len", pa.int64()),
-        ("answer_token_count", pa.int64()),
-        ("view_ops", pa.string()),
-        ("num_relevant", pa.int64()),
-        ("answer_context_position", pa.list_(pa.int64())),
-        ("index_positions_of_seeds", pa.list_(pa.int64())),
-        ("relevant_context_positions", pa.list_(pa.list_(pa.int64()))),
-    ]
-)
+if TYPE_CHECKING:  # pyarrow loads for parquet files (V2_SCHEMA, `v2_schema`), not for CSV ones
+    import pyarrow as pa
+
+    V2_SCHEMA: pa.Schema
+
+
+@functools.cache
+def v2_schema() -> pa.Schema:
+    """The parquet schema of a v2 file: the upstream columns, typed (also `V2_SCHEMA`)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("queries", pa.string()),
+            ("answer", pa.string()),
+            ("context_len", pa.int64()),
+            ("answer_token_count", pa.int64()),
+            ("view_ops", pa.string()),
+            ("num_relevant", pa.int64()),
+            ("answer_context_position", pa.list_(pa.int64())),
+            ("index_positions_of_seeds", pa.list_(pa.int64())),
+            ("relevant_context_positions", pa.list_(pa.list_(pa.int64()))),
+        ]
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "V2_SCHEMA":  # built when first asked for: importing pyarrow takes ~0.1 s
+        return v2_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 POSITION_COLUMNS = ("answer_context_position", "index_positions_of_seeds", "relevant_context_positions")
 INT_COLUMNS = ("context_len", "answer_token_count", "num_relevant")
 #: A parquet row group holds about this many bytes of text (8M-token rows are ~35 MB each).
 ROW_GROUP_BYTES = 64 << 20
+#: Bytes written to a CSV file hashed together (see `_DigestingFile`).
+DIGEST_PIECE = 1 << 20
 FORMATS = ("csv", "parquet")
 
 
@@ -245,6 +268,8 @@ def iter_records(path: str | os.PathLike, errors: str = "strict") -> Iterator[di
         with open(path, newline="", encoding="utf-8-sig", errors=errors) as handle:  # a byte-order mark is not a column
             yield from _CsvDictReader(handle)
         return
+    import pyarrow.parquet as pq
+
     with pq.ParquetFile(path) as parquet:
         for batch in parquet.iter_batches(batch_size=4):
             yield from batch.to_pylist()
@@ -296,11 +321,75 @@ def _quoted_csv_cell(text: str) -> str | None:
     return '"' + text.replace('"', '""') + '"'
 
 
+def _column(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """`pa.array(values, kind)` for a v2 column (text, ints, lists of ints, lists of lists of ints;
+    no nulls), built from buffers: any `pa.array` call makes pyarrow import pandas (half a second of
+    a parquet generation, see `mrcr_gen._parquet.int_array`)."""
+    import pyarrow as pa
+
+    from ..._parquet import int_array, text_array
+
+    if pa.types.is_string(kind):
+        return text_array(values, kind)
+    if pa.types.is_integer(kind):
+        return int_array(values)
+    offsets = array.array("i", itertools.accumulate(map(len, values), initial=0))
+    child = _column([item for value in values for item in value], kind.value_type)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(offsets)], children=[child])
+
+
+class _DigestingFile:
+    """A binary file whose sha256 is computed as it is written, on a thread of its own (hashlib
+    lets go of the GIL): the sidecar's seal needs it, and reading a file of 1M-token rows back to
+    hash it took a tenth of a second after the last row. Small writes are hashed in pieces of at
+    least `piece` bytes (DIGEST_PIECE), in the order they were written."""
+
+    def __init__(self, raw: BinaryIO, piece: int | None = None) -> None:
+        self.raw = raw
+        self._piece = DIGEST_PIECE if piece is None else piece
+        self._digest = hashlib.sha256()
+        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrcr-v2 sha256")
+        self._held: list[bytes] = []
+        self._held_bytes = 0
+
+    def write(self, data: bytes) -> int:
+        written = self.raw.write(data)
+        if len(data) >= self._piece:  # hashed as it is, never copied into a piece (a transcript's megabytes)
+            self._hash_held()
+            self._hashing.submit(self._digest.update, data)
+            return written
+        self._held.append(data)
+        self._held_bytes += len(data)
+        if self._held_bytes >= self._piece:
+            self._hash_held()
+        return written
+
+    def _hash_held(self) -> None:
+        if self._held:
+            self._hashing.submit(self._digest.update, b"".join(self._held))
+            self._held, self._held_bytes = [], 0
+
+    def close(self) -> str:
+        """Close the file; its sha256."""
+        try:
+            self.raw.close()
+            self._hash_held()
+        finally:
+            self._hashing.shutdown(wait=True)
+        return self._digest.hexdigest()
+
+    def abort(self) -> None:
+        try:
+            self.raw.close()
+        finally:
+            self._hashing.shutdown(wait=False, cancel_futures=True)
+
+
 class _Utf8Lines:
     """What the csv module writes to, for a file opened in binary: each line encoded as UTF-8 (the
     bytes a text file opened with `encoding="utf-8", newline=""` would write)."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO | _DigestingFile) -> None:
         self.raw = raw
 
     def write(self, text: str) -> int:
@@ -325,15 +414,21 @@ class V2FileWriter:
         self._buffered_bytes = 0
         #: The last transcript (a `queries` cell without its `view_ops`) and its quoted cell's bytes.
         self._shared: tuple[str, bytes] | None = None
+        #: The file's sha256 once closed, when computed as it was written (CSV; None for parquet).
+        self.sha256: str | None = None
         try:
             if format == "csv":
-                self._handle = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()
+                self._handle = _DigestingFile(open(self._tmp, "wb"))  # noqa: SIM115 - closed in close()
                 self._csv = csv.writer(_Utf8Lines(self._handle))
                 self._csv.writerow(V2_COLUMNS)
             else:
-                schema = V2_SCHEMA.with_metadata(metadata) if metadata else V2_SCHEMA
+                import pyarrow.parquet as pq
+
+                schema = v2_schema().with_metadata(metadata) if metadata else v2_schema()
                 self._parquet = pq.ParquetWriter(self._tmp, schema, compression="zstd")
         except BaseException as exc:
+            if isinstance(getattr(self, "_handle", None), _DigestingFile):
+                self._handle.abort()
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
             raise
 
@@ -373,14 +468,19 @@ class V2FileWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        columns = {field.name: pa.array([r[field.name] for r in self._buffer], field.type) for field in V2_SCHEMA}
-        self._parquet.write_table(pa.table(columns, schema=V2_SCHEMA))
+        import pyarrow as pa
+
+        schema = v2_schema()
+        columns = {field.name: _column([r[field.name] for r in self._buffer], field.type) for field in schema}
+        self._parquet.write_table(pa.table(columns, schema=schema))
         self._buffer, self._buffered_bytes = [], 0
 
     def close(self, error: BaseException | None = None) -> None:
         try:
-            if self.format == "csv":
-                self._handle.close()
+            if self.format == "csv" and error is None:
+                self.sha256 = self._handle.close()
+            elif self.format == "csv":
+                self._handle.abort()
             else:
                 if error is None:
                     self._flush()

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 
-def worker_preload(tokenizer: str = "o200k_base") -> tuple[str, ...]:
-    """Modules a local pool's fork server imports first (o200k built when it is the tokenizer).
-    Named here, where nothing heavy is imported: `mrcr-gen` asks before it has parsed its options."""
-    modules = ("mrcr_gen.recipes.mrcr_v2._generate",)
+def worker_preload(tokenizer: str = "o200k_base", file_format: str = "csv") -> tuple[str, ...]:
+    """Modules a local pool's fork server imports first (o200k built when it is the tokenizer,
+    pyarrow when the files are parquet). Named here, where nothing heavy is imported: `mrcr-gen`
+    asks before it has parsed its options."""
+    modules = ("mrcr_gen.recipes.mrcr_v2._generate", *(("pyarrow.parquet",) if file_format == "parquet" else ()))
     return (*modules, "mrcr_gen._preload_o200k") if tokenizer == "o200k_base" else modules
