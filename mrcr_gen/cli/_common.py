@@ -168,13 +168,17 @@ def run_app(app: typer.Typer, prog_name: str, args: list[str] | None = None) -> 
 def leave_at_once(code: int | str | None) -> NoReturn:
     """End the process as `sys.exit(code)` would, without the interpreter's teardown: the exit
     handlers run and the output is flushed, but the objects of the run are not freed one by one
-    (0.1-0.2 s after a generation of large files, with nothing left to write: files are complete or
-    gone, and the threads still running are idle tokenizer threads)."""
+    (0.1-0.2 s after a generation of large files). What the interpreter does before its teardown
+    is done as it would: threads' exit hooks run and the threads still running are waited for (a
+    pool's idle threads end; a thread still writing a file finishes it), then the exit handlers."""
     import atexit
     import os
 
     if isinstance(code, str):
         print(code, file=sys.stderr)
+    wait_for_threads = getattr(threading, "_shutdown", None)  # Py_FinalizeEx's first step
+    if wait_for_threads is not None:
+        wait_for_threads()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

@@ -64,3 +64,22 @@ def test_a_refused_generation_keeps_its_exit_code_and_message(tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith("mrcr-gen: error:")
     assert loaded(done) == []
     assert not (tmp_path / "data").exists()
+
+
+def test_a_thread_still_writing_at_the_exit_finishes_its_file(tmp_path):
+    # As the interpreter's own exit: threads' exit hooks run and running threads are waited for
+    # before the process ends without its teardown.
+    marker = tmp_path / "written"
+    code = (
+        "import threading, time, sys\n"
+        "from mrcr_gen.cli._common import leave_at_once\n"
+        "def write():\n"
+        "    time.sleep(0.5)\n"
+        f"    open({str(marker)!r}, 'w').write('done')\n"
+        "threading.Thread(target=write).start()\n"
+        "leave_at_once(3)\n"
+    )
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert done.returncode == 3, done.stderr
+    assert marker.read_text() == "done"
