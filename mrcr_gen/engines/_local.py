@@ -18,6 +18,7 @@ from typing import Any
 
 from .._files import discard, publish, publishing_deferred
 from ._base import TaskFailed, available_cores, reporting_to, warn_if_unguarded_main
+from ._forked import die_with_parent
 
 #: How often the calling process reads what its workers report, at most (seconds).
 PROGRESS_EVERY = 0.1
@@ -26,14 +27,13 @@ MAX_RETRIES = 3
 
 #: In a worker: its end of the engine's report queue (see `_start_worker`).
 _reports: Any = None
-#: Linux's prctl option: a signal the kernel sends this process when its parent dies.
-PR_SET_PDEATHSIG = 1
 
 
 def ensure_fork_server(preload: Iterable[str] = ()) -> None:
     """Start this process's multiprocessing fork server, if it is not running, importing the modules
-    `preload` names (after `_fork_server`, which makes it end at once when its caller has gone). A
-    server already running keeps what it imported: its workers then import the rest themselves.
+    `preload` names (after `_fork_server`, which makes it end at once when its caller has gone; then
+    `_fork_server_ready`, which keeps the collector off what they made). A server already running
+    keeps what it imported: its workers then import the rest themselves.
 
     The server gets this process's import path. Python 3.11 and 3.12 ignore the `sys_path` they hand
     the server, which starts as `python -c`: it looked in the current folder first, so a folder
@@ -42,7 +42,8 @@ def ensure_fork_server(preload: Iterable[str] = ()) -> None:
     (Python 3.11+) keeps the current folder out; both are set only while it starts."""
     if fork_server_running():
         return
-    multiprocessing.forkserver.set_forkserver_preload([f"{__package__}._fork_server", *preload])
+    modules = [f"{__package__}._fork_server", *preload, f"{__package__}._fork_server_ready"]
+    multiprocessing.forkserver.set_forkserver_preload(modules)
     path = [os.getcwd() if entry == "" else entry for entry in sys.path]
     with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path)):
         multiprocessing.forkserver.ensure_running()
@@ -98,11 +99,7 @@ def _die_with_caller(caller_alive: Any) -> None:
         os._exit(1)  # no cleanup: what a unit was writing stays a temporary file (`remove_partials`)
 
     threading.Thread(target=watch, name="mrcr-gen caller watch", daemon=True).start()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent()
 
 
 def _run_unit(fn: Callable[..., Any], call: int, index: int, unit: tuple, progress: bool) -> Any:

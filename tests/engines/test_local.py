@@ -94,6 +94,24 @@ def test_generation_workers_start_with_o200k_built_only_when_it_counts(tokenizer
     assert out.stdout.strip() == str(built)
 
 
+def test_generation_workers_start_with_the_pools_a_child_of_their_server_rendered() -> None:
+    """The fork server takes the pools from the child it forked (`_preload_start`), with their
+    letter titles: workers start with them, without Faker, their heap kept from the collector."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from mrcr_gen.engines import LocalEngine; from mrcr_gen.recipes.openai_mrcr._generate import worker_preload;"
+        "from tests.engines.units import started_warm;"
+        "engine = LocalEngine(2, preload=worker_preload());"
+        "print(*list(engine.map(started_warm, [()]))[0]); engine.close()"
+    )
+    root = Path(__file__).parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.split() == ["True", "False", "True"]
+
+
 def test_make_engine_names() -> None:
     assert make_engine("local", workers=3).workers == 3
     with pytest.raises(ValueError, match="unknown engine"):

@@ -44,6 +44,17 @@ def o200k_built() -> bool:
     return token_counter.cache_info().currsize == 1
 
 
+def started_warm() -> tuple[bool, bool, bool]:
+    """Whether this process had the offline writer's pools before it ran this unit, whether it had
+    imported Faker (which only rendering them needs), and whether its heap was frozen (`gc.freeze`)."""
+    import gc
+    import sys
+
+    from mrcr_gen.recipes.openai_mrcr import _offline_words
+
+    return _offline_words._POOLS is not None, "faker" in sys.modules, gc.get_freeze_count() > 0
+
+
 def fail_to_start(*_args) -> None:
     """A pool initializer that fails: every worker dies before it runs a unit."""
     raise RuntimeError("this worker cannot start")
