@@ -81,6 +81,10 @@ def _start_worker(reports: Any, caller_alive: Any) -> None:
     _die_with_caller(caller_alive)
 
 
+def _started() -> None:
+    """A unit that does nothing: submitted to start a pool's workers (see `LocalEngine._executor`)."""
+
+
 def _die_with_caller(caller_alive: Any) -> None:
     """End this worker the moment the process that runs the engine is gone (even killed with
     SIGKILL): it would otherwise wait for units forever, or go on writing the ones queued.
@@ -164,6 +168,7 @@ class LocalEngine:
         self._idle_breaks = 0  # pools that broke before any of their workers started a unit
         self._worker_pids: set[int] = set()  # of the current pool, as its reports name them
         self._context: multiprocessing.context.BaseContext | None = None
+        self._all_started = False  # the current pool's workers were all started (see `_submit`)
         if self.workers > 1 and sys.platform.startswith("linux"):
             # Started now, the fork server imports `preload` while the caller is still preparing
             # its work, instead of when the first unit is submitted.
@@ -185,7 +190,21 @@ class LocalEngine:
                 initializer=_start_worker,
                 initargs=(self._reports, self._caller_alive[0]),
             )
+            self._all_started = False
         return self._pool
+
+    def _submit(self, *args: Any) -> Future:
+        """`_run_unit(*args)` submitted to the pool. The pool starts a worker for each unit submitted
+        while none is idle: after its first unit, units that do nothing start the others at once, so
+        that the second worker is not forked only once the first unit (a generation's up-front
+        check) has ended and the units that follow it are submitted."""
+        pool = self._executor()
+        future = pool.submit(_run_unit, *args)
+        if not self._all_started:
+            self._all_started = True
+            for _ in range(self.workers - 1):
+                pool.submit(_started)
+        return future
 
     def map(
         self,
@@ -318,7 +337,7 @@ class _PoolCall:
         unit.started, unit.ran = False, 0
         progress = self.on_progress is not None
         try:
-            unit.future = self.engine._executor().submit(_run_unit, self.fn, self.call, unit.index, unit.args, progress)
+            unit.future = self.engine._submit(self.fn, self.call, unit.index, unit.args, progress)
         except BrokenProcessPool as exc:  # a worker died since the last unit was submitted
             unit.future = Future()
             unit.future.set_exception(exc)

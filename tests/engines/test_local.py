@@ -27,6 +27,14 @@ def test_every_progress_report_reaches_the_caller_before_its_units_result(worker
     assert sorted(set(reports)) == [(0, 1), (2, 1), (3, 1), (4, 1)] and len(reports) == 51
 
 
+def test_every_worker_starts_with_the_first_unit() -> None:
+    """Not the second only when a unit is submitted while the first is busy: a generation's first
+    unit is its up-front check, after which every worker is wanted at once."""
+    with LocalEngine(3) as engine:
+        assert list(engine.map(square, [(4,)])) == [16]
+        assert engine._pool is not None and len(engine._pool._processes) == 3  # type: ignore[attr-defined]
+
+
 def test_reports_nobody_listens_to_are_dropped_not_queued() -> None:
     # Queued, 200,000 reports would fill the pipe to the caller and block the worker for good.
     with LocalEngine(2) as engine:
