@@ -104,7 +104,8 @@ def test_generation_workers_start_with_o200k_built_only_when_it_counts(tokenizer
 
 def test_generation_workers_start_with_the_pools_a_child_of_their_server_rendered() -> None:
     """The fork server takes the pools from the child it forked (`_preload_start`), with their
-    letter titles: workers start with them, without Faker, their heap kept from the collector."""
+    letter titles: workers start with them, without Faker, their heap kept from the collector, and
+    with the default catalog's asks counted."""
     import subprocess
     import sys
     from pathlib import Path
@@ -117,7 +118,7 @@ def test_generation_workers_start_with_the_pools_a_child_of_their_server_rendere
     )
     root = Path(__file__).parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
-    assert out.stdout.split() == ["True", "False", "True"]
+    assert out.stdout.split() == ["True", "False", "True", "True"]
 
 
 def test_make_engine_names() -> None:
