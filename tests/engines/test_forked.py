@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -29,41 +30,37 @@ def test_the_value_is_computed_in_a_child_and_handed_back():
     assert big == ["x" * 1000] * 5000
 
 
-def _fails() -> int:
-    if os.environ.get("FORKED_TEST_PARENT") != str(os.getpid()):
-        raise RuntimeError("only in the child")
-    return 7
+def _raise() -> None:
+    raise RuntimeError("only in the child")
 
 
-def test_a_child_that_fails_leaves_the_value_to_be_computed_here(monkeypatch):
-    monkeypatch.setenv("FORKED_TEST_PARENT", str(os.getpid()))
-    assert compute_forked(_fails).result() == 7
+def _exit_badly() -> None:
+    os._exit(3)
 
 
-def _exits_badly() -> int:
-    if os.environ.get("FORKED_TEST_PARENT") != str(os.getpid()):
-        os._exit(3)
-    return 8
+def _in_child_only(misstep: Callable[[], None]) -> Callable[[], int]:
+    """A value whose computation does `misstep` in a forked child, and gives 7 here."""
+    parent = os.getpid()
+
+    def compute() -> int:
+        if os.getpid() != parent:
+            misstep()
+        return 7
+
+    return compute
 
 
-def test_a_child_that_exits_without_its_value_leaves_it_to_be_computed_here(monkeypatch):
-    monkeypatch.setenv("FORKED_TEST_PARENT", str(os.getpid()))
-    assert compute_forked(_exits_badly).result() == 8
-
-
-def _stuck() -> int:
-    if os.environ.get("FORKED_TEST_PARENT") != str(os.getpid()):
-        time.sleep(60)
-    return 9
+@pytest.mark.parametrize("misstep", [_raise, _exit_badly])
+def test_a_child_that_fails_or_exits_without_its_value_leaves_it_to_be_computed_here(misstep):
+    assert compute_forked(_in_child_only(misstep)).result() == 7
 
 
 def test_a_child_stuck_past_the_patience_is_killed_and_the_value_computed_here(monkeypatch):
-    monkeypatch.setenv("FORKED_TEST_PARENT", str(os.getpid()))
     monkeypatch.setattr(_forked, "PATIENCE", 0.3)
-    forked = compute_forked(_stuck)
+    forked = compute_forked(_in_child_only(lambda: time.sleep(60)))
     child = forked._pid
     assert child is not None
-    assert forked.result() == 9
+    assert forked.result() == 7
     with pytest.raises(ChildProcessError):  # killed and reaped
         os.waitpid(child, os.WNOHANG)
 
