@@ -299,22 +299,3 @@ def test_pairs_whose_needles_do_not_fit_the_bin_get_a_note_or_are_refused_up_fro
     else:
         with pytest.raises(AssemblyError, match=verdict.replace("[", r"\[").replace("]", r"\]")):
             check_needles_fit(config, OfflineWriter(0))
-
-
-def test_ask_facts_are_each_asks_own_and_worked_out_once():
-    """`ask_facts` (what a fork server works out once for its workers) gives each ask its own key,
-    tokens, characters and JSON opening, and assemblers of the same asks share them."""
-    from mrcr_gen._models import normalize_ask
-    from mrcr_gen._tokens import count_tokens
-    from mrcr_gen.recipes.openai_mrcr._assembler import ask_facts
-
-    writer = OfflineWriter(seed=3)
-    asks = tuple(writer.asks())
-    facts = ask_facts(asks, "o200k_base")
-    for i in (0, 1, 2000, len(asks) - 1):
-        text = asks[i].text
-        assert facts.keys[i] == normalize_ask(text) and facts.tokens[i] == count_tokens(text, "o200k_base")
-        assert facts.chars[i] == len(text) and json.loads(f"[{facts.openings[i]}null}}]")[0]["content"] == text
-        assert facts.index[asks[i]] == i
-    first, second = Assembler(writer, DEFAULT_DATE_ADDED), Assembler(OfflineWriter(seed=4), DEFAULT_DATE_ADDED)
-    assert first._keys is second._keys is facts.keys and first._index is facts.index
