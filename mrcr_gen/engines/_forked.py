@@ -78,12 +78,16 @@ def _read_all(fd: int, deadline: float) -> bytes:
             chunks.append(chunk)
 
 
+def _other_threads() -> bool:
+    return threading.active_count() > 1
+
+
 def compute_forked(compute: Callable[[], T]) -> Forked[T]:
     """`compute()` started in a forked child, which hands its value back through a pipe and ends;
     the child dies with this process. Call only while this process runs no other thread (a fork
     copies just the calling one: with other threads, it is computed at `result()`, here), and read
     the value with `result()` once, in this process."""
-    if not hasattr(os, "fork") or threading.active_count() > 1:
+    if not hasattr(os, "fork") or _other_threads():
         return Forked(compute)
     read, write = os.pipe()
     parent = os.getpid()

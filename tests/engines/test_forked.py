@@ -19,6 +19,14 @@ from mrcr_gen.engines._forked import Forked, compute_forked
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
+@pytest.fixture(autouse=True)
+def single_threaded(request, monkeypatch):
+    """This process as a fork server's preload is: no other thread (earlier tests may leave some,
+    e.g. a pool's, which the trivial values computed here cannot meet); but where a test says so."""
+    if "threads" not in request.node.name:
+        monkeypatch.setattr(_forked, "_other_threads", lambda: False)
+
+
 def _where() -> tuple[int, list[str]]:
     return os.getpid(), ["x" * 1000] * 5000  # several pipe buffers' worth
 
