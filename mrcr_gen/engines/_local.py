@@ -18,6 +18,7 @@ from typing import Any
 
 from .._files import discard, publish, publishing_deferred
 from ._base import TaskFailed, available_cores, reporting_to, warn_if_unguarded_main
+from ._forked import die_with_parent
 
 #: How often the calling process reads what its workers report, at most (seconds).
 PROGRESS_EVERY = 0.1
@@ -26,14 +27,13 @@ MAX_RETRIES = 3
 
 #: In a worker: its end of the engine's report queue (see `_start_worker`).
 _reports: Any = None
-#: Linux's prctl option: a signal the kernel sends this process when its parent dies.
-PR_SET_PDEATHSIG = 1
 
 
 def ensure_fork_server(preload: Iterable[str] = ()) -> None:
     """Start this process's multiprocessing fork server, if it is not running, importing the modules
-    `preload` names (after `_fork_server`, which makes it end at once when its caller has gone). A
-    server already running keeps what it imported: its workers then import the rest themselves.
+    `preload` names (after `_fork_server`, which makes it end at once when its caller has gone; then
+    `_fork_server_ready`, which keeps the collector off what they made). A server already running
+    keeps what it imported: its workers then import the rest themselves.
 
     The server gets this process's import path. Python 3.11 and 3.12 ignore the `sys_path` they hand
     the server, which starts as `python -c`: it looked in the current folder first, so a folder
@@ -42,7 +42,8 @@ def ensure_fork_server(preload: Iterable[str] = ()) -> None:
     (Python 3.11+) keeps the current folder out; both are set only while it starts."""
     if fork_server_running():
         return
-    multiprocessing.forkserver.set_forkserver_preload([f"{__package__}._fork_server", *preload])
+    modules = [f"{__package__}._fork_server", *preload, f"{__package__}._fork_server_ready"]
+    multiprocessing.forkserver.set_forkserver_preload(modules)
     path = [os.getcwd() if entry == "" else entry for entry in sys.path]
     with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path)):
         multiprocessing.forkserver.ensure_running()
@@ -80,6 +81,10 @@ def _start_worker(reports: Any, caller_alive: Any) -> None:
     _die_with_caller(caller_alive)
 
 
+def _started() -> None:
+    """A unit that does nothing: submitted to start a pool's workers (see `LocalEngine._executor`)."""
+
+
 def _die_with_caller(caller_alive: Any) -> None:
     """End this worker the moment the process that runs the engine is gone (even killed with
     SIGKILL): it would otherwise wait for units forever, or go on writing the ones queued.
@@ -98,11 +103,7 @@ def _die_with_caller(caller_alive: Any) -> None:
         os._exit(1)  # no cleanup: what a unit was writing stays a temporary file (`remove_partials`)
 
     threading.Thread(target=watch, name="mrcr-gen caller watch", daemon=True).start()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent()
 
 
 def _run_unit(fn: Callable[..., Any], call: int, index: int, unit: tuple, progress: bool) -> Any:
@@ -167,6 +168,7 @@ class LocalEngine:
         self._idle_breaks = 0  # pools that broke before any of their workers started a unit
         self._worker_pids: set[int] = set()  # of the current pool, as its reports name them
         self._context: multiprocessing.context.BaseContext | None = None
+        self._all_started = False  # the current pool's workers were all started (see `_submit`)
         if self.workers > 1 and sys.platform.startswith("linux"):
             # Started now, the fork server imports `preload` while the caller is still preparing
             # its work, instead of when the first unit is submitted.
@@ -188,7 +190,21 @@ class LocalEngine:
                 initializer=_start_worker,
                 initargs=(self._reports, self._caller_alive[0]),
             )
+            self._all_started = False
         return self._pool
+
+    def _submit(self, *args: Any) -> Future:
+        """`_run_unit(*args)` submitted to the pool. The pool starts a worker for each unit submitted
+        while none is idle: after its first unit, units that do nothing start the others at once, so
+        that the second worker is not forked only once the first unit (a generation's up-front
+        check) has ended and the units that follow it are submitted."""
+        pool = self._executor()
+        future = pool.submit(_run_unit, *args)
+        if not self._all_started:
+            self._all_started = True
+            for _ in range(self.workers - 1):
+                pool.submit(_started)
+        return future
 
     def map(
         self,
@@ -321,7 +337,7 @@ class _PoolCall:
         unit.started, unit.ran = False, 0
         progress = self.on_progress is not None
         try:
-            unit.future = self.engine._executor().submit(_run_unit, self.fn, self.call, unit.index, unit.args, progress)
+            unit.future = self.engine._submit(self.fn, self.call, unit.index, unit.args, progress)
         except BrokenProcessPool as exc:  # a worker died since the last unit was submitted
             unit.future = Future()
             unit.future.set_exception(exc)

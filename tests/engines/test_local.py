@@ -27,6 +27,14 @@ def test_every_progress_report_reaches_the_caller_before_its_units_result(worker
     assert sorted(set(reports)) == [(0, 1), (2, 1), (3, 1), (4, 1)] and len(reports) == 51
 
 
+def test_every_worker_starts_with_the_first_unit() -> None:
+    """Not the second only when a unit is submitted while the first is busy: a generation's first
+    unit is its up-front check, after which every worker is wanted at once."""
+    with LocalEngine(3) as engine:
+        assert list(engine.map(square, [(4,)])) == [16]
+        assert engine._pool is not None and len(engine._pool._processes) == 3  # type: ignore[attr-defined]
+
+
 def test_reports_nobody_listens_to_are_dropped_not_queued() -> None:
     # Queued, 200,000 reports would fill the pipe to the caller and block the worker for good.
     with LocalEngine(2) as engine:
@@ -92,6 +100,25 @@ def test_generation_workers_start_with_o200k_built_only_when_it_counts(tokenizer
     root = Path(__file__).parents[2]
     out = subprocess.run([sys.executable, "-c", code, tokenizer], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == str(built)
+
+
+def test_generation_workers_start_with_the_pools_a_child_of_their_server_rendered() -> None:
+    """The fork server takes the pools from the child it forked (`_preload_start`), with their
+    letter titles: workers start with them, without Faker, their heap kept from the collector, and
+    with the default catalog's asks counted."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from mrcr_gen.engines import LocalEngine; from mrcr_gen.recipes.openai_mrcr._generate import worker_preload;"
+        "from tests.engines.units import started_warm;"
+        "engine = LocalEngine(2, preload=worker_preload());"
+        "print(*list(engine.map(started_warm, [()]))[0]); engine.close()"
+    )
+    root = Path(__file__).parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.split() == ["True", "False", "True", "True"]
 
 
 def test_make_engine_names() -> None:

@@ -44,6 +44,20 @@ def o200k_built() -> bool:
     return token_counter.cache_info().currsize == 1
 
 
+def started_warm() -> tuple[bool, bool, bool, bool]:
+    """Whether this process had the offline writer's pools before it ran this unit, whether it had
+    imported Faker (which only rendering them needs), whether its heap was frozen (`gc.freeze`),
+    and whether it had the default catalog's ask facts."""
+    import gc
+    import sys
+
+    from mrcr_gen.recipes.openai_mrcr import _offline_words
+    from mrcr_gen.recipes.openai_mrcr._assembler import ask_facts
+
+    pools, faker = _offline_words._POOLS is not None, "faker" in sys.modules
+    return pools, faker, gc.get_freeze_count() > 0, ask_facts.cache_info().currsize == 1
+
+
 def fail_to_start(*_args) -> None:
     """A pool initializer that fails: every worker dies before it runs a unit."""
     raise RuntimeError("this worker cannot start")

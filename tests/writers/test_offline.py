@@ -353,3 +353,54 @@ def test_letter_titles_fit_the_first_name():
             seen += 1
             assert not (title == "Mr." and first not in male) and not (title == "Ms." and first not in female), letter
     assert seen >= 30
+
+
+HANDED = """
+import pickle, sys
+from mrcr_gen.engines._forked import compute_forked
+from mrcr_gen.recipes.openai_mrcr import _offline_words as words
+handed = compute_forked(words.every_pool).result()
+assert words._POOLS is None and not words._TITLES, "rendered here, not in the child"
+here = words.every_pool()
+names = set(handed[0][words._SLOT_INDEX["f"]])
+sys.stdout.buffer.write(pickle.dumps((handed == here, len(handed[1]), set(handed[2]) == names)))
+"""
+
+
+def test_pools_rendered_in_a_child_and_handed_back_equal_the_pools_rendered_in_place():
+    """What generation's fork server takes from its child (`_preload_start`): every pool as this
+    process renders it, and the letter titles of every first name of the names pool."""
+    import pickle
+    import subprocess
+    import sys
+
+    if not hasattr(__import__("os"), "fork"):
+        pytest.skip("needs os.fork")
+    done = subprocess.run([sys.executable, "-c", HANDED], capture_output=True, check=True)
+    equal, sentence_pools, every_name_titled = pickle.loads(done.stdout)
+    assert equal
+    assert sentence_pools == 11 and every_name_titled
+
+
+def test_installed_pools_compose_the_same_writings():
+    """A process that took the pools (and titles) of another composes what it would have alone."""
+    import pickle
+    import subprocess
+    import sys
+
+    compose = "from mrcr_gen.recipes.openai_mrcr._offline_formats import compose_writing as c; " + (
+        "texts = [c(f, 'apples', v, 3) for f in ('formal letter', 'poem', 'short essay') for v in range(20)]"
+    )
+    alone = f"import pickle, sys; {compose}; sys.stdout.buffer.write(pickle.dumps(texts))"
+    given = (
+        "import pickle, sys; from mrcr_gen.recipes.openai_mrcr import _offline_words as w; "
+        "w.install_pools(pickle.loads(sys.stdin.buffer.read())); "
+        f"{compose}; sys.stdout.buffer.write(pickle.dumps((texts, 'faker' in sys.modules)))"
+    )
+    made = "import pickle, sys; from mrcr_gen.recipes.openai_mrcr import _offline_words as w; "
+    made += "sys.stdout.buffer.write(pickle.dumps(w.every_pool()))"
+    pools = subprocess.run([sys.executable, "-c", made], capture_output=True, check=True).stdout
+    taken = subprocess.run([sys.executable, "-c", given], input=pools, capture_output=True, check=True)
+    texts, faker = pickle.loads(taken.stdout)
+    assert texts == pickle.loads(subprocess.run([sys.executable, "-c", alone], capture_output=True, check=True).stdout)
+    assert not faker  # the titles came with the pools

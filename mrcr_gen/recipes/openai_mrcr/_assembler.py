@@ -12,6 +12,7 @@ import statistics
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..._bins import Bin
 from ..._budget import AssemblyError, fill_budget, interleave, needle_slots
@@ -77,6 +78,33 @@ def _opening(ask_text: str) -> str:
     return f'{{"role": "user", "content": {json.dumps(ask_text)}}}, {{"role": "assistant", "content": '
 
 
+@dataclass(frozen=True)
+class AskFacts:
+    """What a row needs of each ask of a writer, worked out once per process (`ask_facts`): its
+    near-duplicate key, tokens, characters, its messages' JSON up to the writing, and its index."""
+
+    keys: tuple[str, ...]
+    tokens: tuple[int, ...]
+    chars: tuple[int, ...]
+    openings: tuple[str, ...]
+    index: dict[Ask, int]
+
+
+@lru_cache(maxsize=4)
+def ask_facts(asks: tuple[Ask, ...], tokenizer: str) -> AskFacts:
+    """The facts of `asks`, counted by `tokenizer`: a generation's check and every work unit of a
+    worker ask for the same catalog's, which a fork server works out once for all its workers
+    (`_preload_asks`; 4,380 asks: a few hundredths of a second each time)."""
+    texts = [a.text for a in asks]
+    return AskFacts(
+        keys=tuple(normalize_ask(text) for text in texts),
+        tokens=tuple(count_tokens_batch(texts, tokenizer=tokenizer)),
+        chars=tuple(len(text) for text in texts),
+        openings=tuple(_opening(text) for text in texts),
+        index={a: i for i, a in enumerate(asks)},
+    )
+
+
 @dataclass
 class _Shortfall:
     fixed: int  # tokens of preamble, needles, query and answer
@@ -100,13 +128,10 @@ class Assembler:
         if not self._asks:
             raise AssemblyError(f"writer {writer.name!r} offers no asks")
         # Per-ask facts, computed once: drawing a distractor, or making its pair, is then a few list look-ups.
-        ask_texts = [a.text for a in self._asks]
-        self._keys = [normalize_ask(text) for text in ask_texts]
-        self._ask_token_counts = count_tokens_batch(ask_texts, tokenizer=tokenizer)
-        self._ask_chars = [len(text) for text in ask_texts]
-        self._openings = [_opening(text) for text in ask_texts]
+        facts = ask_facts(tuple(self._asks), tokenizer)
+        self._keys, self._ask_token_counts, self._ask_chars = facts.keys, facts.tokens, facts.chars
+        self._openings, self._index = facts.openings, facts.index
         self._spaces = [self._variant_space(a) for a in self._asks]
-        self._index = {a: i for i, a in enumerate(self._asks)}
         # A pool keeps flagged replies (refusals, talk about the ask) out of needle slots: it offers
         # fewer needle variants than variants, the flagged ones last (`PoolWriter.needle_variants`).
         self._needle_variants = getattr(writer, "needle_variants", writer.n_variants)
@@ -145,7 +170,7 @@ class Assembler:
                 f"{who} has no ask with {n_needles} distinct writings (most: {needle_counts[best]} for '{best.text}'"
                 + (", refusals and replies about the ask left out)" if needle_counts != counts else ")")
             )
-        keys = {a: normalize_ask(a.text) for a in self._asks}
+        keys = dict(zip(self._asks, self._keys, strict=True))
         if len(set(keys.values())) < 2:
             raise AssemblyError(f"{who} has only one ask ('{candidates[0].text}'); distractors need other asks")
         with_two = {keys[a] for a in self._asks if counts[a] >= 2}
