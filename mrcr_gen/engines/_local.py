@@ -45,7 +45,9 @@ def ensure_fork_server(preload: Iterable[str] = ()) -> None:
     modules = [f"{__package__}._fork_server", *preload, f"{__package__}._fork_server_ready"]
     multiprocessing.forkserver.set_forkserver_preload(modules)
     path = [os.getcwd() if entry == "" else entry for entry in sys.path]
-    with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path)):
+    # Started from the main thread, the server can die with this process (see `_fork_server`).
+    parent = str(os.getpid()) if threading.current_thread() is threading.main_thread() else ""
+    with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path), MRCR_GEN_FORK_SERVER_PARENT=parent):
         multiprocessing.forkserver.ensure_running()
 
 
