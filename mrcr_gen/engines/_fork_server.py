@@ -53,10 +53,8 @@ def _starting_fork_server() -> bool:
 
 def _die_with_caller() -> None:
     parent = os.environ.pop(PARENT_VARIABLE, "")
-    if parent.isdigit():
-        die_with_parent()
-        if os.getppid() != int(parent):  # the caller died before the line above
-            os._exit(0)
+    if parent.isdigit() and not die_with_parent(int(parent)):
+        os._exit(0)
 
 
 if _starting_fork_server():

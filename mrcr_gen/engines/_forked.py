@@ -27,13 +27,16 @@ PR_SET_PDEATHSIG = 1
 PATIENCE = 60.0
 
 
-def die_with_parent() -> None:
-    """On Linux, have the kernel kill this process (SIGKILL) the moment its parent dies."""
+def die_with_parent(parent: int | None = None) -> bool:
+    """On Linux, have the kernel kill this process (SIGKILL) the moment its parent dies. With
+    `parent`, the pid this process was started by: False when that parent is gone already (it
+    died before the signal was set, which then never comes), and this process should end."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    return parent is None or os.getppid() == parent
 
 
 class Forked(Generic[T]):
@@ -101,8 +104,7 @@ def compute_forked(compute: Callable[[], T]) -> Forked[T]:
         code = 1
         try:
             os.close(read)
-            die_with_parent()
-            if os.getppid() == parent:  # else the parent died before the line above
+            if die_with_parent(parent):
                 data = pickle.dumps(compute(), protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(write, "wb") as out:
                     out.write(data)

@@ -18,6 +18,7 @@ from typing import Any
 
 from .._files import discard, publish, publishing_deferred
 from ._base import TaskFailed, available_cores, reporting_to, warn_if_unguarded_main
+from ._fork_server import PARENT_VARIABLE
 from ._forked import die_with_parent
 
 #: How often the calling process reads what its workers report, at most (seconds).
@@ -47,7 +48,7 @@ def ensure_fork_server(preload: Iterable[str] = ()) -> None:
     path = [os.getcwd() if entry == "" else entry for entry in sys.path]
     # Started from the main thread, the server can die with this process (see `_fork_server`).
     parent = str(os.getpid()) if threading.current_thread() is threading.main_thread() else ""
-    with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path), MRCR_GEN_FORK_SERVER_PARENT=parent):
+    with _environment(PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(path), **{PARENT_VARIABLE: parent}):
         multiprocessing.forkserver.ensure_running()
 
 
@@ -84,7 +85,7 @@ def _start_worker(reports: Any, caller_alive: Any) -> None:
 
 
 def _started() -> None:
-    """A unit that does nothing: submitted to start a pool's workers (see `LocalEngine._executor`)."""
+    """A unit that does nothing: submitted to start a pool's workers (see `LocalEngine._submit`)."""
 
 
 def _die_with_caller(caller_alive: Any) -> None:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from ..._tokens import DEFAULT_TOKENIZER
 
-def worker_preload(tokenizer: str = "o200k_base", file_format: str = "csv") -> tuple[str, ...]:
+
+def worker_preload(tokenizer: str = DEFAULT_TOKENIZER, file_format: str = "csv") -> tuple[str, ...]:
     """Modules a local pool's fork server imports first (o200k built when it is the tokenizer,
     pyarrow when the files are parquet). Named here, where nothing heavy is imported: `mrcr-gen`
     asks before it has parsed its options."""
     modules = ("mrcr_gen.recipes.mrcr_v2._generate", *(("pyarrow.parquet",) if file_format == "parquet" else ()))
-    return (*modules, "mrcr_gen._preload_o200k") if tokenizer == "o200k_base" else modules
+    return (*modules, "mrcr_gen._preload_o200k") if tokenizer == DEFAULT_TOKENIZER else modules

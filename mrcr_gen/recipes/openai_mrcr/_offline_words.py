@@ -412,12 +412,6 @@ _SONG_LINE = _SentencePool("song_line", _SENTENCE_POOL_SIZE)
 _RIDDLE_LINE = _SentencePool("riddle_line", _SENTENCE_POOL_SIZE // 2)
 
 
-def fill_every_pool() -> None:
-    """The word and phrase pools and every format's sentence pool, rendered now (about a second):
-    for a process that others are forked from, so that none of them renders its own."""
-    every_pool()
-
-
 #: Every pool this module renders: the word and phrase pools, each format's sentences, and the
 #: letter titles of every first name of the names pool.
 RenderedPools = tuple[list[list], list[list[str]], dict[str, tuple[str, ...]]]
